@@ -1,0 +1,68 @@
+# virtiofs-dax: QEMU 10.0 with the virtio-fs DAX cache window, and a C
+# virtiofsd that serves it.  See README.md.
+
+TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+-include $(TOP)/config.mk
+BUILD ?= $(TOP)/build
+PREFIX ?= /usr/local
+export BUILD PREFIX
+
+QEMU_BUILD := $(BUILD)/qemu
+QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
+
+.PHONY: all deps prepare qemu guest rust-virtiofsd demo check bench \
+        refresh-patches verify-tree checkpatch install clean distclean help
+
+all: qemu guest
+
+help:
+	@echo "make demo            build everything and boot a guest sharing a host directory"
+	@echo "make check           build what the tests need and run them all"
+	@echo "make bench [QUICK=1] benchmarks (docs/benchmarks/)"
+	@echo "make prepare         prepare build/src (upstream + our files + patches/)"
+	@echo "make refresh-patches save commits and edits made in build/src to patches/ and the repo"
+	@echo "make verify-tree     check patches/ + our files reproduce build/src"
+	@echo "make checkpatch      QEMU's checkpatch.pl on patches/ and our C files"
+	@echo "make install PREFIX=...  install qemu-system-x86_64, virtiofsd and descriptors"
+
+deps:
+	@$(TOP)/mk/deps.sh build guest
+
+prepare: deps
+	@$(TOP)/mk/prepare-tree.sh
+
+qemu: prepare
+	@$(TOP)/mk/build-qemu.sh
+
+guest: deps
+	@$(TOP)/harness/build-guest.sh
+
+rust-virtiofsd:
+	@$(TOP)/harness/rust-virtiofsd.sh >/dev/null
+
+demo: qemu guest
+	@$(TOP)/harness/demo.sh
+
+check: qemu guest
+	@$(TOP)/mk/check.py
+
+bench: qemu guest
+	@$(TOP)/bench/run.py $(if $(QUICK),--quick)
+
+refresh-patches:
+	@$(TOP)/mk/refresh-patches.sh
+
+verify-tree:
+	@$(TOP)/mk/verify-tree.sh
+
+checkpatch: prepare
+	@$(TOP)/mk/checkpatch.sh
+
+install: qemu
+	@$(TOP)/mk/install.sh
+
+clean:
+	rm -rf $(QEMU_BUILD) $(BUILD)/guest
+
+distclean:
+	rm -rf $(BUILD) $(TOP)/config.mk
