@@ -1,0 +1,320 @@
+/*
+ * Virtio shared memory window
+ *
+ * The window is one RAM memory region over a host range that is reserved
+ * once, when the device is realized.  Mapping a file range into it is a
+ * single mmap(MAP_FIXED) over part of that range: the guest physical
+ * layout, the KVM memory slots and the vhost memory tables all stay the
+ * same, so a guest can keep thousands of mappings and churn through them
+ * quickly.  Holes are private anonymous memory: they read as zeros, and
+ * what the guest writes there stays in QEMU.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qapi/error.h"
+#include "qemu/cutils.h"
+#include "qemu/error-report.h"
+#include "qemu/madvise.h"
+#include "exec/exec-all.h"
+#include "system/tcg.h"
+#include "hw/virtio/virtio-shm-window.h"
+#include "trace.h"
+
+typedef struct VirtioShmMapping {
+    /* start and last are offsets in the window */
+    IntervalTreeNode node;
+    bool writable;
+} VirtioShmMapping;
+
+bool virtio_shm_window_check_size(const char *prop, uint64_t size,
+                                  Error **errp)
+{
+    g_autofree char *min = size_to_str(VIRTIO_SHM_WINDOW_MIN_SIZE);
+    g_autofree char *max = size_to_str(VIRTIO_SHM_WINDOW_MAX_SIZE);
+
+    if (!is_power_of_2(size)) {
+        error_setg(errp, "%s must be a power of two, got %" PRIu64 " bytes",
+                   prop, size);
+        return false;
+    }
+    if (size < VIRTIO_SHM_WINDOW_MIN_SIZE) {
+        error_setg(errp, "%s must be at least %s", prop, min);
+        return false;
+    }
+    if (size > VIRTIO_SHM_WINDOW_MAX_SIZE) {
+        error_setg(errp, "%s must be at most %s", prop, max);
+        return false;
+    }
+    /* The window is mapped and unmapped in host pages. */
+    if (size < qemu_real_host_page_size()) {
+        error_setg(errp, "%s must be at least the host page size", prop);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Put fresh anonymous memory over part of the window, dropping whatever
+ * was mapped there.  MAP_NORESERVE because the guest only ever touches a
+ * fraction of the holes: reserving swap for all of them would make large
+ * windows fail on hosts with strict overcommit accounting.
+ */
+static void *shm_window_mmap_anon(void *addr, uint64_t len, int flags)
+{
+    return mmap(addr, len, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+}
+
+/*
+ * Under TCG, translated code is looked up by RAM address and only
+ * invalidated when QEMU sees a write to its page.  A remap changes the
+ * bytes behind the same host address without such a write, so translated
+ * blocks from the old file (think: a binary executed from a DAX mapping)
+ * must be dropped here.  The softmmu TLB needs nothing: it caches the host
+ * address, which never changes.  KVM needs nothing either: the kernel's
+ * MMU notifiers zap the guest mappings of the replaced pages.
+ */
+static void shm_window_invalidate_code(VirtioShmWindow *win, uint64_t offset,
+                                       uint64_t len)
+{
+#ifdef CONFIG_TCG
+    if (tcg_enabled()) {
+        ram_addr_t base = memory_region_get_ram_addr(&win->mr) + offset;
+
+        tb_invalidate_phys_range(base, base + len - 1);
+    }
+#endif
+}
+
+/*
+ * Check that [offset, offset + len) is a non-empty, page-aligned range
+ * inside the window, without overflowing.
+ */
+static bool shm_window_range_valid(VirtioShmWindow *win, uint64_t offset,
+                                   uint64_t len)
+{
+    uint64_t page_mask = qemu_real_host_page_size() - 1;
+
+    return len != 0 && !(offset & page_mask) && !(len & page_mask) &&
+           len <= win->size && offset <= win->size - len;
+}
+
+/*
+ * After a failed mmap(MAP_FIXED) Linux may have removed part of the old
+ * mappings.  A hole in the window would make the next guest access
+ * through it fault in QEMU, so detect that (msync() fails with ENOMEM on
+ * unmapped pages, and with MS_ASYNC it does nothing else) and fill the
+ * range with zeros, forgetting the mappings that were there.
+ */
+static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
+                              uint64_t len)
+{
+    uint64_t last = offset + len - 1;
+    IntervalTreeNode *node;
+
+    if (msync(win->host + offset, len, MS_ASYNC) == 0 ||
+        errno != ENOMEM) {
+        return;
+    }
+
+    error_report("virtio shared memory window %s: a failed mapping left a "
+                 "hole at offset 0x%" PRIx64 "; dropping the mappings there",
+                 memory_region_name(&win->mr), offset);
+    if (shm_window_mmap_anon(win->host + offset, len, MAP_FIXED) ==
+        MAP_FAILED) {
+        /* Only an exhausted host gets here; a guest access may crash QEMU. */
+        error_report("cannot repair virtio shared memory window %s: %s",
+                     memory_region_name(&win->mr), strerror(errno));
+        return;
+    }
+    while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
+        interval_tree_remove(node, &win->mappings);
+        g_free(container_of(node, VirtioShmMapping, node));
+        win->nr_mappings--;
+    }
+    shm_window_invalidate_code(win, offset, len);
+}
+
+bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
+                            const char *name, uint64_t size, Error **errp)
+{
+    void *host;
+
+    host = shm_window_mmap_anon(NULL, size, 0);
+    if (host == MAP_FAILED) {
+        g_autofree char *sz = size_to_str(size);
+
+        error_setg_errno(errp, errno,
+                         "cannot reserve %s of host address space for %s",
+                         sz, name);
+        return false;
+    }
+    /*
+     * The window's content is the back-end's files (or zeros): keep it
+     * out of core dumps like any other memory that is not the guest's.
+     */
+    qemu_madvise(host, size, QEMU_MADV_DONTDUMP);
+
+    win->host = host;
+    win->size = size;
+    win->mappings = (IntervalTreeRoot) { };
+    win->nr_mappings = 0;
+    memory_region_init_ram_ptr(&win->mr, owner, name, size, host);
+    trace_virtio_shm_window_init(name, size, host);
+    return true;
+}
+
+int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
+                          int fd, uint64_t fd_offset, bool writable,
+                          bool replace)
+{
+    uint64_t last = offset + len - 1;
+    IntervalTreeNode *node;
+    VirtioShmMapping *m;
+    unsigned int replaced = 0;
+    int prot = PROT_READ | PROT_WRITE;
+    int flags;
+    void *p;
+
+    if (!virtio_shm_window_exists(win) ||
+        !shm_window_range_valid(win, offset, len) ||
+        (fd_offset & (qemu_real_host_page_size() - 1)) ||
+        fd_offset > (uint64_t)INT64_MAX - len) {
+        return -EINVAL;
+    }
+
+    for (node = interval_tree_iter_first(&win->mappings, offset, last);
+         node; node = interval_tree_iter_next(node, offset, last)) {
+        if (!replace) {
+            return -EEXIST;
+        }
+        if (node->start < offset || node->last > last) {
+            return -EBUSY;
+        }
+        replaced++;
+    }
+    if (win->nr_mappings - replaced >= VIRTIO_SHM_WINDOW_MAX_MAPPINGS) {
+        return -ENOSPC;
+    }
+
+    /*
+     * A read-only mapping is private but writable: guest writes must not
+     * reach the file, and must not fault either, since under TCG the
+     * fault would be QEMU's own and kill it.  Pages the guest has not
+     * written keep following the file.
+     */
+    flags = (writable ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED;
+    p = mmap(win->host + offset, len, prot, flags, fd, fd_offset);
+    if (p == MAP_FAILED) {
+        int err = errno;
+
+        shm_window_repair(win, offset, len);
+        return -err;
+    }
+
+    while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
+        interval_tree_remove(node, &win->mappings);
+        g_free(container_of(node, VirtioShmMapping, node));
+        win->nr_mappings--;
+    }
+    m = g_new0(VirtioShmMapping, 1);
+    m->node.start = offset;
+    m->node.last = last;
+    m->writable = writable;
+    interval_tree_insert(&m->node, &win->mappings);
+    win->nr_mappings++;
+
+    shm_window_invalidate_code(win, offset, len);
+    trace_virtio_shm_window_map(memory_region_name(&win->mr), offset, len,
+                                fd_offset, writable, replaced);
+    return 0;
+}
+
+int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
+                            uint64_t len)
+{
+    uint64_t last = offset + len - 1;
+    uint64_t next = offset;
+    IntervalTreeNode *node;
+
+    if (!virtio_shm_window_exists(win) ||
+        !shm_window_range_valid(win, offset, len)) {
+        return -EINVAL;
+    }
+
+    /* The mappings in the range, in order, must tile it exactly. */
+    for (node = interval_tree_iter_first(&win->mappings, offset, last);
+         node; node = interval_tree_iter_next(node, offset, last)) {
+        if (node->start != next || node->last > last) {
+            return -EINVAL;
+        }
+        next = node->last + 1;
+    }
+    if (next == offset) {
+        return -ENOENT;
+    }
+    if (next != last + 1) {
+        return -EINVAL;
+    }
+
+    if (shm_window_mmap_anon(win->host + offset, len, MAP_FIXED) ==
+        MAP_FAILED) {
+        int err = errno;
+
+        shm_window_repair(win, offset, len);
+        return -err;
+    }
+    while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
+        interval_tree_remove(node, &win->mappings);
+        g_free(container_of(node, VirtioShmMapping, node));
+        win->nr_mappings--;
+    }
+
+    shm_window_invalidate_code(win, offset, len);
+    trace_virtio_shm_window_unmap(memory_region_name(&win->mr), offset, len);
+    return 0;
+}
+
+void virtio_shm_window_reset(VirtioShmWindow *win)
+{
+    IntervalTreeNode *node;
+
+    if (!virtio_shm_window_exists(win)) {
+        return;
+    }
+
+    trace_virtio_shm_window_reset(memory_region_name(&win->mr),
+                                  win->nr_mappings);
+    /*
+     * One mmap() over the whole window drops the mappings, and with them
+     * the back-end's files, and also frees what the guest wrote into the
+     * holes.
+     */
+    if (shm_window_mmap_anon(win->host, win->size, MAP_FIXED) == MAP_FAILED) {
+        /* Only an exhausted host gets here: keep the mappings we know of. */
+        error_report("cannot reset virtio shared memory window %s: %s",
+                     memory_region_name(&win->mr), strerror(errno));
+        return;
+    }
+    while ((node = interval_tree_iter_first(&win->mappings, 0,
+                                            win->size - 1))) {
+        interval_tree_remove(node, &win->mappings);
+        g_free(container_of(node, VirtioShmMapping, node));
+    }
+    win->nr_mappings = 0;
+    shm_window_invalidate_code(win, 0, win->size);
+}
+
+void virtio_shm_window_finalize(VirtioShmWindow *win)
+{
+    if (!virtio_shm_window_exists(win)) {
+        return;
+    }
+    virtio_shm_window_reset(win);
+    munmap(win->host, win->size);
+    win->host = NULL;
+}
