@@ -42,9 +42,9 @@ class Suite:
 def qos(name, paths, timeout=300):
     """Upstream's qgraph tests (qos-test), restricted to the given paths."""
     binary = os.path.join(QBUILD, "tests", "qtest", "qos-test")
-    cmd = [binary, "--tap", "-k", "-m", "quick"]
+    cmd = [binary, "--tap", "-k"]
     for p in paths:
-        cmd += ["-p", p]
+        cmd += ["-r", p]
     return Suite(name, cmd, tap=True, env=QOS_ENV, needs=[binary, QEMU],
                  ninja=["tests/qtest/qos-test"], timeout=timeout)
 

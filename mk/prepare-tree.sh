@@ -37,7 +37,7 @@ cp "$pristine/virtiofs-dax-source" "$BUILD/qemu-source.txt"
 key=$(inputs_key "$pristine")
 head=$(git -C "$SRC" rev-parse HEAD)
 if [ "$(state_get key)" = "$key" ] && [ "$(state_get head)" = "$head" ] && ! tree_dirty; then
-    say "build/src is up to date ($(cat "$BUILD/qemu-source.txt"))"
+    say "build/src is up to date ($(head -n1 "$BUILD/qemu-source.txt"))"
     exit 0
 fi
 if [ -z "${FORCE:-}" ] && [ -n "$(state_get head)" ] &&
@@ -71,7 +71,7 @@ while read -r p; do
     if ! out=$(git -C "$wt" -c user.name=virtiofs-dax -c user.email=virtiofs-dax@invalid \
                am --committer-date-is-author-date --quiet "$p" 2>&1); then
         git -C "$wt" am --abort >/dev/null 2>&1 || true
-        die "patches/$(basename "$p") does not apply to $(cat "$BUILD/qemu-source.txt"): $(grep -m1 -E '^error:' <<<"$out" || head -1 <<<"$out")"
+        die "patches/$(basename "$p") does not apply to $(head -n1 "$BUILD/qemu-source.txt"): $(grep -m1 -E '^error:' <<<"$out" || head -1 <<<"$out")"
     fi
     n=$((n + 1))
 done < <(patch_files)
@@ -80,4 +80,4 @@ new=$(git -C "$wt" rev-parse HEAD)
 git -C "$SRC" reset -q --hard "$new"
 git -C "$SRC" clean -q -fdx
 printf 'key=%s\nhead=%s\n' "$key" "$new" > "$STATE"
-say "build/src prepared: $(cat "$BUILD/qemu-source.txt"), $(overlay_files | wc -l) new files, $n patches"
+say "build/src prepared: $(head -n1 "$BUILD/qemu-source.txt"), $(overlay_files | wc -l) new files, $n patches"
