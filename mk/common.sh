@@ -60,6 +60,7 @@ overlay_files() {
 }
 
 patch_files() {
+    [ -d "$TOP/patches" ] || return 0
     find "$TOP/patches" -maxdepth 1 -name '[0-9][0-9][0-9][0-9]-*.patch' | sort
 }
 
