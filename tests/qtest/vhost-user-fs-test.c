@@ -1272,6 +1272,9 @@ static const BadOption bad_options[] = {
     { "too-large", "cache-size=2T", "cache-size must be at most 1 TiB" },
     { "modern-pio-notify", "cache-size=2M,modern-pio-notify=on",
       "cache-size cannot be used with modern-pio-notify=on" },
+    /* The default CPU model has phys-bits=40: a 1 TiB BAR lands at 1 TiB */
+    { "beyond-phys-bits", "cache-size=1T",
+      "cache-size=1 TiB does not fit in the guest physical address space" },
 };
 
 static void test_bad_option(const void *opaque)
