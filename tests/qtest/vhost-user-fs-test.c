@@ -582,6 +582,21 @@ static unsigned int count_maps(TestCtx *t, const char *name)
     return n;
 }
 
+/* How many file descriptors QEMU has open */
+static unsigned int count_fds(TestCtx *t)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/fd", qtest_pid(t->qts));
+    GDir *dir = g_dir_open(path, 0, NULL);
+    unsigned int n = 0;
+
+    g_assert_nonnull(dir);
+    while (g_dir_read_name(dir)) {
+        n++;
+    }
+    g_dir_close(dir);
+    return n;
+}
+
 static void wait_no_maps(TestCtx *t, const char *name)
 {
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
@@ -1012,9 +1027,12 @@ static void test_invalid_map_requests(void)
     int fd = make_file("vuf-bad", 8 * MiB, 5);
     int fds[2] = { fd, fd };
     VuMMap m = { .len = TWO_MB };
+    VuMemRW rw = { .size = 8 };
+    unsigned int fds_before;
     TestCtx t;
 
     setup(&t, "64M");
+    fds_before = count_fds(&t);
 
     /* shmid that names no region */
     g_assert_cmpuint(shmem_map_full(t.be, 1, fd, 0, 0, TWO_MB, 0), ==, EINVAL);
@@ -1082,6 +1100,11 @@ static void test_invalid_map_requests(void)
                      EINVAL);
     g_assert_cmpuint(shmem_unmap_full(t.be, 0, 4 * MiB, TWO_MB, fd), ==,
                      EINVAL);
+    /* memory access requests carry no fds either */
+    rw.guest_address = MiB;
+    be_send(t.be, VU_BACKEND_MEM_WRITE, true, &rw, sizeof(rw), &rw, 8,
+            fds, 2);
+    g_assert_cmpuint(be_recv_u64(t.be, VU_BACKEND_MEM_WRITE), ==, EINVAL);
     /* a gap between two mappings is not covered */
     g_assert_cmpuint(shmem_map(t.be, fd, 0, 8 * MiB, TWO_MB, 0), ==, 0);
     g_assert_cmpuint(shmem_unmap(t.be, 4 * MiB, 6 * MiB), ==, EINVAL);
@@ -1093,6 +1116,7 @@ static void test_invalid_map_requests(void)
     g_assert_cmpuint(count_maps(&t, "vuf-bad"), ==, 0);
 
     /* Through all of that, no fd leaked into QEMU and it kept serving */
+    g_assert_cmpuint(count_fds(&t), ==, fds_before);
     close(fd);
     assert_alive(&t);
     teardown(&t);
