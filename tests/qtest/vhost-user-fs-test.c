@@ -1280,6 +1280,76 @@ static void test_many_mappings(void)
 }
 
 /*
+ * How many anonymous mappings of at least @size bytes QEMU has (the
+ * kernel may merge the window's reservation with a neighbour)
+ */
+static unsigned int count_anon_of_size(QTestState *qts, uint64_t size)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/maps", qtest_pid(qts));
+    g_autofree char *maps = NULL;
+    g_auto(GStrv) lines = NULL;
+    unsigned int n = 0;
+    char **l;
+
+    g_assert_true(g_file_get_contents(path, &maps, NULL, NULL));
+    lines = g_strsplit(maps, "\n", -1);
+    for (l = lines; *l; l++) {
+        uint64_t start, end;
+        char name[64] = "";
+
+        if (sscanf(*l, "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %*s %63s",
+                   &start, &end, name) >= 2 &&
+            end - start >= size && !name[0]) {
+            n++;
+        }
+    }
+    return n;
+}
+
+/*
+ * Hot-plug and hot-unplug: the window's mappings and its reserved
+ * address space go with the device, and QEMU carries on.
+ */
+static void test_hotplug_unplug(void)
+{
+    TestBackend *be = be_new(VU_BASE_FEATURES | VU_SHM_FEATURES);
+    int fd = make_file("vuf-hotplug", TWO_MB, 0x66);
+    QTestState *qts;
+    TestCtx t = { .be = be };
+
+    qts = qtest_initf("-machine pc -m 256 -nodefaults "
+                      "-object memory-backend-memfd,id=mem,size=256M,"
+                      "share=on -numa node,memdev=mem "
+                      "-chardev socket,id=vuf,path=%s", be->sock_path);
+    t.qts = qts;
+    g_assert_cmpuint(count_anon_of_size(qts, 32 * GiB), ==, 0);
+
+    qtest_qmp_device_add(qts, "vhost-user-fs-pci", "fs1",
+                         "{'chardev': 'vuf', 'tag': 'hot', "
+                         "'cache-size': %" PRIu64 ", 'addr': '05.0'}",
+                         (uint64_t)(32 * GiB));
+    g_assert_cmpuint(count_anon_of_size(qts, 32 * GiB), ==, 1);
+
+    g_mutex_lock(&be->lock);
+    while (be->backend_req_fd < 0) {
+        g_assert_true(g_cond_wait_until(&be->cond, &be->lock,
+                                        g_get_monotonic_time() +
+                                        TIMEOUT_MS * 1000));
+    }
+    g_mutex_unlock(&be->lock);
+    g_assert_cmpuint(shmem_map(be, fd, 0, 0, TWO_MB, VU_MAP_RW), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-hotplug"), ==, 1);
+
+    qpci_unplug_acpi_device_test(qts, "fs1", 5);
+    g_assert_cmpuint(count_maps(&t, "vuf-hotplug"), ==, 0);
+    g_assert_cmpuint(count_anon_of_size(qts, 32 * GiB), ==, 0);
+
+    close(fd);
+    qtest_quit(qts);
+    be_free(be);
+}
+
+/*
  * Command line validation
  */
 
@@ -1404,6 +1474,8 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/window/disconnect-drops-mappings",
                    test_disconnect_drops_mappings);
     qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
+    qtest_add_func("/vhost-user-fs/window/hotplug-unplug",
+                   test_hotplug_unplug);
     for (i = 0; i < ARRAY_SIZE(bad_options); i++) {
         g_autofree char *path = g_strdup_printf("/vhost-user-fs/cmdline/%s",
                                                 bad_options[i].name);
