@@ -75,7 +75,8 @@ enum {
 #define MAX_REGIONS 8
 #define PAGE 4096
 #define TWO_MB (2 * MiB)
-#define RAM_SIZE (256 * MiB)
+/* Enough for a Linux guest's page structures of a 16 GiB window */
+#define RAM_SIZE (1 * GiB)
 #define FS_DEVFN QPCI_DEVFN(4, 0)
 /* Where the test puts BAR 2: far above RAM, aligned for any window size */
 #define CACHE_BAR_ADDR (512 * GiB)
@@ -623,12 +624,12 @@ static void setup_full(TestCtx *t, const char *cache_size,
     memset(t, 0, sizeof(*t));
     t->be = be_new(protocol_features);
     t->qs = qtest_pc_boot("-machine pc -m %u -nodefaults "
-                          "-object memory-backend-memfd,id=mem,size=%u,"
+                          "-object memory-backend-memfd,id=mem,size=%uM,"
                           "share=on -numa node,memdev=mem "
                           "-chardev socket,id=vuf,path=%s "
                           "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
                           "num-request-queues=%u,addr=04.0%s%s",
-                          (unsigned)(RAM_SIZE / MiB), (unsigned)RAM_SIZE,
+                          (unsigned)(RAM_SIZE / MiB), (unsigned)(RAM_SIZE / MiB),
                           t->be->sock_path, nr_request_queues, cache_opt,
                           extra ? extra : "");
     t->qts = t->qs->qts;
@@ -1317,8 +1318,8 @@ static void test_hotplug_unplug(void)
     QTestState *qts;
     TestCtx t = { .be = be };
 
-    qts = qtest_initf("-machine pc -m 256 -nodefaults "
-                      "-object memory-backend-memfd,id=mem,size=256M,"
+    qts = qtest_initf("-machine pc -m 1G -nodefaults "
+                      "-object memory-backend-memfd,id=mem,size=1G,"
                       "share=on -numa node,memdev=mem "
                       "-chardev socket,id=vuf,path=%s", be->sock_path);
     t.qts = qts;
@@ -1369,6 +1370,13 @@ static const BadOption bad_options[] = {
     /* The default CPU model has phys-bits=40: a 1 TiB BAR lands at 1 TiB */
     { "beyond-phys-bits", "cache-size=1T",
       "cache-size=1 TiB does not fit in the guest physical address space" },
+    /*
+     * Not an error, only a warning (QEMU then fails for want of a
+     * back-end): 128 MiB of RAM cannot hold the page structures.
+     */
+    { "guest-ram-warning", "cache-size=64G",
+      "warning: vhost-user-fs: a Linux guest needs about 1 GiB of its RAM "
+      "for cache-size=64 GiB, but the machine has 128 MiB" },
 };
 
 static void test_bad_option(const void *opaque)
@@ -1382,7 +1390,7 @@ static void test_bad_option(const void *opaque)
         "vhost-user-fs-pci,chardev=vuf,tag=myfs,%s", o->opts);
     g_autofree char *err = NULL;
     g_autofree char *cmd = g_strdup_printf(
-        "%s -machine pc -nodefaults -display none -accel qtest "
+        "%s -machine pc -m 128M -nodefaults -display none -accel qtest "
         "-chardev %s -device %s", g_getenv("QTEST_QEMU_BINARY"),
         chardev, device);
     g_auto(GStrv) argv = NULL;
