@@ -623,13 +623,13 @@ static void setup_full(TestCtx *t, const char *cache_size,
 
     memset(t, 0, sizeof(*t));
     t->be = be_new(protocol_features);
-    t->qs = qtest_pc_boot("-machine pc -m %u -nodefaults "
-                          "-object memory-backend-memfd,id=mem,size=%uM,"
-                          "share=on -numa node,memdev=mem "
+    t->qs = qtest_pc_boot("-machine pc -m %" PRIu64 "M -nodefaults "
+                          "-object memory-backend-memfd,id=mem,"
+                          "size=%" PRIu64 "M,share=on -numa node,memdev=mem "
                           "-chardev socket,id=vuf,path=%s "
                           "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
                           "num-request-queues=%u,addr=04.0%s%s",
-                          (unsigned)(RAM_SIZE / MiB), (unsigned)(RAM_SIZE / MiB),
+                          RAM_SIZE / MiB, RAM_SIZE / MiB,
                           t->be->sock_path, nr_request_queues, cache_opt,
                           extra ? extra : "");
     t->qts = t->qs->qts;
