@@ -610,9 +610,10 @@ static void wait_no_maps(TestCtx *t, const char *name)
     }
 }
 
-static void setup_full(TestCtx *t, const char *cache_size,
-                       unsigned int nr_request_queues,
-                       uint64_t protocol_features, const char *extra)
+static void setup_machine(TestCtx *t, const char *machine,
+                          const char *cache_size,
+                          unsigned int nr_request_queues,
+                          uint64_t protocol_features, const char *extra)
 {
     g_autofree char *cache_opt = cache_size ?
         g_strdup_printf(",cache-size=%s", cache_size) : g_strdup("");
@@ -623,13 +624,13 @@ static void setup_full(TestCtx *t, const char *cache_size,
 
     memset(t, 0, sizeof(*t));
     t->be = be_new(protocol_features);
-    t->qs = qtest_pc_boot("-machine pc -m %" PRIu64 "M -nodefaults "
+    t->qs = qtest_pc_boot("-machine %s -m %" PRIu64 "M -nodefaults "
                           "-object memory-backend-memfd,id=mem,"
                           "size=%" PRIu64 "M,share=on -numa node,memdev=mem "
                           "-chardev socket,id=vuf,path=%s "
                           "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
                           "num-request-queues=%u,addr=04.0%s%s",
-                          RAM_SIZE / MiB, RAM_SIZE / MiB,
+                          machine, RAM_SIZE / MiB, RAM_SIZE / MiB,
                           t->be->sock_path, nr_request_queues, cache_opt,
                           extra ? extra : "");
     t->qts = t->qs->qts;
@@ -662,6 +663,14 @@ static void setup_full(TestCtx *t, const char *cache_size,
                                         TIMEOUT_MS * 1000));
     }
     g_mutex_unlock(&t->be->lock);
+}
+
+static void setup_full(TestCtx *t, const char *cache_size,
+                       unsigned int nr_request_queues,
+                       uint64_t protocol_features, const char *extra)
+{
+    setup_machine(t, "pc", cache_size, nr_request_queues, protocol_features,
+                  extra);
 }
 
 static void setup(TestCtx *t, const char *cache_size)
@@ -806,6 +815,30 @@ static void test_window_bar_and_cap(void)
     /* An empty window reads as zeros, start to end */
     g_assert_cmphex(bar_readq(&t, 0), ==, 0);
     g_assert_cmphex(bar_readq(&t, 16 * GiB - 8), ==, 0);
+    teardown(&t);
+}
+
+/* The same window on q35, whose PCI host has its own 64-bit hole */
+static void test_window_q35(void)
+{
+    int fd = make_file("vuf-q35", TWO_MB, 0x35);
+    uint64_t offset, length;
+    uint8_t bar;
+    TestCtx t;
+
+    setup_machine(&t, "q35", "16G", 1, VU_BASE_FEATURES | VU_SHM_FEATURES,
+                  NULL);
+    g_assert_cmpuint(qvirtio_pci_find_shm_cap(&t.fs->pci_vdev, 0, &bar,
+                                              &offset, &length), !=, 0);
+    g_assert_cmpuint(bar, ==, 2);
+    g_assert_cmpuint(length, ==, 16 * GiB);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 16 * GiB - TWO_MB, TWO_MB, 0),
+                     ==, 0);
+    g_assert_cmphex(bar_readq(&t, 16 * GiB - 8), ==,
+                    file_word(0x35, TWO_MB - 8));
+    g_assert_cmpuint(shmem_unmap(t.be, 16 * GiB - TWO_MB, TWO_MB), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 16 * GiB - 8), ==, 0);
+    close(fd);
     teardown(&t);
 }
 
@@ -1465,6 +1498,7 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/no-cache-is-upstream", test_no_cache);
     qtest_add_func("/vhost-user-fs/window/bar-and-capability",
                    test_window_bar_and_cap);
+    qtest_add_func("/vhost-user-fs/window/q35", test_window_q35);
     qtest_add_func("/vhost-user-fs/window/not-in-memory-table",
                    test_window_not_in_mem_table);
     qtest_add_func("/vhost-user-fs/window/map-read-write-unmap",
