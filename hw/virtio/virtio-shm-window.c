@@ -139,6 +139,27 @@ static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
     shm_window_invalidate_code(win, offset, len);
 }
 
+static unsigned int shm_window_max_mappings(const char *name, uint64_t size)
+{
+    uint64_t want = MAX(VIRTIO_SHM_WINDOW_MIN_MAPPINGS,
+                        size / VIRTIO_SHM_WINDOW_GRANULE);
+    uint64_t limit = 65530;
+    g_autofree char *text = NULL;
+
+    if (g_file_get_contents("/proc/sys/vm/max_map_count", &text, NULL,
+                            NULL)) {
+        limit = g_ascii_strtoull(text, NULL, 10);
+    }
+    if (want <= limit / 2) {
+        return want;
+    }
+    warn_report("%s: the guest may need %" PRIu64 " mappings, but with "
+                "vm.max_map_count=%" PRIu64 " QEMU accepts %" PRIu64
+                "; raise vm.max_map_count to %" PRIu64 " or more",
+                name, want, limit, limit / 2, want * 2);
+    return limit / 2;
+}
+
 bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
                             const char *name, uint64_t size, Error **errp)
 {
@@ -163,6 +184,7 @@ bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
     win->size = size;
     win->mappings = (IntervalTreeRoot) { };
     win->nr_mappings = 0;
+    win->max_mappings = shm_window_max_mappings(name, size);
     memory_region_init_ram_ptr(&win->mr, owner, name, size, host);
     trace_virtio_shm_window_init(name, size, host);
     return true;
@@ -197,7 +219,7 @@ int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
         }
         replaced++;
     }
-    if (win->nr_mappings - replaced >= VIRTIO_SHM_WINDOW_MAX_MAPPINGS) {
+    if (win->nr_mappings - replaced >= win->max_mappings) {
         return -ENOSPC;
     }
 

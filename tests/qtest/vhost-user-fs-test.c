@@ -1341,6 +1341,34 @@ static unsigned int count_anon_of_size(QTestState *qts, uint64_t size)
 }
 
 /*
+ * A back-end mapping page-sized pieces hits the cap on live mappings
+ * (16384 for a small window) long before the host's VMA limit.
+ */
+static void test_mapping_limit(void)
+{
+    int fd = make_file("vuf-limit", TWO_MB, 0x77);
+    const unsigned int max = 16384;
+    unsigned int i;
+    TestCtx t;
+
+    setup(&t, "128M");
+    for (i = 0; i < max; i++) {
+        g_assert_cmpuint(shmem_map(t.be, fd, 0, (uint64_t)i * PAGE, PAGE, 0),
+                         ==, 0);
+    }
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, (uint64_t)max * PAGE, PAGE, 0),
+                     ==, ENOSPC);
+    /* Replacing one mapping by another stays possible at the limit */
+    g_assert_cmpuint(shmem_map(t.be, fd, PAGE, 0, PAGE, VU_MAP_REPLACE),
+                     ==, 0);
+    g_assert_cmphex(bar_readq(&t, 0), ==, file_word(0x77, PAGE));
+    g_assert_cmpuint(shmem_unmap(t.be, 0, (uint64_t)max * PAGE), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-limit"), ==, 0);
+    close(fd);
+    teardown(&t);
+}
+
+/*
  * Hot-plug and hot-unplug: the window's mappings and its reserved
  * address space go with the device, and QEMU carries on.
  */
@@ -1516,6 +1544,7 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/window/disconnect-drops-mappings",
                    test_disconnect_drops_mappings);
     qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
+    qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
     qtest_add_func("/vhost-user-fs/window/hotplug-unplug",
                    test_hotplug_unplug);
     for (i = 0; i < ARRAY_SIZE(bad_options); i++) {

@@ -21,12 +21,13 @@
 /*
  * Each live mapping costs the QEMU process one or two VMAs, and Linux
  * limits a process to vm.max_map_count (65530 by default) of them; when
- * that runs out, every mmap() and large malloc() in QEMU fails.  Cap the
- * mappings well below it so that a back-end cannot starve QEMU itself.
- * 16384 is twice what a 16 GiB window needs at the guest's 2 MiB
- * granularity.
+ * that runs out, every mmap() and large malloc() in QEMU fails.  So a
+ * window accepts one mapping per 2 MiB (what guests map at), at least
+ * VIRTIO_SHM_WINDOW_MIN_MAPPINGS, but never more than half of
+ * vm.max_map_count: a back-end mapping small pieces cannot starve QEMU.
  */
-#define VIRTIO_SHM_WINDOW_MAX_MAPPINGS 16384
+#define VIRTIO_SHM_WINDOW_GRANULE (2 * MiB)
+#define VIRTIO_SHM_WINDOW_MIN_MAPPINGS 16384
 
 typedef struct VirtioShmWindow {
     /* The guest-visible region; its RAM is @host */
@@ -37,6 +38,7 @@ typedef struct VirtioShmWindow {
     /* VirtioShmMapping nodes, keyed by window offset */
     IntervalTreeRoot mappings;
     unsigned int nr_mappings;
+    unsigned int max_mappings;
 } VirtioShmWindow;
 
 /**
@@ -60,6 +62,7 @@ bool virtio_shm_window_check_size(const char *prop, uint64_t size,
  * @errp: error object
  *
  * The whole window reads as zeros until something is mapped into it.
+ * Warns if vm.max_map_count is too low for the guest to use all of it.
  *
  * Returns: true on success.
  */
