@@ -227,9 +227,11 @@ int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
      * A read-only mapping is private but writable: guest writes must not
      * reach the file, and must not fault either, since under TCG the
      * fault would be QEMU's own and kill it.  Pages the guest has not
-     * written keep following the file.
+     * written keep following the file.  No swap is reserved for the
+     * copies, as for the holes.
      */
-    flags = (writable ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED;
+    flags = writable ? MAP_SHARED : MAP_PRIVATE | MAP_NORESERVE;
+    flags |= MAP_FIXED;
     p = mmap(win->host + offset, len, prot, flags, fd, fd_offset);
     if (p == MAP_FAILED) {
         int err = errno;

@@ -1419,6 +1419,9 @@ typedef struct BadOption {
     const char *name;
     const char *opts;
     const char *error;
+    /* NULL for -machine pc and vhost-user-fs-pci */
+    const char *machine;
+    const char *driver;
 } BadOption;
 
 static const BadOption bad_options[] = {
@@ -1438,6 +1441,10 @@ static const BadOption bad_options[] = {
     { "guest-ram-warning", "cache-size=64G",
       "warning: vhost-user-fs: a Linux guest needs about 1 GiB of its RAM "
       "for cache-size=64 GiB, but the machine has 128 MiB" },
+    /* QEMU's virtio-mmio cannot expose a shared memory region */
+    { "virtio-mmio", "cache-size=16M",
+      "cache-size needs a PCI transport: use vhost-user-fs-pci",
+      "microvm", "vhost-user-fs-device" },
 };
 
 static void test_bad_option(const void *opaque)
@@ -1448,12 +1455,13 @@ static void test_bad_option(const void *opaque)
     g_autofree char *chardev = g_strdup_printf(
         "socket,id=vuf,path=%s,server=on,wait=off", sock);
     g_autofree char *device = g_strdup_printf(
-        "vhost-user-fs-pci,chardev=vuf,tag=myfs,%s", o->opts);
+        "%s,chardev=vuf,tag=myfs,%s", o->driver ?: "vhost-user-fs-pci",
+        o->opts);
     g_autofree char *err = NULL;
     g_autofree char *cmd = g_strdup_printf(
-        "%s -machine pc -m 128M -nodefaults -display none -accel qtest "
+        "%s -machine %s -m 128M -nodefaults -display none -accel qtest "
         "-chardev %s -device %s", g_getenv("QTEST_QEMU_BINARY"),
-        chardev, device);
+        o->machine ?: "pc", chardev, device);
     g_auto(GStrv) argv = NULL;
     int status;
 
