@@ -27,7 +27,6 @@
 typedef struct VirtioShmMapping {
     /* start and last are offsets in the window */
     IntervalTreeNode node;
-    bool writable;
 } VirtioShmMapping;
 
 bool virtio_shm_window_check_size(const char *prop, uint64_t size,
@@ -47,11 +46,6 @@ bool virtio_shm_window_check_size(const char *prop, uint64_t size,
     }
     if (size > VIRTIO_SHM_WINDOW_MAX_SIZE) {
         error_setg(errp, "%s must be at most %s", prop, max);
-        return false;
-    }
-    /* The window is mapped and unmapped in host pages. */
-    if (size < qemu_real_host_page_size()) {
-        error_setg(errp, "%s must be at least the host page size", prop);
         return false;
     }
     return true;
@@ -90,6 +84,19 @@ static void shm_window_invalidate_code(VirtioShmWindow *win, uint64_t offset,
 #endif
 }
 
+/* Forget the mappings that overlap [offset, last] */
+static void shm_window_forget(VirtioShmWindow *win, uint64_t offset,
+                              uint64_t last)
+{
+    IntervalTreeNode *node;
+
+    while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
+        interval_tree_remove(node, &win->mappings);
+        g_free(container_of(node, VirtioShmMapping, node));
+        win->nr_mappings--;
+    }
+}
+
 /*
  * Check that [offset, offset + len) is a non-empty, page-aligned range
  * inside the window, without overflowing.
@@ -113,9 +120,6 @@ static bool shm_window_range_valid(VirtioShmWindow *win, uint64_t offset,
 static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
                               uint64_t len)
 {
-    uint64_t last = offset + len - 1;
-    IntervalTreeNode *node;
-
     if (msync(win->host + offset, len, MS_ASYNC) == 0 ||
         errno != ENOMEM) {
         return;
@@ -131,11 +135,7 @@ static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
                      memory_region_name(&win->mr), strerror(errno));
         return;
     }
-    while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
-        interval_tree_remove(node, &win->mappings);
-        g_free(container_of(node, VirtioShmMapping, node));
-        win->nr_mappings--;
-    }
+    shm_window_forget(win, offset, offset + len - 1);
     shm_window_invalidate_code(win, offset, len);
 }
 
@@ -240,15 +240,10 @@ int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
         return -err;
     }
 
-    while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
-        interval_tree_remove(node, &win->mappings);
-        g_free(container_of(node, VirtioShmMapping, node));
-        win->nr_mappings--;
-    }
+    shm_window_forget(win, offset, last);
     m = g_new0(VirtioShmMapping, 1);
     m->node.start = offset;
     m->node.last = last;
-    m->writable = writable;
     interval_tree_insert(&m->node, &win->mappings);
     win->nr_mappings++;
 
@@ -292,11 +287,7 @@ int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
         shm_window_repair(win, offset, len);
         return -err;
     }
-    while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
-        interval_tree_remove(node, &win->mappings);
-        g_free(container_of(node, VirtioShmMapping, node));
-        win->nr_mappings--;
-    }
+    shm_window_forget(win, offset, last);
 
     shm_window_invalidate_code(win, offset, len);
     trace_virtio_shm_window_unmap(memory_region_name(&win->mr), offset, len);
@@ -305,8 +296,6 @@ int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
 
 void virtio_shm_window_reset(VirtioShmWindow *win)
 {
-    IntervalTreeNode *node;
-
     if (!virtio_shm_window_exists(win)) {
         return;
     }
@@ -324,12 +313,7 @@ void virtio_shm_window_reset(VirtioShmWindow *win)
                      memory_region_name(&win->mr), strerror(errno));
         return;
     }
-    while ((node = interval_tree_iter_first(&win->mappings, 0,
-                                            win->size - 1))) {
-        interval_tree_remove(node, &win->mappings);
-        g_free(container_of(node, VirtioShmMapping, node));
-    }
-    win->nr_mappings = 0;
+    shm_window_forget(win, 0, win->size - 1);
     shm_window_invalidate_code(win, 0, win->size);
 }
 
@@ -338,7 +322,12 @@ void virtio_shm_window_finalize(VirtioShmWindow *win)
     if (!virtio_shm_window_exists(win)) {
         return;
     }
-    virtio_shm_window_reset(win);
+    /*
+     * The memory region is gone already (it is finalized with its owner,
+     * before the owner's own finalize), so leave it alone: munmap() alone
+     * drops whatever is still mapped.
+     */
+    shm_window_forget(win, 0, win->size - 1);
     munmap(win->host, win->size);
     win->host = NULL;
 }

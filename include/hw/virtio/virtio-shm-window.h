@@ -83,7 +83,9 @@ bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
  * The range switches from its old content to the new one in a single
  * mmap() call, so a guest access never sees anything in between.
  *
- * Returns: 0 or a negative errno; on error the window is unchanged.
+ * Returns: 0 or a negative errno.  On error the window is unchanged,
+ * except if the host ran out of memory half-way through the mmap(): then
+ * the range reads as zeros and the mappings that were in it are gone.
  */
 int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
                           int fd, uint64_t fd_offset, bool writable,
@@ -98,7 +100,8 @@ int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
  * The range must be covered exactly by one mapping or by several
  * adjacent ones; afterwards it reads as zeros.
  *
- * Returns: 0 or a negative errno; on error the window is unchanged.
+ * Returns: 0 or a negative errno; on error the window is unchanged (but
+ * see virtio_shm_window_map() about a host out of memory).
  */
 int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
                             uint64_t len);
@@ -114,7 +117,8 @@ void virtio_shm_window_reset(VirtioShmWindow *win);
  * @win: the window; may be one that was never initialised
  *
  * Call this only when nothing can access the memory region any more,
- * i.e. from the owner's instance_finalize.
+ * i.e. from the owner's instance_finalize, after virtio_shm_window_reset()
+ * at unrealize.
  */
 void virtio_shm_window_finalize(VirtioShmWindow *win);
 
