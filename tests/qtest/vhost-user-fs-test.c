@@ -1234,6 +1234,14 @@ static void test_mem_rw(void)
     g_assert_cmpuint(mem_read(t.be, -8ULL, in, 16), ==, EINVAL);
     g_assert_cmpuint(mem_read(t.be, 1ULL << 62, in, 16), ==, EFAULT);
     g_assert_cmpuint(mem_write(t.be, 1ULL << 62, out, 16), ==, EFAULT);
+    /* Device registers (here: this device's own) are not guest memory */
+    g_assert_cmpuint(mem_read(t.be, t.fs->pci_vdev.bar.addr, in, 4), ==,
+                     EFAULT);
+    memset(out, 0, 4);
+    g_assert_cmpuint(mem_write(t.be, t.fs->pci_vdev.bar.addr, out, 4), ==,
+                     EFAULT);
+    /* A buffer that runs from RAM into a hole is refused as a whole */
+    g_assert_cmpuint(mem_read(t.be, RAM_SIZE - 8, in, 16), ==, EFAULT);
 
     guest_free(&t.qs->alloc, gpa);
     close(fd);
