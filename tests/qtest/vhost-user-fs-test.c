@@ -1430,6 +1430,8 @@ typedef struct BadOption {
     /* NULL for -machine pc and vhost-user-fs-pci */
     const char *machine;
     const char *driver;
+    /* More QEMU options, or NULL */
+    const char *extra;
 } BadOption;
 
 static const BadOption bad_options[] = {
@@ -1449,6 +1451,10 @@ static const BadOption bad_options[] = {
     { "guest-ram-warning", "cache-size=64G",
       "warning: vhost-user-fs: a Linux guest needs about 1 GiB of its RAM "
       "for cache-size=64 GiB, but the machine has 128 MiB" },
+    /* Locking every future mapping would pin the whole window */
+    { "mem-lock", "cache-size=16M",
+      "cache-size cannot be used with -overcommit mem-lock=on",
+      NULL, NULL, "-overcommit mem-lock=on" },
     /* QEMU's virtio-mmio cannot expose a shared memory region */
     { "virtio-mmio", "cache-size=16M",
       "cache-size needs a PCI transport: use vhost-user-fs-pci",
@@ -1468,8 +1474,8 @@ static void test_bad_option(const void *opaque)
     g_autofree char *err = NULL;
     g_autofree char *cmd = g_strdup_printf(
         "%s -machine %s -m 128M -nodefaults -display none -accel qtest "
-        "-chardev %s -device %s", g_getenv("QTEST_QEMU_BINARY"),
-        o->machine ?: "pc", chardev, device);
+        "-chardev %s -device %s %s", g_getenv("QTEST_QEMU_BINARY"),
+        o->machine ?: "pc", chardev, device, o->extra ?: "");
     g_auto(GStrv) argv = NULL;
     int status;
 
