@@ -21,6 +21,7 @@
 #include "qemu/madvise.h"
 #include "exec/exec-all.h"
 #include "system/tcg.h"
+#include "system/cpus.h"
 #include "hw/virtio/virtio-shm-window.h"
 #include "trace.h"
 
@@ -28,6 +29,20 @@ typedef struct VirtioShmMapping {
     /* start and last are offsets in the window */
     IntervalTreeNode node;
 } VirtioShmMapping;
+
+/*
+ * The host ranges of all windows, for the SIGBUS fixup.  It runs in
+ * signal context and reads them without a lock; they are written under
+ * the BQL, size last when adding and first when removing.
+ */
+#define SHM_WINDOW_MAX_RANGES 64
+static struct {
+    uintptr_t start;
+    uintptr_t size;
+} shm_window_ranges[SHM_WINDOW_MAX_RANGES];
+
+/* Pages the fixup filled with zeros since the last report */
+static unsigned int shm_window_sigbus_pages;
 
 bool virtio_shm_window_check_size(const char *prop, uint64_t size,
                                   Error **errp)
@@ -49,6 +64,87 @@ bool virtio_shm_window_check_size(const char *prop, uint64_t size,
         return false;
     }
     return true;
+}
+
+/*
+ * A file mapped into a window can shrink under the guest, e.g. truncated
+ * by another program on the host; a guest access to a page past its new
+ * end then raises SIGBUS, which would kill QEMU.  Put a page of zeros
+ * there instead: the guest reads zeros, as it would past the end of a
+ * file, and what it writes there is discarded.  Async-signal-safe.
+ */
+static bool shm_window_sigbus_fixup(void *addr)
+{
+    uintptr_t page_mask = qemu_real_host_page_size() - 1;
+    uintptr_t a = (uintptr_t)addr;
+    unsigned int i;
+
+    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
+        uintptr_t size = qatomic_read(&shm_window_ranges[i].size);
+        uintptr_t start = qatomic_read(&shm_window_ranges[i].start);
+        int saved_errno = errno;
+        void *p;
+
+        if (!size || a - start >= size) {
+            continue;
+        }
+        p = mmap((void *)(a & ~page_mask), page_mask + 1,
+                 PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                 -1, 0);
+        errno = saved_errno;
+        if (p == MAP_FAILED) {
+            return false;
+        }
+        qatomic_inc(&shm_window_sigbus_pages);
+        return true;
+    }
+    return false;
+}
+
+/* Say, outside signal context, that the fixup had to step in. */
+static void shm_window_report_sigbus(void)
+{
+    unsigned int pages = qatomic_xchg(&shm_window_sigbus_pages, 0);
+
+    if (pages) {
+        trace_virtio_shm_window_sigbus(pages);
+        warn_report_once("the guest accessed pages past the end of files "
+                         "mapped into a virtio shared memory window (files "
+                         "truncated on the host?); they now read as zeros");
+    }
+}
+
+static void shm_window_add_range(VirtioShmWindow *win)
+{
+    unsigned int i;
+
+    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
+        if (!qatomic_read(&shm_window_ranges[i].size)) {
+            qatomic_set(&shm_window_ranges[i].start, (uintptr_t)win->host);
+            smp_wmb();
+            qatomic_set(&shm_window_ranges[i].size, win->size);
+            qemu_set_sigbus_fixup(shm_window_sigbus_fixup);
+            return;
+        }
+    }
+    warn_report("too many virtio shared memory windows: a file truncated "
+                "under %s will crash QEMU", memory_region_name(&win->mr));
+}
+
+static void shm_window_remove_range(VirtioShmWindow *win)
+{
+    unsigned int i;
+
+    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
+        if (qatomic_read(&shm_window_ranges[i].start) ==
+            (uintptr_t)win->host) {
+            qatomic_set(&shm_window_ranges[i].size, 0);
+            smp_wmb();
+            qatomic_set(&shm_window_ranges[i].start, 0);
+            return;
+        }
+    }
 }
 
 /*
@@ -186,6 +282,7 @@ bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
     win->nr_mappings = 0;
     win->max_mappings = shm_window_max_mappings(name, size);
     memory_region_init_ram_ptr(&win->mr, owner, name, size, host);
+    shm_window_add_range(win);
     trace_virtio_shm_window_init(name, size, host);
     return true;
 }
@@ -202,6 +299,7 @@ int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
     int flags;
     void *p;
 
+    shm_window_report_sigbus();
     if (!virtio_shm_window_exists(win) ||
         !shm_window_range_valid(win, offset, len) ||
         (fd_offset & (qemu_real_host_page_size() - 1)) ||
@@ -260,6 +358,7 @@ int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
     uint64_t next = offset;
     IntervalTreeNode *node;
 
+    shm_window_report_sigbus();
     if (!virtio_shm_window_exists(win) ||
         !shm_window_range_valid(win, offset, len)) {
         return -EINVAL;
@@ -299,6 +398,7 @@ void virtio_shm_window_reset(VirtioShmWindow *win)
     if (!virtio_shm_window_exists(win)) {
         return;
     }
+    shm_window_report_sigbus();
 
     trace_virtio_shm_window_reset(memory_region_name(&win->mr),
                                   win->nr_mappings);
@@ -328,6 +428,7 @@ void virtio_shm_window_finalize(VirtioShmWindow *win)
      * drops whatever is still mapped.
      */
     shm_window_forget(win, 0, win->size - 1);
+    shm_window_remove_range(win);
     munmap(win->host, win->size);
     win->host = NULL;
 }
