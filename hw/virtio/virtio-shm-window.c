@@ -81,13 +81,17 @@ static bool shm_window_sigbus_fixup(void *addr)
 
     for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
         uintptr_t size = qatomic_read(&shm_window_ranges[i].size);
-        uintptr_t start = qatomic_read(&shm_window_ranges[i].start);
-        int saved_errno = errno;
+        uintptr_t start;
+        int saved_errno;
         void *p;
 
+        /* Read the size before the start it publishes */
+        smp_rmb();
+        start = qatomic_read(&shm_window_ranges[i].start);
         if (!size || a - start >= size) {
             continue;
         }
+        saved_errno = errno;
         p = mmap((void *)(a & ~page_mask), page_mask + 1,
                  PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
@@ -122,6 +126,7 @@ static void shm_window_add_range(VirtioShmWindow *win)
     for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
         if (!qatomic_read(&shm_window_ranges[i].size)) {
             qatomic_set(&shm_window_ranges[i].start, (uintptr_t)win->host);
+            /* A non-zero size publishes the start (pairs with the fixup) */
             smp_wmb();
             qatomic_set(&shm_window_ranges[i].size, win->size);
             qemu_set_sigbus_fixup(shm_window_sigbus_fixup);
@@ -140,6 +145,7 @@ static void shm_window_remove_range(VirtioShmWindow *win)
         if (qatomic_read(&shm_window_ranges[i].start) ==
             (uintptr_t)win->host) {
             qatomic_set(&shm_window_ranges[i].size, 0);
+            /* Retire the size before the start can be reused */
             smp_wmb();
             qatomic_set(&shm_window_ranges[i].start, 0);
             return;
