@@ -272,7 +272,13 @@ if [ "$WAIT" = power ]; then
     pass "power button pressed"
 elif [ "$WAIT" = forever ]; then
     echo "@@VFSDAX-READY@@"
-    while :; do sleep 1; done
+    # Creating a file always reaches the daemon, whatever the cache mode.
+    i=0
+    while :; do
+        i=$((i + 1))
+        if echo $i > /mnt/tick.$i; then echo "tick $i ok"; else echo "tick $i error"; fi
+        sleep 1
+    done
 else
     umount /mnt || fail "umount"
 fi
@@ -549,8 +555,8 @@ class Runner:
         try:
             r = self.lv.virsh("start", name, check=False, timeout=120)
             if r.returncode != 0:
-                raise CaseFailure("virsh start: " + (r.stderr.strip()
-                                                     or r.stdout.strip()))
+                raise CaseFailure("virsh start: " + " / ".join(
+                    (r.stderr.strip() or r.stdout.strip()).splitlines()))
             argv = [l for l in self.daemon_argv_since(pos)
                     if "--print-capabilities" not in l]
             info += [f"daemon started as: {l}" for l in argv]
@@ -621,8 +627,10 @@ class Runner:
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         info = [f"killed virtiofsd {pids}"]
-        # The guest touches the file system again so the dead back-end is
-        # actually needed (a guest that only idles might never notice).
+        # The guest keeps creating files (one a second), so the dead
+        # back-end is actually needed.
+        out = os.path.join(work, "output.log")
+        ticks_before = count_ticks(out)
         state = None
         t0 = time.monotonic()
         deadline = t0 + 30
@@ -635,6 +643,11 @@ class Runner:
             time.sleep(1)
         info.append(f"state {time.monotonic() - t0:.0f} s after the kill: "
                     f"{state}")
+        after = count_ticks(out)
+        info.append(f"guest file creation after the kill: {after[0] - ticks_before[0]} "
+                    f"succeeded, {after[1] - ticks_before[1]} failed"
+                    + (" (the guest is stuck in the file system)"
+                       if after == ticks_before else ""))
         qlog = vm.tail(os.path.join(self.priv, "log", "qemu", name + ".log"), 6)
         info.append("QEMU log tail:\n" + qlog)
         t1 = time.monotonic()
@@ -650,6 +663,16 @@ class Runner:
                 "after its virtiofsd died (nothing tells libvirt; QEMU keeps "
                 "running):\n" + "\n".join(info))
         return info
+
+
+def count_ticks(path):
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return (0, 0)
+    return (len(re.findall(r"^tick \d+ ok", text, re.M)),
+            len(re.findall(r"^tick \d+ error", text, re.M)))
 
 
 def vm_sha256(path):
@@ -766,6 +789,7 @@ def main():
                       "descriptor", runner.argv_log)
         desc_err = None
         try:
+            os.makedirs(os.path.join(priv, "etc-upper", "qemu", "vhost-user"))
             with open(os.path.join(priv, "etc-upper", "qemu", "vhost-user",
                                    "50-virtiofsd.json"), "w") as f:
                 f.write(descriptor_from_template(
