@@ -549,17 +549,19 @@ class Runner:
         xml_path = os.path.join(work, "domain.xml")
         with open(xml_path, "w") as f:
             f.write(domain_xml(name, case, work, shared, initrd))
-        self.lv.virsh("define", xml_path)
         pos = self.argv_pos()
+        self.lv.virsh("define", xml_path)
         info = []
         try:
             r = self.lv.virsh("start", name, check=False, timeout=120)
             if r.returncode != 0:
                 raise CaseFailure("virsh start: " + " / ".join(
                     (r.stderr.strip() or r.stdout.strip()).splitlines()))
-            argv = [l for l in self.daemon_argv_since(pos)
-                    if "--print-capabilities" not in l]
+            calls = self.daemon_argv_since(pos)
+            argv = [l for l in calls if "--print-capabilities" not in l]
+            probed = len(calls) - len(argv)
             info += [f"daemon started as: {l}" for l in argv]
+            info.append(f"libvirt ran --print-capabilities {probed} time(s)")
             if not argv:
                 raise CaseFailure("libvirt did not start the daemon through "
                                   "the expected binary (no argv recorded)")
@@ -567,6 +569,10 @@ class Runner:
             if case.variant == "legacy" and "-o source=" not in started:
                 raise CaseFailure("daemon without separate-options was not "
                                   f"given -o source=...: {started}")
+            if case.variant == "separate" and "-o source=" in started:
+                info.append("libvirt chose the legacy -o form although the "
+                            "daemon announces separate-options (libvirt 9.0 "
+                            "has only that form)")
             if case.descriptor and not started.startswith("descriptor "):
                 raise CaseFailure("libvirt did not use the daemon named by "
                                   f"the vhost-user descriptor: {started}")
@@ -725,7 +731,11 @@ def main():
     ap.add_argument("--keep", action="store_true",
                     help="keep the private directory (logs, XML)")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--max-time", type=float, default=420,
+                    help="stop starting cases after this many seconds, so "
+                         "that teardown always runs before an outer timeout")
     args = ap.parse_args()
+    t_start = time.monotonic()
 
     variants = ["separate", "legacy"] if args.variant == "both" \
         else [args.variant]
@@ -774,13 +784,28 @@ def main():
     runner = Runner(args, priv)
     try:
         daemon = args.daemon
-        if daemon == "auto":
-            daemon = default_daemon()
-        elif daemon == "ours":
-            daemon = vm.OUR_VIRTIOFSD
-        elif daemon == "rust":
-            daemon = vm.rust_virtiofsd()
+        try:
+            if daemon == "auto":
+                daemon = default_daemon()
+            elif daemon == "ours":
+                daemon = vm.OUR_VIRTIOFSD
+            elif daemon == "rust":
+                daemon = vm.rust_virtiofsd()
+        except vm.HarnessError as e:
+            print(f"Bail out! {e}")
+            failed += 1
+            return 1
         note(f"daemon: {daemon}; qemu: {args.qemu}; private dir: {priv}")
+        # A rebuild replaces binaries: give a vanished one a minute.
+        for b in (daemon, args.qemu, os.path.join(vm.GUEST, "vmlinuz"),
+                  os.path.join(vm.GUEST, "initramfs.cpio.gz")):
+            deadline = time.monotonic() + 60
+            while not os.path.exists(b) and time.monotonic() < deadline:
+                time.sleep(2)
+            if not os.path.exists(b):
+                print(f"Bail out! {b} does not exist")
+                failed += 1
+                return 1
         for v in ("separate", "legacy"):
             write_wrapper(os.path.join(priv, "bin", f"virtiofsd-{v}"),
                           daemon, v, runner.argv_log)
@@ -813,6 +838,11 @@ def main():
         for c in todo:
             if not up:
                 report(False, c.name, "libvirtd is not running")
+                continue
+            left = args.max_time - (time.monotonic() - t_start)
+            if left < BOOT_TIMEOUT + 2 * STOP_TIMEOUT:
+                report(False, c.name, f"not run: only {left:.0f} s left of "
+                       f"--max-time {args.max_time:.0f}")
                 continue
             if c.descriptor and desc_err:
                 report(False, c.name, desc_err)
