@@ -459,6 +459,9 @@ class Runner:
         out = os.path.join(work, "output.log")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            # The state first: a guest that stopped has written everything
+            # by then, so reading the log afterwards cannot miss its verdict.
+            state = self.lv.domstate(name) or ""
             try:
                 with open(out, errors="replace") as f:
                     text = f.read().replace("\r", "")
@@ -471,7 +474,6 @@ class Runner:
             elif "@@VFSDAX-READY@@" in text:
                 return None, text
             m = re.search(r"@@VFSDAX-EXIT=(\d+)@@", text)
-            state = self.lv.domstate(name) or ""
             if m or state.startswith("shut off"):
                 raise CaseFailure(
                     f"the guest stopped early (state: {state}):\n{text}"
