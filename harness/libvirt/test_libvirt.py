@@ -103,6 +103,7 @@ class Libvirtd:
     def __init__(self, priv):
         self.priv = priv
         self.proc = None
+        self.system_before = None
         self.ns = None
         self.sock = os.path.join(priv, "run", "libvirt", "libvirt-sock")
         self.uri = f"qemu:///system?socket={self.sock}"
@@ -117,25 +118,27 @@ class Libvirtd:
             f.write(LIBVIRTD_CONF)
         with open(os.path.join(p, "etc-libvirt", "qemu.conf"), "w") as f:
             f.write(QEMU_CONF)
+        q = shlex.quote
         mounts = [
             # /etc as an overlay first: the descriptor directory
             # /etc/qemu/vhost-user does not exist on the system.
             f"mount -t overlay vfsdax-etc -o lowerdir=/etc,"
-            f"upperdir={p}/etc-upper,workdir={p}/etc-work /etc",
-            f"mount --bind {p}/etc-libvirt /etc/libvirt",
-            f"mount --bind {p}/run /run",
-            f"mount --bind {p}/lib /var/lib/libvirt",
-            f"mount --bind {p}/log /var/log/libvirt",
-            f"mount --bind {p}/cache /var/cache/libvirt",
+            f"upperdir={q(p + '/etc-upper')},workdir={q(p + '/etc-work')} /etc",
+            f"mount --bind {q(p + '/etc-libvirt')} /etc/libvirt",
+            f"mount --bind {q(p + '/run')} /run",
+            f"mount --bind {q(p + '/lib')} /var/lib/libvirt",
+            f"mount --bind {q(p + '/log')} /var/log/libvirt",
+            f"mount --bind {q(p + '/cache')} /var/cache/libvirt",
         ]
         script = "set -e\n" + "\n".join(mounts) + \
             "\nexec libvirtd -f /etc/libvirt/libvirtd.conf\n"
-        out = open(os.path.join(p, "libvirtd.stderr"), "w")
-        self.proc = subprocess.Popen(
-            ["unshare", "--mount", "--propagation", "private", "--",
-             "/bin/sh", "-c", script],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
+        self.system_before = system_state()
+        with open(os.path.join(p, "libvirtd.stderr"), "w") as out:
+            self.proc = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "--",
+                 "/bin/sh", "-c", script],
+                stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.ns is None:
@@ -213,6 +216,13 @@ class Libvirtd:
                 time.sleep(0.1)
         if self.strays():
             problems.append("processes survive SIGKILL: " + str(self.strays()))
+        if self.system_before is not None:
+            after = system_state()
+            changed = sorted(k for k in set(after) | set(self.system_before)
+                             if after.get(k) != self.system_before.get(k))
+            if changed:
+                problems.append("the system's libvirt files changed: "
+                                + ", ".join(changed[:10]))
         return problems
 
     def strays(self, token=None):
@@ -234,6 +244,26 @@ class Libvirtd:
             if (self.ns and ns == self.ns) or token in cmd:
                 found.append((int(pid), cmd.strip()[:200]))
         return found
+
+
+# What the private daemon must leave alone.
+SYSTEM_PATHS = ("/etc/libvirt", "/etc/qemu", "/run/libvirt", "/var/lib/libvirt",
+                "/var/log/libvirt", "/var/cache/libvirt",
+                "/usr/share/qemu/vhost-user")
+
+
+def system_state():
+    state = {}
+    for top in SYSTEM_PATHS:
+        for dirpath, dirs, files in os.walk(top):
+            for fn in [""] + files:
+                path = os.path.join(dirpath, fn) if fn else dirpath
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    continue
+                state[path] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    return state
 
 
 # --- domains -----------------------------------------------------------------
@@ -864,7 +894,8 @@ def main():
     finally:
         problems = runner.lv.stop()
         report(not problems, "teardown: libvirtd, its namespace, QEMU and "
-               "virtiofsd all gone", "\n".join(problems))
+               "virtiofsd all gone, the system's libvirt files untouched",
+               "\n".join(problems))
         if args.keep:
             note(f"kept {priv}")
         else:
