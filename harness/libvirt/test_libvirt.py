@@ -44,7 +44,9 @@ import xml.sax.saxutils
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(TOP, "harness"))
+sys.path.insert(0, os.path.join(TOP, "harness", "tests"))
 import vm  # noqa: E402  (BUILD, GUEST, firmware dirs, make_initrd)
+import pattern  # noqa: E402  (the host side of the guest's mmapio)
 
 BUILD = vm.BUILD
 QEMU = vm.QEMU
@@ -278,6 +280,9 @@ pass "host file read in the guest"
 if [ "$VFS_DAX" = 1 ]; then
     dax_active /mnt || fail "DAX requested but not active on /mnt"
     pass "DAX active"
+    mmapio check /mnt/pattern.bin 5 || fail "host file read through a DAX mmap"
+    mmapio fill /mnt/mmap.bin 4194304 6 || fail "writes through a DAX mmap"
+    pass "mmap reads and writes through the DAX window"
 fi
 head -c 262144 /dev/urandom > /mnt/from-guest.bin || fail "write from the guest"
 sha256sum /mnt/from-guest.bin | cut -d' ' -f1 > /mnt/from-guest.sum
@@ -565,6 +570,9 @@ class Runner:
         with open(os.path.join(shared, "from-host.bin"), "wb") as f:
             f.write(secrets.token_bytes(1 << 20))
         host_sum = vm_sha256(os.path.join(shared, "from-host.bin"))
+        if case.dax:
+            with open(os.path.join(shared, "pattern.bin"), "wb") as f:
+                f.write(pattern.pattern(3 << 20, 5))
         if case.descriptor:
             case.binary = None
         else:
@@ -642,6 +650,16 @@ class Runner:
             if case.action != "killdaemon" and got != want:
                 raise CaseFailure("the guest's file reads wrong on the host "
                                   f"(want {want}, got {got})")
+            if case.dax:
+                try:
+                    with open(os.path.join(shared, "mmap.bin"), "rb") as f:
+                        data = f.read()
+                except OSError as e:
+                    raise CaseFailure(f"mmap.bin from the guest: {e}")
+                if data != pattern.pattern(4 << 20, 6):
+                    raise CaseFailure("what the guest wrote through its DAX "
+                                      "mapping reads wrong on the host")
+                info.append("host sees the guest's mmap writes (4 MiB)")
             deadline = time.monotonic() + 10
             left = self.leftovers(name, shared)
             while left and time.monotonic() < deadline:
