@@ -635,6 +635,14 @@ class Runner:
                     info.append("state: " + self.wait_state(
                         name, "shut off", STOP_TIMEOUT))
                 elif case.action == "destroy":
+                    if case.dax:
+                        n = self.qemu_maps_of(name, shared)
+                        info.append(f"before destroy QEMU maps {n} range(s) "
+                                    "of shared files (the DAX window)")
+                        if n == 0:
+                            raise CaseFailure(
+                                "DAX is active in the guest but QEMU maps no "
+                                "file of the shared directory")
                     self.lv.virsh("destroy", name, timeout=STOP_TIMEOUT)
                     info.append("state: " + self.wait_state(
                         name, "shut off", STOP_TIMEOUT))
@@ -673,6 +681,16 @@ class Runner:
                 self.lv.virsh("destroy", name, check=False, timeout=30)
             self.lv.virsh("undefine", name, check=False, timeout=30)
         return info
+
+    def qemu_maps_of(self, name, shared):
+        try:
+            with open(os.path.join(self.priv, "run", "libvirt", "qemu",
+                                   name + ".pid")) as f:
+                pid = int(f.read().strip())
+            with open(f"/proc/{pid}/maps") as f:
+                return sum(1 for line in f if shared in line)
+        except (OSError, ValueError):
+            return 0
 
     def kill_daemon(self, name, work, shared):
         """SIGKILL the domain's virtiofsd; libvirt must report it, not hang."""
@@ -763,7 +781,8 @@ def cases(variants):
         Case("virtiofsd killed under a running domain is reported by "
              "libvirt, not hung", wait="forever", action="killdaemon"),
         Case("DAX: cache-size set by <qemu:override>, guest mounts "
-             "dax=always", dax=True),
+             "dax=always, reads and writes through it; destroy drops the "
+             "mappings", dax=True, wait="forever", action="destroy"),
     ]
     return out
 
