@@ -321,7 +321,6 @@ fi
 
 
 def fs_xml(case, shared):
-    binary = ""
     if case.binary is not None:
         binary = (f"<binary path={esc(case.binary)} xattr='on'>"
                   f"<cache mode='always'/><sandbox mode={esc(case.sandbox)}/>"
