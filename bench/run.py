@@ -192,7 +192,7 @@ def setup_info(args, confs):
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "qemu": out([QEMU, "--version"]).splitlines()[0],
-        "qemu_source": open(os.path.join(BUILD, "qemu-source.txt")).read().strip()
+        "qemu_source": open(os.path.join(BUILD, "qemu-source.txt")).readline().strip()
             if os.path.exists(os.path.join(BUILD, "qemu-source.txt")) else "",
         "kernel": open(os.path.join(BUILD, "guest", "kernel.txt")).read().strip(),
         "accelerator": accel, "host_cpu": cpu, "host_kernel": platform.release(),

@@ -375,9 +375,12 @@ def main():
         if args.accel == "auto":
             args.accel = "kvm" if kvm_usable() else "tcg"
         if not args.quiet:
-            log(f"accelerator: {args.accel}" +
-                ("" if args.accel == "kvm" else
-                 " (KVM unusable here or not probed to boot)"))
+            why = ""
+            if args.accel == "tcg" and os.environ.get("VFSDAX_ACCEL") != "tcg":
+                why = (" (a probe guest did not boot under KVM here)"
+                       if os.access("/dev/kvm", os.R_OK | os.W_OK)
+                       else " (no usable /dev/kvm)")
+            log(f"accelerator: {args.accel}{why}")
         rc = run_guest(args)
     except HarnessError as e:
         print(f"vm: error: {e}", file=sys.stderr)

@@ -7,8 +7,8 @@ set -euo pipefail
 
 [ -d "$SRC/.git" ] || die "no build/src: run 'make prepare' first"
 
-have_idx=$(mktemp) want_idx=$(mktemp)
-trap 'rm -f "$have_idx" "$want_idx"' EXIT
+have_idx=$(mktemp)
+trap 'rm -f "$have_idx"' EXIT
 
 # The tree build/src holds right now.  Starting from its own index keeps the
 # stat cache, so only changed files are hashed.
@@ -17,20 +17,7 @@ GIT_INDEX_FILE=$have_idx git -C "$SRC" add -A
 have=$(GIT_INDEX_FILE=$have_idx git -C "$SRC" write-tree)
 
 # The tree the repository describes: upstream, our files, the patches.
-files=$(overlay_files)
-gw() { GIT_INDEX_FILE=$want_idx git -C "$SRC" "$@"; }
-gw read-tree upstream
-while read -r f; do
-    [ -n "$f" ] || continue
-    mode=100644
-    [ -x "$TOP/$f" ] && mode=100755
-    printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$TOP/$f")" "$f"
-done <<<"$files" | gw update-index --add --index-info
-while read -r p; do
-    [ -n "$p" ] || continue
-    gw apply --cached "$p" 2>/dev/null || die "patches/$(basename "$p") does not apply"
-done < <(patch_files)
-want=$(gw write-tree)
+want=$(git -C "$SRC" rev-parse "$(wanted_history)^{tree}")
 
 if [ "$have" != "$want" ]; then
     say "build/src differs from patches/ + the repository's files:"
