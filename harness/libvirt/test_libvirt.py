@@ -533,9 +533,16 @@ class Runner:
                 + f"--- {name}.log (QEMU, tail)\n"
                 + vm.tail(os.path.join(self.priv, "log", "qemu", name + ".log"),
                           15)
-                + "--- virtiofsd log (tail)\n"
-                + vm.tail(os.path.join(self.priv, "log", "qemu",
-                                       f"{name}-fs0-virtiofsd.log"), 10))
+                + self.daemon_log(name))
+
+    def daemon_log(self, name):
+        logdir = os.path.join(self.priv, "log", "qemu")
+        out = ""
+        for fn in sorted(os.listdir(logdir)) if os.path.isdir(logdir) else []:
+            if fn.startswith(name + "-") and fn.endswith("-virtiofsd.log"):
+                out += f"--- {fn} (tail)\n" + vm.tail(os.path.join(logdir, fn),
+                                                      10)
+        return out
 
     def leftovers(self, name, shared):
         """What a stopped domain must not leave behind."""
@@ -595,7 +602,8 @@ class Runner:
             r = self.lv.virsh("start", name, check=False, timeout=120)
             if r.returncode != 0:
                 raise CaseFailure("virsh start: " + " / ".join(
-                    (r.stderr.strip() or r.stdout.strip()).splitlines()))
+                    (r.stderr.strip() or r.stdout.strip()).splitlines())
+                    + "\n" + self.daemon_log(name))
             calls = self.daemon_argv_since(pos)
             argv = [l for l in calls if "--print-capabilities" not in l]
             probed = len(calls) - len(argv)
