@@ -849,9 +849,13 @@ def main():
         elif rest:
             note(rest)
 
-    r = subprocess.run([os.path.join(TOP, "mk", "deps.sh"), "libvirt"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
+    try:
+        r = subprocess.run([os.path.join(TOP, "mk", "deps.sh"), "libvirt"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        print("Bail out! mk/deps.sh libvirt did not finish in 900 s")
+        return 1
     if r.returncode != 0:
         print("Bail out! mk/deps.sh libvirt: " + r.stdout.strip())
         return 1
