@@ -616,6 +616,13 @@ class Runner:
             if case.variant == "legacy" and "-o source=" not in started:
                 raise CaseFailure("daemon without separate-options was not "
                                   f"given -o source=...: {started}")
+            if case.variant == "separate" and "-o source=" in started and \
+                    probed:
+                # A libvirt that reads the capabilities and still picks the
+                # old form did not understand what the daemon printed.
+                raise CaseFailure("libvirt ran --print-capabilities, which "
+                                  "announces separate-options, and still "
+                                  f"used the -o form: {started}")
             if case.variant == "separate" and "-o source=" in started:
                 info.append("libvirt chose the legacy -o form although the "
                             "daemon announces separate-options (libvirt 9.0 "
