@@ -708,16 +708,22 @@ class Runner:
 
     def kill_daemon(self, name, work, shared):
         """SIGKILL the domain's virtiofsd; libvirt must report it, not hang."""
-        pids = [pid for pid, _ in self.lv.strays(token=shared)
-                if "virtiofsd" in _ and "qemu-system" not in _]
+        # The guest keeps creating files (one a second), so the dead
+        # back-end is actually needed; first see that this works at all.
+        out = os.path.join(work, "output.log")
+        deadline = time.monotonic() + 15
+        while count_ticks(out)[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        if count_ticks(out)[0] == 0:
+            raise CaseFailure("the guest could not create files before the "
+                              "daemon was killed")
+        pids = [pid for pid, cmd in self.lv.strays(token=shared)
+                if "virtiofsd" in cmd and "qemu-system" not in cmd]
         if not pids:
             raise CaseFailure("no virtiofsd process found for the domain")
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         info = [f"killed virtiofsd {pids}"]
-        # The guest keeps creating files (one a second), so the dead
-        # back-end is actually needed.
-        out = os.path.join(work, "output.log")
         ticks_before = count_ticks(out)
         state = None
         t0 = time.monotonic()
