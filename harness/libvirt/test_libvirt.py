@@ -124,8 +124,10 @@ class Libvirtd:
         mounts = [
             # /etc as an overlay first: the descriptor directory
             # /etc/qemu/vhost-user does not exist on the system.
+            # Without overlayfs only the descriptor case suffers.
             f"mount -t overlay vfsdax-etc -o lowerdir=/etc,"
-            f"upperdir={q(p + '/etc-upper')},workdir={q(p + '/etc-work')} /etc",
+            f"upperdir={q(p + '/etc-upper')},workdir={q(p + '/etc-work')} /etc"
+            f" || echo \"$?\" > {q(p + '/no-etc-overlay')}",
             f"mount --bind {q(p + '/etc-libvirt')} /etc/libvirt",
             f"mount --bind {q(p + '/run')} /run",
             f"mount --bind {q(p + '/lib')} /var/lib/libvirt",
@@ -941,6 +943,10 @@ def main():
                 report(False, c.name, f"not run: only {left:.0f} s left of "
                        f"--max-time {args.max_time:.0f}")
                 continue
+            if c.descriptor and os.path.exists(os.path.join(priv,
+                                                            "no-etc-overlay")):
+                desc_err = ("cannot overlay /etc in the private namespace "
+                            "(see libvirtd.stderr): no /etc/qemu/vhost-user")
             if c.descriptor and desc_err:
                 report(False, c.name, desc_err)
                 continue
