@@ -178,7 +178,8 @@ int vfsd_op_fallocate(VfsdFs *fs, uint64_t nodeid, uint64_t fh,
                       uint64_t offset, uint64_t length, uint32_t mode);
 int vfsd_op_lseek(VfsdFs *fs, uint64_t fh, uint64_t offset, uint32_t whence,
                   uint64_t *result);
-ssize_t vfsd_op_copy_file_range(VfsdFs *fs, const struct fuse_copy_file_range_in *in);
+ssize_t vfsd_op_copy_file_range(VfsdFs *fs,
+                                const struct fuse_copy_file_range_in *in);
 int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
                   struct fuse_file_lock *out);
 int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,

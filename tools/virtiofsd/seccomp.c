@@ -27,7 +27,8 @@ static const int allowed[] = {
     SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(syncfs),
     SCMP_SYS(ftruncate), SCMP_SYS(fallocate), SCMP_SYS(copy_file_range),
     SCMP_SYS(mkdirat), SCMP_SYS(mknodat), SCMP_SYS(symlinkat),
-    SCMP_SYS(linkat), SCMP_SYS(unlinkat), SCMP_SYS(renameat2),
+    SCMP_SYS(linkat), SCMP_SYS(unlinkat), SCMP_SYS(renameat),
+    SCMP_SYS(renameat2),
     SCMP_SYS(readlinkat), SCMP_SYS(fchmodat), SCMP_SYS(fchownat),
     SCMP_SYS(fchmod), SCMP_SYS(fchown), SCMP_SYS(utimensat),
     SCMP_SYS(faccessat), SCMP_SYS(faccessat2),
@@ -49,6 +50,7 @@ static const int allowed[] = {
     SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(exit),
     SCMP_SYS(exit_group), SCMP_SYS(gettid), SCMP_SYS(getpid),
     SCMP_SYS(tgkill), SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
+    SCMP_SYS(sched_getattr), SCMP_SYS(sched_setattr),
     SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
     SCMP_SYS(rt_sigaction), SCMP_SYS(restart_syscall),
     SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
@@ -75,6 +77,14 @@ bool vfsd_seccomp_install(char **err)
             continue;
         }
         ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+    }
+    /*
+     * libvhost-user probes userfaultfd for postcopy migration, which we
+     * do not offer: it just finds it missing.
+     */
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+                               SCMP_SYS(userfaultfd), 0);
     }
     /* The filter applies to every thread, including glib's */
     if (ret == 0) {

@@ -144,9 +144,12 @@ static bool get_string(VfsdReq *r, char *buf, size_t max)
 {
     VfsdBuf peek = *r->in;
     size_t n = MIN(vfsd_buf_remaining(&peek), max + 1);
-    char *nul;
+    char *nul = NULL;
 
-    if (!vfsd_buf_read(&peek, buf, n) || !(nul = memchr(buf, '\0', n))) {
+    if (vfsd_buf_read(&peek, buf, n)) {
+        nul = memchr(buf, '\0', n);
+    }
+    if (!nul) {
         vfsd_guest_error("%s: string argument is not terminated within %zu "
                          "bytes", opname(r->h.opcode), n);
         reply_err(r, -EINVAL);
