@@ -44,10 +44,15 @@ demo: qemu guest
 	@$(TOP)/harness/demo.sh
 
 check: qemu guest
-	@$(TOP)/mk/check.py
+	@python3 $(TOP)/mk/check.py
 
-bench: qemu guest
-	@$(TOP)/bench/run.py $(if $(QUICK),--quick)
+# The report's chart needs matplotlib: kept in the cache's private venv.
+BENCH_PYTHON = $(or $(VIRTIOFS_DAX_CACHE),$(HOME)/.cache/virtiofs-dax)/pyvenv/bin/python3
+bench: qemu guest rust-virtiofsd
+	@$(BENCH_PYTHON) -c 'import matplotlib' 2>/dev/null || \
+	    $(BENCH_PYTHON) -m pip install -q matplotlib >/dev/null 2>&1 || \
+	    echo "bench: cannot install matplotlib; the report will have no chart"
+	@$(BENCH_PYTHON) $(TOP)/bench/run.py $(if $(QUICK),--quick)
 
 refresh-patches:
 	@$(TOP)/mk/refresh-patches.sh

@@ -45,4 +45,14 @@ if [ $# -gt 0 ]; then
         grep -E 'error|Error' "$BUILD/build.log" | tail -n 20 >&2
         die "building $* failed (full log: build/build.log)"; }
 fi
+# Run from the build tree, QEMU looks for firmware in qemu-bundle/ only.  With
+# Debian's tarball there is none: link Debian's seabios, ipxe and option ROMs
+# there so qtests and direct runs need no -L.
+bundle=$QBUILD/qemu-bundle${PREFIX:-/usr/local}/share/qemu
+mkdir -p "$bundle"
+for d in /usr/share/seabios /usr/lib/ipxe/qemu /usr/share/qemu; do
+    for f in "$d"/*.bin "$d"/*.rom; do
+        [ -f "$f" ] && [ ! -e "$bundle/${f##*/}" ] && ln -s "$f" "$bundle/${f##*/}"
+    done
+done
 say "QEMU built: $QBUILD/qemu-system-x86_64"

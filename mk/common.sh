@@ -60,6 +60,7 @@ overlay_files() {
 }
 
 patch_files() {
+    [ -d "$TOP/patches" ] || return 0
     find "$TOP/patches" -maxdepth 1 -name '[0-9][0-9][0-9][0-9]-*.patch' | sort
 }
 
@@ -83,3 +84,53 @@ tree_dirty() { [ -n "$(git -C "$SRC" status --porcelain --untracked-files=all)" 
 
 git_src() { git -C "$SRC" -c user.name="${GIT_AUTHOR_NAME:-virtiofs-dax}" \
                 -c user.email="${GIT_AUTHOR_EMAIL:-virtiofs-dax@invalid}" "$@"; }
+
+# Build, without touching any work tree, the history the repository
+# describes on top of the "upstream" tag of build/src: one commit with our
+# files, then one commit per patch (author, date and message from the patch,
+# so commit ids are reproducible).  Prints the last commit's id; with
+# argument "tag", also tags the overlay commit "overlay".  A patch that does
+# not apply stops with its name.
+wanted_history() {
+    local idx tmp parent tree p n=0
+    idx=$(mktemp) tmp=$(mktemp -d)
+    # shellcheck disable=SC2064
+    trap "rm -rf '$idx' '$tmp'" RETURN
+    gi() { GIT_INDEX_FILE=$idx git -C "$SRC" "$@"; }
+    gi read-tree upstream
+    overlay_files | while read -r f; do
+        local mode=100644
+        [ -x "$TOP/$f" ] && mode=100755
+        printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$TOP/$f")" "$f"
+    done | gi update-index --add --index-info
+    parent=$(git -C "$SRC" rev-parse 'upstream^{commit}')
+    tree=$(gi write-tree)
+    if [ "$tree" != "$(git -C "$SRC" rev-parse 'upstream^{tree}')" ]; then
+        parent=$(GIT_AUTHOR_NAME=virtiofs-dax GIT_AUTHOR_EMAIL=virtiofs-dax@invalid \
+                 GIT_AUTHOR_DATE="2000-01-01T00:00:00Z" GIT_COMMITTER_NAME=virtiofs-dax \
+                 GIT_COMMITTER_EMAIL=virtiofs-dax@invalid GIT_COMMITTER_DATE="2000-01-01T00:00:00Z" \
+                 git -C "$SRC" commit-tree "$tree" -p "$parent" -m "overlay: this fork's new files")
+    fi
+    [ "${1:-}" != tag ] || git -C "$SRC" tag -f overlay "$parent" >/dev/null
+    while read -r p; do
+        [ -n "$p" ] || continue
+        git mailinfo "$tmp/msg" "$tmp/diff" < "$p" > "$tmp/info" ||
+            die "patches/$(basename "$p") is not a patch in mail format"
+        local err
+        if ! err=$(gi apply --cached "$tmp/diff" 2>&1); then
+            die "patches/$(basename "$p") does not apply to $(head -n1 "$BUILD/qemu-source.txt"): $(head -n1 <<<"$err")"
+        fi
+        tree=$(gi write-tree)
+        local author email date subject
+        author=$(sed -n 's/^Author: //p' "$tmp/info")
+        email=$(sed -n 's/^Email: //p' "$tmp/info")
+        date=$(sed -n 's/^Date: //p' "$tmp/info")
+        subject=$(sed -n 's/^Subject: //p' "$tmp/info")
+        parent=$( { printf '%s\n\n' "$subject"; cat "$tmp/msg"; } |
+            GIT_AUTHOR_NAME=$author GIT_AUTHOR_EMAIL=$email GIT_AUTHOR_DATE=$date \
+            GIT_COMMITTER_NAME=$author GIT_COMMITTER_EMAIL=$email GIT_COMMITTER_DATE=$date \
+            git -C "$SRC" commit-tree "$tree" -p "$parent" -F -)
+        n=$((n + 1))
+    done < <(patch_files)
+    echo "$parent"
+}

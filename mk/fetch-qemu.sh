@@ -23,7 +23,7 @@ make_pristine_repo() {
         -c core.autocrlf=false commit -q -m "upstream: $desc" \
         --date="2000-01-01T00:00:00Z"
     git clone -q --bare "$tree" "$tmp"
-    printf '%s\n' "$desc" > "$tmp/virtiofs-dax-source"
+    printf '%s\n' "${desc%%;*}" "$desc" > "$tmp/virtiofs-dax-source"
     mv "$tmp" "$repo"
 }
 
@@ -114,7 +114,7 @@ from_debian() {
     # debian/ is packaging, not QEMU: keep the patched tree only.
     rm -rf "$tree/debian" "$tree/.pc"
     make_pristine_repo "$tree" "$CACHE/trees/$id.git" \
-        "Debian qemu $ver (orig sha256 $(sha256_of "$orig"), Debian patch series applied)"
+        "Debian qemu $ver with Debian's patch series; orig tarball sha256 $(sha256_of "$orig")"
     rm -rf "$tree"
     echo "$CACHE/trees/$id.git"
 }

@@ -37,7 +37,7 @@ cp "$pristine/virtiofs-dax-source" "$BUILD/qemu-source.txt"
 key=$(inputs_key "$pristine")
 head=$(git -C "$SRC" rev-parse HEAD)
 if [ "$(state_get key)" = "$key" ] && [ "$(state_get head)" = "$head" ] && ! tree_dirty; then
-    say "build/src is up to date ($(cat "$BUILD/qemu-source.txt"))"
+    say "build/src is up to date ($(head -n1 "$BUILD/qemu-source.txt"))"
     exit 0
 fi
 if [ -z "${FORCE:-}" ] && [ -n "$(state_get head)" ] &&
@@ -46,38 +46,9 @@ if [ -z "${FORCE:-}" ] && [ -n "$(state_get head)" ] &&
     die "build/src has edits that are not in patches/ or the overlay; save them with 'make refresh-patches' or drop them with 'make prepare FORCE=1'"
 fi
 
-# Build the wanted history in a scratch worktree, then move build/src to it.
-wt=$BUILD/.prepare-wt
-git -C "$SRC" worktree remove --force "$wt" 2>/dev/null || rm -rf "$wt"
-git -C "$SRC" worktree prune
-git -C "$SRC" worktree add -q --detach "$wt" upstream
-cleanup() { git -C "$SRC" worktree remove --force "$wt" 2>/dev/null || true; }
-trap cleanup EXIT
-
-overlay_files | while read -r f; do
-    mkdir -p "$wt/$(dirname "$f")"
-    cp -p "$TOP/$f" "$wt/$f"
-done
-git -C "$wt" add -A
-if ! git -C "$wt" diff --cached --quiet; then
-    git -C "$wt" -c user.name=virtiofs-dax -c user.email=virtiofs-dax@invalid \
-        commit -q -m "overlay: this fork's new files" --date="2000-01-01T00:00:00Z"
-fi
-git -C "$wt" tag -f overlay >/dev/null
-
-n=0
-while read -r p; do
-    [ -n "$p" ] || continue
-    if ! out=$(git -C "$wt" -c user.name=virtiofs-dax -c user.email=virtiofs-dax@invalid \
-               am --committer-date-is-author-date --quiet "$p" 2>&1); then
-        git -C "$wt" am --abort >/dev/null 2>&1 || true
-        die "patches/$(basename "$p") does not apply to $(cat "$BUILD/qemu-source.txt"): $(grep -m1 -E '^error:' <<<"$out" || head -1 <<<"$out")"
-    fi
-    n=$((n + 1))
-done < <(patch_files)
-
-new=$(git -C "$wt" rev-parse HEAD)
+new=$(wanted_history tag)
+n=$(git -C "$SRC" rev-list --count overlay.."$new")
 git -C "$SRC" reset -q --hard "$new"
 git -C "$SRC" clean -q -fdx
 printf 'key=%s\nhead=%s\n' "$key" "$new" > "$STATE"
-say "build/src prepared: $(cat "$BUILD/qemu-source.txt"), $(overlay_files | wc -l) new files, $n patches"
+say "build/src prepared: $(head -n1 "$BUILD/qemu-source.txt"), $(overlay_files | wc -l) new files, $n patches"

@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""make bench: virtio-9p vs virtio-fs (Rust virtiofsd, ours) vs ours with DAX
+vs the guest's own tmpfs, side by side in one run.
+
+Every configuration boots the same guest (harness/vm.py) over the same host
+tmpfs directory and runs the same fio jobs and metadata loops; each figure is
+the median of --runs runs, with min and max.  Results go to
+docs/benchmarks/: results.json (every figure and the setup), results.md (a
+table per workload group, targets met or not) and results.png.
+
+    bench/run.py [--quick] [--runs N] [--configs a,b,...] [--out DIR]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
+VM = os.path.join(TOP, "harness", "vm.py")
+QEMU = os.path.join(BUILD, "qemu", "qemu-system-x86_64")
+OURS = os.path.join(BUILD, "qemu", "tools", "virtiofsd", "virtiofsd")
+MiB = 1 << 20
+
+FILE_COUNT, FILE_SIZE = 4, 256 * MiB          # the data set: 1 GiB
+WINDOW_BIG, WINDOW_HALF = "2G", "512M"        # >= and = half the data set
+GUEST_MEM = "3G"
+
+PATTERNS = ["read", "randread", "write", "randwrite", "randrw"]
+PATTERN_NAME = {"read": "seqread", "randread": "randread", "write": "seqwrite",
+                "randwrite": "randwrite", "randrw": "randrw"}
+ENGINES = ["psync", "libaio", "mmap"]
+METADATA = ["negstat", "create", "readdir", "smallread"]
+
+
+def configurations():
+    """name -> (vm.py arguments, guest mount command, description)."""
+    vfs = "mount -t virtiofs $VFS_TAG /mnt"
+    p9 = "mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache={} p9 /mnt"
+    c = {"tmpfs": ([], "mount -t tmpfs -o size=2G tmpfs /mnt",
+                   "the guest's own tmpfs (upper bound)")}
+    for mode in ("none", "mmap", "loose"):
+        c[f"9p-{mode}"] = (["--p9", "@SHARED@"], p9.format(mode),
+                           f"virtio-9p cache={mode}")
+    for daemon, label in (("rust", "Rust virtiofsd 1.14"), ("ours", "our virtiofsd")):
+        for mode in ("never", "auto", "always"):
+            c[f"{daemon}-{mode}"] = (["--daemon", daemon, "--cache-mode", mode],
+                                     vfs, f"{label} cache={mode}")
+    for mode in ("never", "auto", "always"):
+        for win, tag in ((WINDOW_BIG, "big"), (WINDOW_HALF, "half")):
+            c[f"dax-{mode}-{tag}"] = (
+                ["--daemon", "ours", "--cache-mode", mode, "--cache-size", win],
+                vfs + " -o dax=always",
+                f"our virtiofsd cache={mode} + DAX, {win} window")
+    return c
+
+
+QUICK_CONFIGS = ["tmpfs", "rust-auto", "ours-auto", "dax-auto-big", "dax-auto-half"]
+
+
+def workloads(quick):
+    w = []
+    for multi in ((False,) if quick else (False, True)):
+        for engine in (("psync", "mmap") if quick else ENGINES):
+            for pat in (PATTERNS[:4] if quick else PATTERNS):
+                w.append(("fio", pat, engine, multi))
+    for m in METADATA:
+        w.append(("meta", m, None, False))
+    return w
+
+
+def wl_name(w):
+    kind, pat, engine, multi = w
+    if kind == "meta":
+        return pat
+    return f"{PATTERN_NAME[pat]}-{engine}" + ("-multi" if multi else "")
+
+
+def guest_script(mount, wls, runs, runtime, meta_n, smp):
+    """One guest script runs every workload of a configuration, printing
+    RESULT lines the host parses."""
+    s = [". /lib/vfsdax.sh", "mkdir -p /mnt", mount + " || fail mount",
+         "echo 3 > /proc/sys/vm/drop_caches",
+         "[ -d /mnt/bench ] || mkdir -p /mnt/bench",
+         # tmpfs starts empty: lay the data set out in the guest.
+         f"for i in $(seq 0 {FILE_COUNT - 1}); do [ -f /mnt/bench/f$i ] || "
+         f"dd if=/dev/zero of=/mnt/bench/f$i bs=1M count={FILE_SIZE // MiB} "
+         "2>/dev/null; done"]
+    for w in wls:
+        kind, pat, engine, multi = w
+        name = wl_name(w)
+        for r in range(runs):
+            if kind == "meta":
+                d = f"/mnt/meta-{pat}-{r}"
+                s.append(f"rm -rf {d}; mkdir -p {d}")
+                s.append(f"out=$(metabench {pat} {d} {meta_n} 2>&1) && "
+                         f"echo \"RESULT {name} {r} $(echo $out | cut -d' ' -f4) 0\" || "
+                         f"echo \"RESULT {name} {r} 0 0 # $out\"")
+                s.append(f"rm -rf {d}")
+                continue
+            jobs = smp if multi else 1
+            files = ":".join(f"/mnt/bench/f{i}" for i in range(jobs))
+            args = (f"--rw={pat} --bs=4k --ioengine={engine} "
+                    f"--size={FILE_SIZE // MiB}M --runtime={runtime} --time_based "
+                    f"--group_reporting --output-format=json")
+            if pat == "randrw":
+                args += " --rwmixread=70"
+            if engine == "libaio":
+                args += " --iodepth=16"
+            if multi:
+                job = " ".join(f"--name=j{i} --filename=/mnt/bench/f{i}"
+                               for i in range(jobs))
+            else:
+                job = f"--name=j0 --filename={files}"
+            s.append(f"fio {args} {job} > /tmp/fio.json 2>/tmp/fio.err; rc=$?")
+            s.append("bw=$(grep -o '\"bw_bytes\" : [0-9]*' /tmp/fio.json | "
+                     "head -2 | awk '{print $3}' | tr '\\n' ' ')")
+            s.append(f"if [ $rc = 0 ]; then echo \"RESULT {name} {r} $bw\"; else "
+                     f"echo \"RESULT {name} {r} 0 0 # $(head -c 200 /tmp/fio.err | tr '\\n' ' ')\"; fi")
+    s.append("umount /mnt 2>/dev/null; true")
+    return "\n".join(s) + "\n"
+
+
+def run_config(name, conf, wls, args, shared, progress):
+    vm_args, mount, _ = conf
+    vm_args = [a.replace("@SHARED@", shared) for a in vm_args]
+    script = guest_script(mount, wls, args.runs, args.runtime, args.meta_n, 2)
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
+        f.write(script)
+        path = f.name
+    daemon = [] if any(a in vm_args for a in ("--daemon",)) else ["--daemon", "none"]
+    cmd = [sys.executable, VM, "--quiet", "--mem", GUEST_MEM, "--shared", shared,
+           "--timeout", str(args.config_timeout)] + daemon + vm_args + [path]
+    results, errors = {}, []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for line in proc.stdout:
+        m = re.match(r"^RESULT (\S+) (\d+) (\S+)\s*(\S*)\s*(#.*)?$", line.strip())
+        if not m:
+            continue
+        wl, _, a, b, note = m.groups()
+        # fio: read and write bytes/s; metabench: ops/s.
+        val = float(a or 0) + float(b or 0)
+        if wl in METADATA:
+            val = float(a or 0)
+        else:
+            val /= MiB
+        results.setdefault(wl, []).append(val)
+        if note:
+            errors.append(f"{wl}: {note[1:].strip()}")
+        progress(name, wl)
+    proc.wait()
+    err = proc.stderr.read()
+    os.unlink(path)
+    if proc.returncode != 0:
+        errors.append(f"guest run failed ({proc.returncode}): {err.strip()[-400:]}")
+    return results, errors
+
+
+def summarize(vals):
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
+            "runs": vals}
+
+
+def setup_info(args, confs):
+    def out(cmd):
+        try:
+            return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return "unavailable"
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = re.search(r"model name\s*:\s*(.*)", f.read()).group(1)
+    except (OSError, AttributeError):
+        pass
+    accel = os.environ.get("VFSDAX_ACCEL") or "auto (see vm.py; TCG unless KVM boots)"
+    rust = os.path.join(os.path.expanduser("~"), ".cache", "virtiofs-dax",
+                        "rust-virtiofsd", "bin", "virtiofsd")
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "qemu": out([QEMU, "--version"]).splitlines()[0],
+        "qemu_source": open(os.path.join(BUILD, "qemu-source.txt")).readline().strip()
+            if os.path.exists(os.path.join(BUILD, "qemu-source.txt")) else "",
+        "kernel": open(os.path.join(BUILD, "guest", "kernel.txt")).read().strip(),
+        "accelerator": accel, "host_cpu": cpu, "host_kernel": platform.release(),
+        "guest": f"2 vCPUs, {GUEST_MEM} memory-backend-memfd share=on, -machine pc",
+        "host_dir": "tmpfs (/dev/shm)",
+        "data_set": f"{FILE_COUNT} x {FILE_SIZE // MiB} MiB files; single-job "
+                    "workloads use one file, multi one file per vCPU",
+        "fio": f"bs=4k, runtime {args.runtime}s per run, libaio iodepth 16",
+        "runs": args.runs, "metadata_n": args.meta_n,
+        "windows": {"big": WINDOW_BIG, "half": WINDOW_HALF},
+        "daemons": {"rust": out([rust, "--version"]),
+                    "ours": out([OURS, "--version"]) if os.path.exists(OURS) else "not built"},
+        "configurations": {k: v[2] for k, v in confs.items()},
+    }
+
+
+def targets(res):
+    """The issue's targets, each met or not, from one run's figures."""
+    t = []
+
+    def med(c, w):
+        r = res.get(c, {}).get(w)
+        return r["median"] if r else None
+    fio_rows = sorted({w for c in res.values() for w in c if w not in METADATA})
+    for w in fio_rows:
+        if "-psync" in w or "-mmap" in w:
+            for mode in ("never", "auto", "always"):
+                a, b = med(f"dax-{mode}-big", w), med("tmpfs", w)
+                if a is not None and b:
+                    t.append((f"DAX {mode} big window >= 0.9x tmpfs: {w}",
+                              a >= 0.9 * b, f"{a:.1f} vs {b:.1f} MiB/s"))
+        for mode in ("never", "auto", "always"):
+            a, b = med(f"dax-{mode}-half", w), med(f"ours-{mode}", w)
+            if a is not None and b is not None:
+                t.append((f"DAX {mode} half window >= ours without DAX: {w}",
+                          a >= b, f"{a:.1f} vs {b:.1f} MiB/s"))
+            a, b = med(f"ours-{mode}", w), med(f"rust-{mode}", w)
+            if a is not None and b is not None:
+                t.append((f"ours >= Rust virtiofsd, cache={mode}: {w}",
+                          a >= b, f"{a:.1f} vs {b:.1f} MiB/s"))
+    a, b = med("ours-auto", "negstat"), med("rust-auto", "negstat")
+    if a is not None and b:
+        t.append(("negative stat, cache=auto: ours >= 10x Rust", a >= 10 * b,
+                  f"{a:.0f} vs {b:.0f} stat/s"))
+    return t
+
+
+def write_reports(out, setup, res, errors, confs):
+    os.makedirs(out, exist_ok=True)
+    tg = targets(res)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"setup": setup, "results": res, "errors": errors,
+                   "targets": [{"target": a, "met": b, "figures": c}
+                               for a, b, c in tg]}, f, indent=1, sort_keys=True)
+    names = [c for c in confs if c in res]
+    rows = sorted({w for c in res.values() for w in c},
+                  key=lambda w: (w in METADATA, w))
+    md = ["# virtio-fs benchmarks", "",
+          f"Run {setup['date']} with `make bench`. Setup:", ""]
+    for k in ("qemu", "qemu_source", "kernel", "accelerator", "host_cpu", "guest",
+              "host_dir", "data_set", "fio", "runs", "metadata_n"):
+        md.append(f"- {k}: {setup[k]}")
+    md.append(f"- daemons: {setup['daemons']}")
+    md.append(f"- windows: big {WINDOW_BIG}, half {WINDOW_HALF}")
+    md += ["", "Figures: median MiB/s (fio) or operations/s (metadata) of "
+           f"{setup['runs']} runs, [min-max]. 0 means the configuration "
+           "cannot do it (e.g. mmap without a page cache).", ""]
+    md.append("| workload | " + " | ".join(names) + " |")
+    md.append("|---|" + "---|" * len(names))
+    for w in rows:
+        cells = []
+        for c in names:
+            r = res[c].get(w)
+            cells.append("-" if r is None else
+                         f"{r['median']:.1f} [{r['min']:.0f}-{r['max']:.0f}]")
+        md.append(f"| {w} | " + " | ".join(cells) + " |")
+    md += ["", "## Configurations", ""]
+    md += [f"- `{c}`: {confs[c][2]}" for c in names]
+    md += ["", "## Targets", ""]
+    md += [f"- {'met' if ok else '**missed**'}: {a} ({fig})" for a, ok, fig in tg]
+    if errors:
+        md += ["", "## Errors reported by the runs", ""]
+        md += [f"- {e}" for e in errors]
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    chart(out, names, [w for w in rows if w not in METADATA], res)
+
+
+def chart(out, names, rows, res):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("bench: matplotlib is missing, no chart (pip install matplotlib)",
+              file=sys.stderr)
+        return
+    fig, ax = plt.subplots(figsize=(max(10, len(rows) * 0.9), 6))
+    width = 0.8 / max(1, len(names))
+    for i, c in enumerate(names):
+        vals = [res[c].get(w, {}).get("median", 0) if res[c].get(w) else 0 for w in rows]
+        ax.bar([x + i * width for x in range(len(rows))], vals, width, label=c)
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(rows))])
+    ax.set_xticklabels(rows, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("MiB/s (median)")
+    ax.set_title("fio 4k, throughput per workload and configuration")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "results.png"), dpi=100)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer configurations and workloads, short runs")
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--runtime", type=int)
+    ap.add_argument("--meta-n", type=int)
+    ap.add_argument("--configs", help="comma-separated configuration names")
+    ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))
+    args = ap.parse_args()
+    args.runs = args.runs or (1 if args.quick else 3)
+    args.runtime = args.runtime or (2 if args.quick else 5)
+    args.meta_n = args.meta_n or (2000 if args.quick else 10000)
+
+    confs = configurations()
+    chosen = args.configs.split(",") if args.configs else \
+        (QUICK_CONFIGS if args.quick else list(confs))
+    for c in chosen:
+        if c not in confs:
+            ap.error(f"unknown configuration {c}; known: {', '.join(confs)}")
+    if not os.path.exists(OURS):
+        missing = [c for c in chosen if "--daemon" in confs[c][0] and
+                   confs[c][0][confs[c][0].index("--daemon") + 1] == "ours"]
+        if missing:
+            print(f"bench: our virtiofsd is not built; these configurations will "
+                  f"report 0: {', '.join(missing)}", file=sys.stderr)
+    confs = {c: confs[c] for c in chosen}
+    wls = workloads(args.quick)
+    per_wl = args.runs * (args.runtime + 2)
+    args.config_timeout = 120 + len(wls) * args.runs * (args.runtime + 60)
+
+    shared = tempfile.mkdtemp(prefix="vfsdax-bench-", dir="/dev/shm")
+    os.makedirs(os.path.join(shared, "bench"))
+    # Real data, not holes: a sparse file would read faster than any file.
+    block = bytes(range(256)) * (MiB // 256)
+    for i in range(FILE_COUNT):
+        with open(os.path.join(shared, "bench", f"f{i}"), "wb") as f:
+            for _ in range(FILE_SIZE // MiB):
+                f.write(block)
+    total = len(confs) * len(wls)
+    done = [0]
+    t0 = time.monotonic()
+
+    def progress(conf, wl):
+        done[0] += 1
+        el = time.monotonic() - t0
+        eta = el / done[0] * (total * args.runs - done[0])
+        print(f"[{done[0]}/{total * args.runs}] {conf}: {wl} "
+              f"(elapsed {el / 60:.1f} min, about {eta / 60:.1f} min left)",
+              flush=True)
+
+    res, errors = {}, []
+    try:
+        print(f"bench: {len(confs)} configurations x {len(wls)} workloads x "
+              f"{args.runs} runs (~{total * per_wl / 60:.0f} min of measurement)",
+              flush=True)
+        for name, conf in confs.items():
+            print(f"bench: configuration {name}: {conf[2]}", flush=True)
+            r, e = run_config(name, conf, wls, args, shared, progress)
+            res[name] = {w: summarize(v) for w, v in r.items()}
+            for w in wls:
+                if wl_name(w) not in res[name]:
+                    res[name][wl_name(w)] = summarize([0.0])
+            errors += [f"{name}: {x}" for x in e]
+            # Each configuration starts from the same files.
+            for d in os.listdir(shared):
+                if d != "bench":
+                    shutil.rmtree(os.path.join(shared, d), ignore_errors=True)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+    setup = setup_info(args, confs)
+    write_reports(args.out, setup, res, errors, confs)
+    print(f"bench: wrote {args.out}/results.{{json,md,png}}")
+    for a, ok, fig in targets(res):
+        print(f"  {'met   ' if ok else 'MISSED'} {a} ({fig})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+/*
+ * File I/O through mmap(MAP_SHARED) for the guest tests, with a pattern the
+ * host side can recompute (harness/tests/pattern.py).
+ *
+ *   mmapio fill FILE SIZE SEED     size the file, write the pattern via mmap
+ *   mmapio write FILE SIZE SEED    the same through write(2) instead
+ *   mmapio check FILE SEED         read via mmap, verify the pattern
+ *   mmapio loop FILE SECONDS       read the file via mmap over and over,
+ *                                  reporting what it sees (truncation test)
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static inline uint8_t pattern(uint64_t i, unsigned seed)
+{
+    return (uint8_t)(i * 31 + seed + (i >> 12));
+}
+
+static int fail(const char *what, const char *file)
+{
+    fprintf(stderr, "mmapio: %s %s: %s\n", what, file, strerror(errno));
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop FILE SECONDS\n");
+        return 2;
+    }
+    const char *op = argv[1], *file = argv[2];
+
+    if (!strcmp(op, "fill") || !strcmp(op, "write")) {
+        uint64_t size = strtoull(argv[3], NULL, 0);
+        unsigned seed = argc > 4 ? atoi(argv[4]) : 0;
+        int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+
+        if (fd < 0) {
+            return fail("open", file);
+        }
+        if (!strcmp(op, "write")) {
+            static uint8_t buf[65536];
+            for (uint64_t off = 0; off < size; off += sizeof(buf)) {
+                size_t n = size - off < sizeof(buf) ? size - off : sizeof(buf);
+                for (size_t i = 0; i < n; i++) {
+                    buf[i] = pattern(off + i, seed);
+                }
+                if (pwrite(fd, buf, n, off) != (ssize_t)n) {
+                    return fail("pwrite", file);
+                }
+            }
+        } else {
+            if (ftruncate(fd, size) < 0) {
+                return fail("ftruncate", file);
+            }
+            uint8_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (p == MAP_FAILED) {
+                return fail("mmap", file);
+            }
+            for (uint64_t i = 0; i < size; i++) {
+                p[i] = pattern(i, seed);
+            }
+            if (msync(p, size, MS_SYNC) < 0) {
+                return fail("msync", file);
+            }
+            munmap(p, size);
+        }
+        if (fsync(fd) < 0) {
+            return fail("fsync", file);
+        }
+        close(fd);
+        printf("%s %s %llu bytes seed %u\n", op, file, (unsigned long long)size, seed);
+        return 0;
+    }
+
+    if (!strcmp(op, "check")) {
+        unsigned seed = atoi(argv[3]);
+        struct stat st;
+        int fd = open(file, O_RDONLY);
+
+        if (fd < 0 || fstat(fd, &st) < 0) {
+            return fail("open", file);
+        }
+        if (st.st_size == 0) {
+            printf("check %s: empty\n", file);
+            return 1;
+        }
+        uint8_t *p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            return fail("mmap", file);
+        }
+        for (uint64_t i = 0; i < (uint64_t)st.st_size; i++) {
+            if (p[i] != pattern(i, seed)) {
+                printf("check %s: byte %llu is %u, want %u\n", file,
+                       (unsigned long long)i, p[i], pattern(i, seed));
+                return 1;
+            }
+        }
+        printf("check %s: %llu bytes ok\n", file, (unsigned long long)st.st_size);
+        return 0;
+    }
+
+    if (!strcmp(op, "loop")) {
+        int seconds = atoi(argv[3]);
+        struct stat st;
+        int fd = open(file, O_RDONLY);
+
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+            return fail("open", file);
+        }
+        volatile uint8_t *p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            return fail("mmap", file);
+        }
+        time_t end = time(NULL) + seconds;
+        unsigned long passes = 0;
+        while (time(NULL) < end) {
+            unsigned sum = 0;
+            for (off_t i = 0; i < st.st_size; i += 4096) {
+                sum += p[i];
+            }
+            passes++;
+            (void)sum;
+        }
+        printf("loop %s: %lu passes\n", file, passes);
+        return 0;
+    }
+    fprintf(stderr, "mmapio: unknown operation %s\n", op);
+    return 2;
+}

@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""Boot a test guest that shares a host directory, run a script in it.
+
+    harness/vm.py [options] SCRIPT            (SCRIPT: a guest shell script)
+    harness/vm.py [options] --cmd 'ls /mnt'
+
+The guest is Debian 13's kernel with the harness initramfs (build/guest/).
+A virtio-fs back-end (ours, the Rust virtiofsd, or any compatible binary) is
+started on a private socket, QEMU boots with shared guest memory, the script
+runs as the guest's PID 1 child with its output on a second serial port, and
+everything is torn down afterwards, whatever happens.
+
+The script's output goes to stdout as it comes; the exit status is the
+script's.  125 means the harness itself failed, with a message on stderr
+saying what did not come up.
+
+Inside the guest the script sees VFS_TAG (the tag to mount), VFS_DAX (1 when
+a cache window was configured), VFS_DAEMON, and /lib/vfsdax.sh.
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
+GUEST = os.path.join(BUILD, "guest")
+QEMU = os.path.join(BUILD, "qemu", "qemu-system-x86_64")
+OUR_VIRTIOFSD = os.path.join(BUILD, "qemu", "tools", "virtiofsd", "virtiofsd")
+FIRMWARE_DIRS = [os.path.join(BUILD, "qemu", "pc-bios", "optionrom"),
+                 os.path.join(BUILD, "qemu", "pc-bios"),
+                 "/usr/share/seabios", "/usr/lib/ipxe/qemu", "/usr/share/qemu"]
+EXIT_MARK = "@@VFSDAX-EXIT="
+HARNESS_FAILURE = 125
+
+
+class HarnessError(Exception):
+    pass
+
+
+def log(msg):
+    print("vm: " + msg, file=sys.stderr, flush=True)
+
+
+def rust_virtiofsd():
+    path = subprocess.run([os.path.join(TOP, "harness", "rust-virtiofsd.sh")],
+                          stdout=subprocess.PIPE, text=True)
+    if path.returncode != 0:
+        raise HarnessError("the Rust virtiofsd is not available "
+                           "(harness/rust-virtiofsd.sh failed)")
+    return path.stdout.strip()
+
+
+def daemon_command(kind, binary, sock, shared, cache, extra):
+    """The command line for a back-end, in the form its binary accepts."""
+    if kind == "ours":
+        if not os.access(binary, os.X_OK):
+            raise HarnessError(f"our virtiofsd is not built ({binary}): run make")
+        cmd = [binary, f"--socket-path={sock}", f"--shared-dir={shared}",
+               f"--cache={cache}"]
+    else:
+        cmd = [binary, "--socket-path", sock, "--shared-dir", shared,
+               "--cache", cache]
+    return cmd + extra
+
+
+def parse_size(text):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    text = text.strip().upper()
+    if text and text[-1] in mult:
+        return int(text[:-1]) * mult[text[-1]]
+    return int(text)
+
+
+def kvm_usable(timeout=40):
+    """Whether a probe guest really boots under KVM here (cached per kernel).
+
+    /dev/kvm answering ioctls is not enough: some hosts run a KVM variant on
+    which a stock kernel dies early with an emulation failure.
+    """
+    if os.environ.get("VFSDAX_ACCEL") in ("tcg", "kvm"):
+        return os.environ["VFSDAX_ACCEL"] == "kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False
+    cache = os.path.join(GUEST, "accel-probe")
+    stamp = str(os.stat(os.path.join(GUEST, "vmlinuz")).st_mtime_ns)
+    try:
+        with open(cache) as f:
+            got_stamp, verdict = f.read().split()
+            if got_stamp == stamp:
+                return verdict == "kvm"
+    except (OSError, ValueError):
+        pass
+    with tempfile.TemporaryDirectory(prefix="vfsdax-probe-") as tmp:
+        script = os.path.join(tmp, "probe.sh")
+        with open(script, "w") as f:
+            f.write("echo probe-ok\n")
+        args = argparse.Namespace(**vars(default_args()))
+        args.accel, args.daemon, args.script = "kvm", "none", script
+        args.timeout, args.quiet = timeout, True
+        out = []
+        try:
+            rc = run_guest(args, sink=out.append)
+        except HarnessError:
+            rc = -1
+        ok = rc == 0 and "probe-ok" in "".join(out)
+    with open(cache, "w") as f:
+        f.write(f"{stamp} {'kvm' if ok else 'tcg'}\n")
+    return ok
+
+
+def make_initrd(tmp, script_text, env):
+    """The harness initramfs with /vfsdax/{script,env} appended as a second
+    cpio archive (the kernel unpacks concatenated archives in order)."""
+    extra = os.path.join(tmp, "extra")
+    os.makedirs(os.path.join(extra, "vfsdax"))
+    with open(os.path.join(extra, "vfsdax", "script"), "w") as f:
+        f.write(script_text)
+    with open(os.path.join(extra, "vfsdax", "env"), "w") as f:
+        for k, v in env.items():
+            f.write(f"export {k}={shlex.quote(str(v))}\n")
+    cpio = subprocess.run(
+        "find . | cpio -o -H newc --quiet | gzip -1",
+        shell=True, cwd=extra, stdout=subprocess.PIPE, check=True).stdout
+    initrd = os.path.join(tmp, "initrd")
+    base = os.path.join(GUEST, "initramfs.cpio.gz")
+    if not os.path.exists(base):
+        raise HarnessError(f"{base} is missing: run make guest")
+    with open(initrd, "wb") as out, open(base, "rb") as b:
+        shutil.copyfileobj(b, out)
+        out.write(cpio)
+    return initrd
+
+
+def wait_for_socket(path, proc, timeout, what, logfile):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            return
+        if proc.poll() is not None:
+            raise HarnessError(f"{what} exited with status {proc.returncode} "
+                               f"before creating {path}:\n" + tail(logfile))
+        time.sleep(0.05)
+    raise HarnessError(f"{what} did not create {path} within {timeout}s:\n"
+                       + tail(logfile))
+
+
+def tail(path, lines=25):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def stop(proc, grace=5):
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(grace)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def run_guest(args, sink=None):
+    """Boot, run, tear down.  Returns the guest script's exit status."""
+    sink = sink or (lambda s: (sys.stdout.write(s), sys.stdout.flush()))
+    for f in ("vmlinuz", "initramfs.cpio.gz"):
+        if not os.path.exists(os.path.join(GUEST, f)):
+            raise HarnessError(f"build/guest/{f} is missing: run make guest")
+    qemu = args.qemu or QEMU
+    if not os.access(qemu, os.X_OK):
+        raise HarnessError(f"{qemu} is not built: run make")
+
+    tmp = tempfile.mkdtemp(prefix="vfsdax-vm-")
+    logdir = args.log_dir or tmp
+    os.makedirs(logdir, exist_ok=True)
+    daemon = qemu_proc = None
+    own_shared = None
+    try:
+        if args.script:
+            with open(args.script) as f:
+                script_text = f.read()
+        else:
+            script_text = args.cmd + "\n"
+
+        shared = args.shared
+        if shared is None and args.daemon != "none":
+            own_shared = shared = os.path.join(tmp, "shared")
+            os.makedirs(shared)
+
+        env = {"VFS_TAG": args.tag, "VFS_DAX": 1 if args.cache_size else 0,
+               "VFS_DAEMON": args.daemon, "VFSDAX_MODULES": 1 if args.p9 else 0}
+        for kv in args.env:
+            k, _, v = kv.partition("=")
+            env[k] = v
+        initrd = make_initrd(tmp, script_text, env)
+
+        mem = args.mem
+        qcmd = [qemu, "-nodefaults", "-no-user-config", "-display", "none",
+                "-no-reboot", "-machine", f"{args.machine},memory-backend=mem",
+                "-object", f"memory-backend-memfd,id=mem,size={mem},share=on",
+                "-m", mem, "-smp", str(args.smp),
+                "-kernel", os.path.join(GUEST, "vmlinuz"), "-initrd", initrd,
+                "-append", "console=ttyS0 panic=-1 loglevel=4 " + args.append,
+                "-serial", f"file:{os.path.join(logdir, 'console.log')}",
+                "-serial", f"file:{os.path.join(logdir, 'output.log')}"]
+        for d in FIRMWARE_DIRS:
+            if os.path.isdir(d):
+                qcmd += ["-L", d]
+        if args.accel == "kvm":
+            qcmd += ["-accel", "kvm", "-cpu", "max"]
+        else:
+            qcmd += ["-accel", "tcg,thread=multi", "-cpu", "max"]
+
+        if args.daemon != "none":
+            sock = os.path.join(tmp, "vfs.sock")
+            if args.daemon == "ours":
+                kind, binary = "ours", args.daemon_binary or OUR_VIRTIOFSD
+            elif args.daemon == "rust":
+                kind, binary = "rust", args.daemon_binary or rust_virtiofsd()
+            else:
+                kind, binary = "other", args.daemon
+            dcmd = daemon_command(kind, binary, sock, shared, args.cache_mode,
+                                  shlex.split(args.daemon_args))
+            dlog = os.path.join(logdir, "virtiofsd.log")
+            if not args.quiet:
+                log("daemon: " + " ".join(shlex.quote(c) for c in dcmd))
+            daemon = subprocess.Popen(dcmd, stdout=open(dlog, "w"),
+                                      stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL,
+                                      start_new_session=True)
+            wait_for_socket(sock, daemon, 15, f"virtiofsd ({binary})", dlog)
+            dev = f"vhost-user-fs-pci,chardev=vfs,tag={args.tag}"
+            if args.queue_size:
+                dev += f",queue-size={args.queue_size}"
+            if args.cache_size:
+                dev += f",cache-size={args.cache_size}"
+            qcmd += ["-chardev", f"socket,id=vfs,path={sock}", "-device", dev]
+        if args.p9:
+            qcmd += ["-fsdev", f"local,id=p9,path={args.p9},security_model=none",
+                     "-device", "virtio-9p-pci,fsdev=p9,mount_tag=p9"]
+        qcmd += shlex.split(args.qemu_args)
+
+        qlog = os.path.join(logdir, "qemu.log")
+        if not args.quiet:
+            log(f"accel: {args.accel}; qemu: " +
+                " ".join(shlex.quote(c) for c in qcmd))
+        qemu_proc = subprocess.Popen(qcmd, stdout=open(qlog, "w"),
+                                     stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+
+        out_path = os.path.join(logdir, "output.log")
+        deadline = time.monotonic() + args.timeout
+        pos, buf, rc = 0, "", None
+        while True:
+            done = qemu_proc.poll() is not None
+            if os.path.exists(out_path):
+                with open(out_path, "rb") as f:
+                    f.seek(pos)
+                    chunk = f.read()
+                pos += len(chunk)
+                buf += chunk.decode("utf-8", "replace").replace("\r", "")
+                # Hand on whole lines, holding back a possible exit mark.
+                while "\n" in buf:
+                    line, buf = buf.split("\n", 1)
+                    if line.startswith(EXIT_MARK):
+                        rc = int(line[len(EXIT_MARK):].rstrip("@"))
+                    else:
+                        sink(line + "\n")
+            if rc is not None:
+                # The guest powers off by itself; give it a moment.
+                try:
+                    qemu_proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
+                break
+            if done:
+                if buf:
+                    sink(buf)
+                raise HarnessError(
+                    f"QEMU exited with status {qemu_proc.returncode} before the "
+                    f"guest script finished.\n--- qemu.log\n{tail(qlog)}"
+                    f"--- guest console (tail)\n"
+                    f"{tail(os.path.join(logdir, 'console.log'))}"
+                    + (f"--- virtiofsd.log\n{tail(dlog)}" if daemon else ""))
+            if time.monotonic() > deadline:
+                raise HarnessError(
+                    f"timeout: the guest did not finish within {args.timeout}s."
+                    f"\n--- guest console (tail)\n"
+                    f"{tail(os.path.join(logdir, 'console.log'))}"
+                    + (f"--- virtiofsd.log\n{tail(dlog)}" if daemon else ""))
+            if daemon is not None and daemon.poll() is not None and not args.allow_daemon_exit:
+                # A dead back-end is reported, but the guest may still finish
+                # (a test may kill the daemon on purpose).
+                log(f"note: virtiofsd exited with status {daemon.returncode}")
+                args.allow_daemon_exit = True
+            time.sleep(0.1)
+        if args.show_console:
+            sys.stderr.write(tail(os.path.join(logdir, "console.log"), 200))
+        return rc
+    finally:
+        stop(qemu_proc)
+        stop(daemon)
+        if args.log_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif own_shared:
+            shutil.rmtree(own_shared, ignore_errors=True)
+
+
+def default_args():
+    return build_parser().parse_args(["--cmd", "true"])
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("script", nargs="?", help="guest shell script to run")
+    p.add_argument("--cmd", help="guest shell command instead of a script")
+    p.add_argument("--daemon", default="auto",
+                   help="ours | rust | none | PATH of a compatible binary "
+                        "(default: ours when built, else rust)")
+    p.add_argument("--daemon-binary", help="binary for --daemon ours/rust")
+    p.add_argument("--daemon-args", default="", help="extra daemon options")
+    p.add_argument("--shared", help="host directory to share (default: a "
+                   "fresh empty one)")
+    p.add_argument("--tag", default="vfs")
+    p.add_argument("--cache-mode", default="auto",
+                   help="daemon --cache mode (never|auto|always)")
+    p.add_argument("--cache-size", default="",
+                   help="device cache window (e.g. 1G); empty = no DAX window")
+    p.add_argument("--queue-size", type=int, default=0)
+    p.add_argument("--p9", help="also share this directory over virtio-9p "
+                   "(mount tag p9)")
+    p.add_argument("--mem", default="1G")
+    p.add_argument("--smp", type=int, default=2)
+    p.add_argument("--machine", default="pc")
+    p.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
+    p.add_argument("--append", default="", help="extra kernel arguments")
+    p.add_argument("--qemu", help="QEMU binary (default: build/qemu's)")
+    p.add_argument("--qemu-args", default="", help="extra QEMU arguments")
+    p.add_argument("--env", action="append", default=[],
+                   help="KEY=VALUE for the guest script (repeatable)")
+    p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--log-dir", help="keep logs here (default: discarded)")
+    p.add_argument("--show-console", action="store_true",
+                   help="print the guest console's tail afterwards")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--allow-daemon-exit", action="store_true",
+                   help=argparse.SUPPRESS)
+    return p
+
+
+def main():
+    args = build_parser().parse_args()
+    if not args.script and not args.cmd:
+        build_parser().error("give a guest SCRIPT or --cmd")
+    try:
+        if args.daemon == "auto":
+            args.daemon = "ours" if os.access(OUR_VIRTIOFSD, os.X_OK) else "rust"
+        if args.accel == "auto":
+            args.accel = "kvm" if kvm_usable() else "tcg"
+        if not args.quiet:
+            why = ""
+            if args.accel == "tcg" and os.environ.get("VFSDAX_ACCEL") != "tcg":
+                why = (" (a probe guest did not boot under KVM here)"
+                       if os.access("/dev/kvm", os.R_OK | os.W_OK)
+                       else " (no usable /dev/kvm)")
+            log(f"accelerator: {args.accel}{why}")
+        rc = run_guest(args)
+    except HarnessError as e:
+        print(f"vm: error: {e}", file=sys.stderr)
+        return HARNESS_FAILURE
+    except KeyboardInterrupt:
+        return 130
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

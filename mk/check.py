@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""make check: build what the tests need, run every test, report.
+
+Each suite below is a command.  A suite that speaks TAP contributes one
+result per test point; any other suite is one result by its exit status.
+A suite whose program is missing FAILS with what is missing: nothing is
+skipped silently.  The last line is "N passed, N failed[, N skipped]".
+
+    mk/check.py [-k SUBSTRING] [--list] [-v]
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
+QBUILD = os.path.join(BUILD, "qemu")
+QEMU = os.path.join(QBUILD, "qemu-system-x86_64")
+VM = os.path.join(TOP, "harness", "vm.py")
+
+QOS_ENV = {"QTEST_QEMU_BINARY": QEMU,
+           "QTEST_QEMU_STORAGE_DAEMON_BINARY":
+               os.path.join(QBUILD, "storage-daemon", "qemu-storage-daemon"),
+           "QTEST_QEMU_IMG": os.path.join(QBUILD, "qemu-img"),
+           "G_TEST_DBUS_DAEMON": "/bin/true"}
+
+
+class Suite:
+    def __init__(self, name, cmd, tap=False, env=None, needs=(), ninja=(),
+                 timeout=600):
+        self.name, self.cmd, self.tap = name, cmd, tap
+        self.env = env or {}
+        self.needs = list(needs)        # files that must exist to run
+        self.ninja = list(ninja)        # ninja targets in build/qemu to build first
+        self.timeout = timeout
+
+
+def qos(name, paths, timeout=300):
+    """Upstream's qgraph tests (qos-test), restricted to the given paths."""
+    binary = os.path.join(QBUILD, "tests", "qtest", "qos-test")
+    cmd = [binary, "--tap", "-k"]
+    for p in paths:
+        cmd += ["-r", p]
+    return Suite(name, cmd, tap=True, env=QOS_ENV, needs=[binary, QEMU],
+                 ninja=["tests/qtest/qos-test"], timeout=timeout)
+
+
+def qtest(name, binary_name, args=(), timeout=300):
+    binary = os.path.join(QBUILD, "tests", "qtest", binary_name)
+    return Suite(name, [binary, "--tap", "-k"] + list(args), tap=True,
+                 env=QOS_ENV, needs=[binary, QEMU],
+                 ninja=[f"tests/qtest/{binary_name}"], timeout=timeout)
+
+
+def guest(name, script, *vm_args, timeout=600):
+    """A guest-harness test: harness/tests/SCRIPT runs on the host, boots a
+    guest through harness/vm.py (given VM_ARGS) and gives the verdict."""
+    return Suite(name, ["bash", os.path.join(TOP, "harness", "tests", script),
+                        "--timeout", str(timeout - 30), *vm_args],
+                 needs=[QEMU, os.path.join(BUILD, "guest", "initramfs.cpio.gz")],
+                 timeout=timeout)
+
+
+VHOST_USER_PATH = "/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus"
+
+SUITES = [
+    Suite("tree: patches/ and our files reproduce build/src",
+          [os.path.join(TOP, "mk", "verify-tree.sh")]),
+    # Upstream tests covering what the fork touches: vhost-user (its test
+    # back-end drives the vhost-user protocol code we extend) and the
+    # virtio-pci devices.
+    qos("qos: vhost-user", [f"{VHOST_USER_PATH}/virtio-net-pci/virtio-net/"
+                            "virtio-net-tests/vhost-user"]),
+    qos("qos: virtio-pci devices", [
+        f"{VHOST_USER_PATH}/virtio-blk-pci",
+        f"{VHOST_USER_PATH}/virtio-scsi-pci",
+        f"{VHOST_USER_PATH}/virtio-rng-pci",
+        f"{VHOST_USER_PATH}/virtio-balloon-pci",
+        f"{VHOST_USER_PATH}/virtio-serial-pci",
+        f"{VHOST_USER_PATH}/virtio-9p-pci",
+    ]),
+    guest("guest: virtio-fs smoke (Rust virtiofsd)", "smoke.sh",
+          "--daemon", "rust", "--cache-mode", "never"),
+]
+
+
+def tap_results(output):
+    """(status, description) per TAP test point; status in pass/fail/skip."""
+    results = []
+    for line in output.splitlines():
+        m = re.match(r"^(not ok|ok)\b\s*\d*\s*-?\s*(.*)$", line.strip())
+        if not m:
+            continue
+        desc = m.group(2)
+        if re.search(r"#\s*(SKIP|skip)", desc):
+            results.append(("skip", desc))
+        elif m.group(1) == "ok" and not re.search(r"#\s*TODO", desc):
+            results.append(("pass", desc))
+        else:
+            results.append(("fail", desc))
+    return results
+
+
+def build(targets):
+    if not targets:
+        return None
+    r = subprocess.run(["ninja", "-C", QBUILD] + sorted(set(targets)),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return None if r.returncode == 0 else r.stdout[-3000:]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-k", help="run only suites whose name contains this")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("-v", action="store_true", help="print every suite's output")
+    args = ap.parse_args()
+
+    suites = [s for s in SUITES if not args.k or args.k in s.name]
+    if args.list:
+        for s in suites:
+            print(s.name)
+        return 0
+
+    build_error = build([t for s in suites for t in s.ninja])
+    passed = failed = skipped = 0
+    start = time.monotonic()
+    for s in suites:
+        t0 = time.monotonic()
+        missing = [n for n in s.needs if not os.path.exists(n)]
+        if build_error or missing:
+            why = ("build failed:\n" + build_error) if build_error else \
+                  "missing: " + ", ".join(missing)
+            print(f"FAIL {s.name}: {why}", flush=True)
+            failed += 1
+            continue
+        env = dict(os.environ, **s.env)
+        try:
+            r = subprocess.run(s.cmd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True,
+                               errors="replace", timeout=s.timeout,
+                               stdin=subprocess.DEVNULL)
+            out, rc = r.stdout, r.returncode
+        except subprocess.TimeoutExpired as e:
+            out = (e.stdout or b"").decode(errors="replace") \
+                if isinstance(e.stdout, bytes) else (e.stdout or "")
+            out += f"\n(timed out after {s.timeout}s)"
+            rc = -1
+        dt = time.monotonic() - t0
+        results = tap_results(out) if s.tap else []
+        if s.tap and not results:
+            results = [("fail", "no TAP test point was reported")]
+        if s.tap and rc != 0 and all(st != "fail" for st, _ in results):
+            results.append(("fail", f"exit status {rc}"))
+        if not s.tap:
+            results = [("pass" if rc == 0 else "fail", "")]
+        p = sum(1 for st, _ in results if st == "pass")
+        f = sum(1 for st, _ in results if st == "fail")
+        k = sum(1 for st, _ in results if st == "skip")
+        passed, failed, skipped = passed + p, failed + f, skipped + k
+        verdict = "FAIL" if f else "PASS"
+        counts = f" ({p} passed, {f} failed{f', {k} skipped' if k else ''})" \
+            if s.tap else ""
+        print(f"{verdict} {s.name}{counts} [{dt:.1f}s]", flush=True)
+        for st, desc in results:
+            if st != "pass" and desc:
+                print(f"    {st}: {desc}")
+        if f or args.v:
+            print("    " + "\n    ".join(out.rstrip().splitlines()[-40:]))
+    total = time.monotonic() - start
+    print(f"check: {len(suites)} suites in {total:.0f}s")
+    print(f"{passed} passed, {failed} failed" +
+          (f", {skipped} skipped" if skipped else ""))
+    return 1 if failed or not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
