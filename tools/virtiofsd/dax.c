@@ -3,11 +3,17 @@
  *
  * The guest maps file ranges into the device's shared memory window with
  * FUSE_SETUPMAPPING and drops them with FUSE_REMOVEMAPPING.  We forward
- * both to the front-end and keep our own record of what is mapped, per
- * window offset and per inode, because the front-end's rules are strict
- * (no map over a map, unmaps must cover whole mappings) and because
- * mappings of file pages that stop existing would make guest accesses
- * fault in the front-end.
+ * both to the front-end and keep our own record of what is mapped,
+ * because the front-end's rules are strict (no map over a map, unmaps
+ * cover whole mappings) and everything goes on FUSE_DESTROY.
+ *
+ * A guest-initiated shrink (SETATTR size, O_TRUNC, punch hole) leaves the
+ * mappings alone, on purpose: the guest keeps using its ranges after the
+ * file grows again, so removing them behind its back loses its writes
+ * (they land in the window, not in the file).  The guest never touches
+ * pages past its own i_size, which it updates with the truncate, so those
+ * mappings are harmless.  A truncate done on the host behind the guest's
+ * back is another matter, and not something the daemon can prevent.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -52,7 +58,6 @@ VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be)
 static void dax_map_free(VfsdDax *dax, VfsdDaxMap *m)
 {
     g_tree_remove(dax->maps, &m->moffset);
-    m->inode->dax_maps = g_list_remove(m->inode->dax_maps, m);
     vfsd_inode_unref(m->inode);
     g_free(m);
 }
@@ -274,7 +279,6 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     m->writable = writable;
     m->inode = inode;
     vfsd_inode_ref(inode);
-    inode->dax_maps = g_list_prepend(inode->dax_maps, m);
     g_tree_insert(dax->maps, &m->moffset, m);
 out:
     g_mutex_unlock(&dax->lock);
@@ -356,41 +360,6 @@ int vfsd_op_removemapping(VfsdFs *fs,
 out:
     g_mutex_unlock(&dax->lock);
     return ret;
-}
-
-static gint cmp_map_moffset(gconstpointer a, gconstpointer b)
-{
-    const VfsdDaxMap *x = *(VfsdDaxMap *const *)a;
-    const VfsdDaxMap *y = *(VfsdDaxMap *const *)b;
-
-    return x->moffset < y->moffset ? -1 : x->moffset > y->moffset;
-}
-
-void vfsd_dax_cut(VfsdFs *fs, VfsdInode *inode, uint64_t start, uint64_t end)
-{
-    VfsdDax *dax = fs->dax;
-    g_autoptr(GPtrArray) doomed = g_ptr_array_new();
-    GList *l;
-
-    if (!dax) {
-        return;
-    }
-    /*
-     * Only mappings wholly in the cut range go: the front-end cannot
-     * unmap part of a mapping, and the page holding the new end of file
-     * stays valid.
-     */
-    g_mutex_lock(&dax->lock);
-    for (l = inode->dax_maps; l; l = l->next) {
-        VfsdDaxMap *m = l->data;
-
-        if (m->foffset >= start && m->foffset + m->len <= end) {
-            g_ptr_array_add(doomed, m);
-        }
-    }
-    g_ptr_array_sort(doomed, cmp_map_moffset);
-    dax_unmap_maps(dax, doomed);
-    g_mutex_unlock(&dax->lock);
 }
 
 void vfsd_dax_reset(VfsdFs *fs)

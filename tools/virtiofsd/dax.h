@@ -50,12 +50,6 @@ int vfsd_op_removemapping(VfsdFs *fs,
                           const struct fuse_removemapping_one *ranges,
                           uint32_t count);
 
-/*
- * Before the daemon shortens a file: removes the mappings that lie wholly
- * in [start, end) of the file.
- */
-void vfsd_dax_cut(VfsdFs *fs, VfsdInode *inode, uint64_t start,
-                  uint64_t end);
 /* FUSE_DESTROY: unmaps everything */
 void vfsd_dax_reset(VfsdFs *fs);
 /* Disconnect: the front-end dropped the mappings itself */

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "fs.h"
-#include "dax.h"
 #include "log.h"
 
 int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
@@ -94,11 +93,6 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
             vfsd_fd_release(fs);
             return fd;
         }
-    }
-
-    /* Nothing may stay mapped in the window over pages that go away */
-    if (fs->dax) {
-        vfsd_dax_cut(fs, inode, in->size, UINT64_MAX);
     }
 
     if ((fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&

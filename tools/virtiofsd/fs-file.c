@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "fs.h"
-#include "dax.h"
 #include "log.h"
 
 /* Largest READ/WRITE payload: what INIT announces as max_write */
@@ -104,9 +103,6 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
     if (!vfsd_fd_reserve(fs)) {
         vfsd_guest_error("too many open files, open refused");
         return -ENFILE;
-    }
-    if ((f & O_TRUNC) && fs->dax) {
-        vfsd_dax_cut(fs, inode, 0, UINT64_MAX);
     }
     if ((f & O_TRUNC) && (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
         (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID)) {
@@ -368,9 +364,6 @@ int vfsd_op_fallocate(VfsdFs *fs, uint64_t nodeid, uint64_t fh,
     }
     if (fs->opts->readonly) {
         return -EROFS;
-    }
-    if ((mode & FALLOC_FL_PUNCH_HOLE) && fs->dax) {
-        vfsd_dax_cut(fs, h->inode, offset, offset + length);
     }
     if (fallocate(h->fd, mode, offset, length) < 0) {
         return -errno;

@@ -38,7 +38,6 @@ typedef struct VfsdInode {
     mode_t type;                /* S_IFMT bits */
     gint refcount;              /* table reference + in-flight users */
     uint64_t nlookup;           /* under VfsdInodeStore.lock */
-    GList *dax_maps;            /* VfsdDaxMap, under VfsdDax.lock */
     /*
      * POSIX locks are OFD locks on one fd per lock owner, so that owners
      * sharing a file handle do not share locks.

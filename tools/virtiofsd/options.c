@@ -50,6 +50,8 @@ void vfsd_options_usage(const char *prog)
            "  --announce-submounts      tell the guest about submounts\n"
            "  --readonly                refuse every change\n"
            "  --no-killpriv-v2          do not offer FUSE_HANDLE_KILLPRIV_V2\n"
+           "  --allow-mmap              let the guest mmap files with\n"
+           "                            --cache=never (no DAX)\n"
            "  --dax-policy=never|always|size:N|xattr\n"
            "                            files with per-inode DAX (dax=inode)\n"
            "                            (always; xattr: files carrying\n"
@@ -213,6 +215,7 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         { "readonly", offsetof(VfsdOptions, readonly), true },
         { "killpriv_v2", offsetof(VfsdOptions, killpriv_v2), true },
         { "no_killpriv_v2", offsetof(VfsdOptions, killpriv_v2), false },
+        { "allow_mmap", offsetof(VfsdOptions, allow_mmap), true },
     };
     const char *eq = strchr(item, '=');
     g_autofree char *key = eq ? g_strndup(item, eq - item) : g_strdup(item);
@@ -279,6 +282,7 @@ enum {
     OPT_HELP,
     OPT_VERSION,
     OPT_POSIX_ACL,
+    OPT_ALLOW_MMAP,
 };
 
 static const struct {
@@ -318,6 +322,7 @@ static const struct {
     { "-V", OPT_VERSION },
     { "--version", OPT_VERSION },
     { "--posix-acl", OPT_POSIX_ACL },
+    { "--allow-mmap", OPT_ALLOW_MMAP },
 };
 
 static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
@@ -441,6 +446,9 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     case OPT_POSIX_ACL:
         *err = g_strdup("--posix-acl is not supported");
         return false;
+    case OPT_ALLOW_MMAP:
+        o->allow_mmap = true;
+        return true;
     }
     g_assert_not_reached();
 }

@@ -50,6 +50,7 @@ typedef struct VfsdOptions {
     bool announce_submounts;
     bool readonly;
     bool killpriv_v2;
+    bool allow_mmap;
     unsigned int thread_pool_size;
     uint64_t rlimit_nofile;     /* 0: leave the limit alone */
     VfsdLogLevel log_level;

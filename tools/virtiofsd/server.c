@@ -248,6 +248,10 @@ static void do_init(VfsdReq *r)
     if (fs->opts->dax_policy != VFSD_DAX_NEVER) {
         supported |= FUSE_HAS_INODE_DAX;
     }
+    if (fs->opts->allow_mmap) {
+        /* Shared mmap of FOPEN_DIRECT_IO files, through the page cache */
+        supported |= FUSE_DIRECT_IO_ALLOW_MMAP;
+    }
     want = flags & supported;
 
     fs->proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);

@@ -133,6 +133,10 @@ static void process_elem(VfsdElem *el)
     VfsdBuf in, out;
     size_t written;
 
+    if (el->elem.in_addr || el->elem.out_addr) {
+        vfsd_debug("queue %d: request with buffers outside the memory we "
+                   "map", el->qidx);
+    }
     /* The guest's out buffers are our input */
     vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
     vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
