@@ -30,7 +30,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *op = argv[1], *src = argv[2], *dst = argv[3];
-    size_t len = strtoull(argv[4], NULL, 0);
+    size_t len = 0;
     int is_read = !strcmp(op, "read");
     const char *mapped = is_read ? dst : src;
     int mfd = open(mapped, is_read ? O_RDWR : O_RDONLY);
@@ -39,6 +39,10 @@ int main(int argc, char **argv)
     uint8_t *map;
     ssize_t n;
 
+    if (sscanf(argv[4], "%zu", &len) != 1 || !len) {
+        fprintf(stderr, "winio: bad length %s\n", argv[4]);
+        return 2;
+    }
     if (mfd < 0) {
         return fail("open", mapped);
     }
