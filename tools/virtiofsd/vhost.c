@@ -199,19 +199,39 @@ static void blocking_worker(gpointer data, gpointer user_data)
     pthread_rwlock_unlock(&dev->dispatch_lock);
 }
 
-/* Pops what the guest queued; called with dispatch_lock held for reading */
+/*
+ * Whether the element is a request that may block indefinitely.  The
+ * header may be split over descriptors: a guest must not be able to hide
+ * a SETLKW from this check and so hold up its queue, and dispatch_lock
+ * with it (the front-end's next message would wait for it).
+ */
+static bool elem_may_block(VfsdDev *dev, VuVirtqElement *e)
+{
+    g_autofree VfsdSeg *segs = elem_segs(e, false);
+    VfsdBuf in;
+
+    vfsd_buf_init(&in, segs, e->out_num, mem_access, dev);
+    return vfsd_request_may_block(&in);
+}
+
+/*
+ * Pops what the guest queued.  dispatch_lock is taken per request, so
+ * that a busy queue cannot keep the main thread from the front-end's
+ * messages.
+ */
 static void drain_queue(VfsdQueue *q)
 {
     VfsdDev *dev = q->dev;
     VuDev *vu = &dev->vu;
-    VuVirtq *vq = vu_get_queue(vu, q->qidx);
     VfsdElem *el;
 
     for (;;) {
+        pthread_rwlock_rdlock(&dev->dispatch_lock);
         g_mutex_lock(&q->lock);
-        el = vu_queue_pop(vu, vq, sizeof(VfsdElem));
+        el = vu_queue_pop(vu, vu_get_queue(vu, q->qidx), sizeof(VfsdElem));
         g_mutex_unlock(&q->lock);
         if (!el) {
+            pthread_rwlock_unlock(&dev->dispatch_lock);
             break;
         }
         el->dev = dev;
@@ -219,29 +239,19 @@ static void drain_queue(VfsdQueue *q)
         el->gen = q->gen;
         el->counted = false;
 
-        if (q->qidx > 0 && el->elem.out_num && el->elem.out_sg[0].iov_base) {
-            VfsdSeg seg = {
-                .base = el->elem.out_sg[0].iov_base,
-                .len = el->elem.out_sg[0].iov_len,
-            };
-            VfsdBuf peek;
-
-            vfsd_buf_init(&peek, &seg, 1, NULL, NULL);
-            if (vfsd_request_may_block(&peek)) {
-                g_thread_pool_push(dev->blocking_pool, el, NULL);
-                continue;
-            }
-        }
-        /* FORGETs on hiprio are quick: no need to hand them over */
-        if (dev->pool && q->qidx > 0) {
+        if (q->qidx > 0 && elem_may_block(dev, &el->elem)) {
+            g_thread_pool_push(dev->blocking_pool, el, NULL);
+        } else if (dev->pool && q->qidx > 0) {
             el->counted = true;
             g_mutex_lock(&q->inflight_lock);
             q->inflight++;
             g_mutex_unlock(&q->inflight_lock);
             g_thread_pool_push(dev->pool, el, NULL);
         } else {
+            /* Also FORGETs on hiprio: quick, no need to hand them over */
             process_elem(el);
         }
+        pthread_rwlock_unlock(&dev->dispatch_lock);
     }
 }
 
@@ -278,9 +288,7 @@ static void *queue_thread(void *opaque)
         }
         if (pfd[0].revents & POLLIN) {
             eventfd_read(kick_fd, &v);
-            pthread_rwlock_rdlock(&dev->dispatch_lock);
             drain_queue(q);
-            pthread_rwlock_unlock(&dev->dispatch_lock);
         }
     }
     return NULL;
@@ -383,7 +391,20 @@ static void remove_watch(VuDev *vu, int fd)
 {
 }
 
+/*
+ * libvhost-user reads a closed connection as a VHOST_USER_NONE message and
+ * ends the process (the front-end has dropped its mappings already).
+ */
+static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
+{
+    if (vmsg->request == VHOST_USER_NONE) {
+        vfsd_info("front-end disconnected, exiting");
+    }
+    return 0;
+}
+
 static const VuDevIface iface = {
+    .process_msg = process_msg,
     .get_features = get_features,
     .get_protocol_features = get_protocol_features,
     .queue_set_started = queue_set_started,
@@ -435,11 +456,17 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
         .unmap = dax_unmap,
         .opaque = dev,
     };
+    pthread_rwlockattr_t attr;
     bool ok = true;
     unsigned int i;
 
     dev->fs = fs;
-    pthread_rwlock_init(&dev->dispatch_lock, NULL);
+    /* The main thread must not starve behind busy queues */
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&dev->dispatch_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     if (!vu_init(&dev->vu, VFSD_MAX_QUEUES, conn_fd, panic_cb, NULL,
                  set_watch, remove_watch, &iface)) {
         vfsd_err("cannot initialize the vhost-user device");
