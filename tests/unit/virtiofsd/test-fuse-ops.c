@@ -503,6 +503,36 @@ static void test_xattr(TestFs *t, gconstpointer data)
     g_assert_cmpint(fgetxattr(t->dir_fd, "user.test", NULL, 0), <, 0);
 }
 
+static void test_xattr_symlink(TestFs *t, gconstpointer data)
+{
+    struct fuse_setxattr_in sin = { .size = 1 };
+    uint64_t link;
+    int fd;
+    TestReq *r;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root (trusted.* attributes)");
+        return;
+    }
+    /* The xattr calls on a symlink act on the link, never its target */
+    fd = openat(t->dir_fd, "target", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    g_assert_cmpint(fd, >=, 0);
+    close(fd);
+    g_assert_cmpint(symlinkat("target", t->dir_fd, "link"), ==, 0);
+    link = test_lookup(t, FUSE_ROOT_ID, "link", NULL);
+    r = test_req_new(FUSE_SETXATTR, link);
+    test_req_add(r, &sin, sizeof(sin));
+    test_req_add_str(r, "trusted.test");
+    test_req_add(r, "v", 1);
+    if (test_send(t, r, 4096, NULL, 0, NULL) == -EOPNOTSUPP) {
+        g_test_skip("no trusted xattrs on this file system");
+        return;
+    }
+    fd = openat(t->dir_fd, "target", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fgetxattr(fd, "trusted.test", NULL, 0), <, 0);
+    close(fd);
+}
+
 static void test_fallocate_lseek_copy(TestFs *t, gconstpointer data)
 {
     uint64_t fh, fh2, ino = test_create(t, FUSE_ROOT_ID, "a", O_RDWR, &fh);
@@ -698,6 +728,7 @@ int main(int argc, char **argv)
     ADD("readdir", test_readdir);
     ADD("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD("xattr", test_xattr);
+    ADD("xattr-symlink", test_xattr_symlink);
     ADD("fallocate-lseek-copy", test_fallocate_lseek_copy);
     ADD("locks", test_locks);
     ADD("tmpfile", test_tmpfile);
