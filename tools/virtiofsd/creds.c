@@ -8,11 +8,28 @@
 
 #include <cap-ng.h>
 #include <errno.h>
+#include <grp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fs.h"
 #include "log.h"
+
+/*
+ * Files created for the guest must never pick up a supplementary group of
+ * the daemon: the kernel keeps the setgid bit of a file made in a setgid
+ * directory when the creator is in its group (CVE-2022-0358).  Called
+ * before any thread exists: setgroups() covers the whole process.
+ */
+bool vfsd_creds_init(char **err)
+{
+    if (geteuid() == 0 && setgroups(0, NULL) < 0) {
+        *err = g_strdup_printf("cannot drop supplementary groups: %s",
+                               g_strerror(errno));
+        return false;
+    }
+    return true;
+}
 
 /*
  * setfsuid()/setfsgid() through syscall(): they act on the calling thread

@@ -208,6 +208,7 @@ typedef struct VfsdSavedCreds {
     uid_t uid;
     gid_t gid;
 } VfsdSavedCreds;
+bool vfsd_creds_init(char **err);
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old);
 void vfsd_creds_restore(const VfsdSavedCreds *old);
 int vfsd_drop_fsetid(bool *dropped);

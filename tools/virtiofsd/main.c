@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,12 +114,8 @@ int main(int argc, char **argv)
     umask(0);
     set_rlimit(opts.rlimit_nofile);
     signal(SIGPIPE, SIG_IGN);
-    /*
-     * Files created for the guest must never pick up a supplementary group
-     * of the daemon (CVE-2022-0358).
-     */
-    if (geteuid() == 0 && setgroups(0, NULL) < 0) {
-        die("cannot drop supplementary groups");
+    if (!vfsd_creds_init(&err)) {
+        die(err);
     }
 
     {

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <linux/falloc.h>
 #include <string.h>
@@ -114,8 +115,11 @@ static void test_create_write_read(TestFs *t, gconstpointer data)
 
 static void test_guest_credentials(TestFs *t, gconstpointer data)
 {
+    g_autofree char *err = NULL;
+    struct fuse_in_header *h;
     uint64_t dir;
     struct stat st;
+    TestReq *r;
 
     if (geteuid() != 0) {
         g_test_skip("needs root");
@@ -144,6 +148,25 @@ static void test_guest_credentials(TestFs *t, gconstpointer data)
     g_assert_cmpint(mkdir_req(t, dir, "sub", 1234, NULL), ==, 0);
     g_assert_cmpint(fstatat(t->dir_fd, "owned/sub", &st, 0), ==, 0);
     g_assert_cmpuint(st.st_gid, ==, 4321);
+    /*
+     * A setgid file for a group the user is not in loses the bit, even
+     * when the daemon was started with that group (it drops them all).
+     */
+    g_assert_cmpint(setgroups(1, &(gid_t){ 4321 }), ==, 0);
+    g_assert_true(vfsd_creds_init(&err));
+    r = test_req_new(FUSE_CREATE, dir);
+    h = (void *)r->data->data;
+    h->uid = 1234;
+    h->gid = 1234;
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 02755 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "sgid");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "owned/sgid", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_gid, ==, 4321);
+    g_assert_cmpuint(st.st_uid, ==, 1234);
+    g_assert_false(st.st_mode & S_ISGID);
     /* The thread's ids are back to the daemon's */
     g_assert_cmpint(mkdir_req(t, FUSE_ROOT_ID, "mine", 0, NULL), ==, 0);
     g_assert_cmpint(fstatat(t->dir_fd, "mine", &st, 0), ==, 0);
