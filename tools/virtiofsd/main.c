@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     VfsdOptions opts;
     VfsdFs fs;
     g_autofree char *err = NULL;
-    int conn, root_fd, proc_fd;
+    int conn = -1, lfd, root_fd, proc_fd;
     bool ok;
 
     if (!vfsd_options_parse(&opts, argc, argv, &err)) {
@@ -131,9 +131,34 @@ int main(int argc, char **argv)
     }
 
     if (opts.socket_path) {
-        int lfd = listen_socket(opts.socket_path);
-
+        lfd = listen_socket(opts.socket_path);
         vfsd_info("waiting for the front-end on %s", opts.socket_path);
+    } else {
+        int listening = 0;
+        socklen_t len = sizeof(listening);
+
+        lfd = opts.fd;
+        if (fcntl(lfd, F_SETFD, FD_CLOEXEC) < 0) {
+            g_autofree char *msg = g_strdup_printf("--fd=%d is not open",
+                                                   lfd);
+            die(msg);
+        }
+        /*
+         * libvirt hands over the socket it listens on; a connected socket
+         * (e.g. one end of a socketpair) is used as it is.
+         */
+        if (getsockopt(lfd, SOL_SOCKET, SO_ACCEPTCONN, &listening,
+                       &len) < 0) {
+            g_autofree char *msg = g_strdup_printf("--fd=%d is not a socket",
+                                                   lfd);
+            die(msg);
+        }
+        if (!listening) {
+            conn = lfd;
+            lfd = -1;
+        }
+    }
+    if (lfd >= 0) {
         do {
             conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         } while (conn < 0 && errno == EINTR);
@@ -141,14 +166,6 @@ int main(int argc, char **argv)
             die("accept failed");
         }
         close(lfd);
-    } else {
-        conn = opts.fd;
-        if (fcntl(conn, F_GETFD) < 0) {
-            g_autofree char *msg = g_strdup_printf("--fd=%d is not open",
-                                                   conn);
-            die(msg);
-        }
-        fcntl(conn, F_SETFD, FD_CLOEXEC);
     }
 
     proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
