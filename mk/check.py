@@ -65,6 +65,13 @@ def guest(name, script, *vm_args, timeout=600):
                  timeout=timeout)
 
 
+def unit(name, target, timeout=120):
+    """A GLib test program of ours, built by ninja in build/qemu."""
+    binary = os.path.join(QBUILD, target)
+    return Suite(name, [binary, "--tap", "-k"], tap=True, needs=[binary],
+                 ninja=[target], timeout=timeout)
+
+
 VHOST_USER_PATH = "/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus"
 
 SUITES = [
@@ -88,6 +95,20 @@ SUITES = [
     qtest("qtest: vhost-user-fs DAX window", "vhost-user-fs-test"),
     guest("guest: virtio-fs smoke (Rust virtiofsd)", "smoke.sh",
           "--daemon", "rust", "--cache-mode", "never"),
+    # Our virtiofsd: its dispatch layer and libvhost-user's shared memory
+    # requests without a guest, then end to end.
+    unit("virtiofsd: request decoding", "tests/unit/virtiofsd/test-fuse-decode"),
+    unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
+    unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
+    unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
+    unit("libvhost-user: shared memory requests",
+         "tests/unit/virtiofsd/test-vhost-shmem"),
+    guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
+          "--daemon", "ours", "--cache-mode", "never"),
+    # Needs the device's cache window (cache-size)
+    guest("guest: our virtiofsd with DAX, window I/O, truncate",
+          "virtiofsd.sh"),
+    guest("guest: DAX (our virtiofsd)", "dax.sh", "--daemon", "ours"),
 ]
 
 

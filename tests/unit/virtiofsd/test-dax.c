@@ -1,0 +1,362 @@
+/*
+ * virtiofsd tests: the DAX window bookkeeping, with a fake front-end
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vfsd-test.h"
+
+#define MiB (1024 * 1024ULL)
+
+/*
+ * A front-end that enforces the contract's rules: no map over a map
+ * (unless replacing mappings wholly inside), unmaps cover whole mappings.
+ */
+typedef struct FakeMap {
+    uint64_t start, len, foffset, flags;
+    struct stat st;
+} FakeMap;
+
+typedef struct Fake {
+    GArray *maps;               /* FakeMap */
+    GString *log;
+    bool replace;
+    bool fail_next;
+} Fake;
+
+static bool fake_available(void *opaque)
+{
+    return true;
+}
+
+static bool fake_can_replace(void *opaque)
+{
+    Fake *f = opaque;
+
+    return f->replace;
+}
+
+static bool fake_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
+                     uint64_t len, uint64_t flags, int fd)
+{
+    Fake *f = opaque;
+    FakeMap m = {
+        .start = shm_offset, .len = len, .foffset = fd_offset, .flags = flags,
+    };
+    int i;
+
+    g_string_append_printf(f->log, "map %" G_GINT64_MODIFIER "x+%"
+                           G_GINT64_MODIFIER "x %s%s;", shm_offset, len,
+                           flags & VFSD_DAX_MAP_RW ? "rw" : "ro",
+                           flags & VFSD_DAX_MAP_REPLACE ? " replace" : "");
+    if (f->fail_next) {
+        f->fail_next = false;
+        return false;
+    }
+    g_assert_cmpint(fstat(fd, &m.st), ==, 0);
+    g_assert_true(S_ISREG(m.st.st_mode));
+    g_assert_cmpint(fcntl(fd, F_GETFL) & O_ACCMODE, ==,
+                    flags & VFSD_DAX_MAP_RW ? O_RDWR : O_RDONLY);
+    for (i = f->maps->len - 1; i >= 0; i--) {
+        FakeMap *o = &g_array_index(f->maps, FakeMap, i);
+
+        if (o->start < m.start + len && m.start < o->start + o->len) {
+            if (!(flags & VFSD_DAX_MAP_REPLACE) || o->start < m.start ||
+                o->start + o->len > m.start + len) {
+                return false;
+            }
+            g_array_remove_index(f->maps, i);
+        }
+    }
+    g_array_append_val(f->maps, m);
+    return true;
+}
+
+static bool fake_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
+{
+    Fake *f = opaque;
+    uint64_t covered = 0;
+    int i;
+
+    g_string_append_printf(f->log, "unmap %" G_GINT64_MODIFIER "x+%"
+                           G_GINT64_MODIFIER "x;", shm_offset, len);
+    for (i = f->maps->len - 1; i >= 0; i--) {
+        FakeMap *o = &g_array_index(f->maps, FakeMap, i);
+
+        if (o->start < shm_offset + len && shm_offset < o->start + o->len) {
+            if (o->start < shm_offset ||
+                o->start + o->len > shm_offset + len) {
+                return false;
+            }
+            covered += o->len;
+            g_array_remove_index(f->maps, i);
+        }
+    }
+    /* Must be exactly whole adjacent mappings */
+    return covered == len;
+}
+
+typedef struct DaxFixture {
+    TestFs t;
+    Fake fake;
+    uint64_t ino;
+    uint64_t fh;
+} DaxFixture;
+
+static void setup(DaxFixture *d, gconstpointer data)
+{
+    VfsdDaxBackend be = {
+        .available = fake_available,
+        .can_replace = fake_can_replace,
+        .map = fake_map,
+        .unmap = fake_unmap,
+        .opaque = &d->fake,
+    };
+
+    d->fake.maps = g_array_new(false, true, sizeof(FakeMap));
+    d->fake.log = g_string_new("");
+    d->fake.replace = GPOINTER_TO_INT(data) == 0;
+    test_fs_setup(&d->t, NULL);
+    d->t.fs.dax = vfsd_dax_new(&be);
+    test_fs_init_session(&d->t, FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX);
+    d->ino = test_create(&d->t, FUSE_ROOT_ID, "file", O_RDWR, &d->fh);
+    g_assert_cmpint(test_write(&d->t, d->ino, d->fh, 8 * MiB - 1, "x", 1),
+                    ==, 1);
+}
+
+static void teardown(DaxFixture *d, gconstpointer data)
+{
+    VfsdDax *dax = d->t.fs.dax;
+
+    test_fs_teardown(&d->t);
+    vfsd_dax_free(dax);
+    g_array_free(d->fake.maps, true);
+    g_string_free(d->fake.log, true);
+}
+
+static int setup_mapping(DaxFixture *d, uint64_t foff, uint64_t moff,
+                         uint64_t len, uint64_t flags)
+{
+    TestReq *r = test_req_new(FUSE_SETUPMAPPING, d->ino);
+    struct fuse_setupmapping_in in = {
+        .fh = UINT64_MAX, .foffset = foff, .len = len, .flags = flags,
+        .moffset = moff,
+    };
+
+    test_req_add(r, &in, sizeof(in));
+    return test_send(&d->t, r, 4096, NULL, 0, NULL);
+}
+
+static int remove_mapping(DaxFixture *d, const uint64_t (*ranges)[2],
+                          uint32_t count, uint32_t claimed)
+{
+    TestReq *r = test_req_new(FUSE_REMOVEMAPPING, d->ino);
+    struct fuse_removemapping_in in = { .count = claimed };
+    uint32_t i;
+
+    test_req_add(r, &in, sizeof(in));
+    for (i = 0; i < count; i++) {
+        struct fuse_removemapping_one one = {
+            .moffset = ranges[i][0], .len = ranges[i][1],
+        };
+
+        test_req_add(r, &one, sizeof(one));
+    }
+    return test_send(&d->t, r, 4096, NULL, 0, NULL);
+}
+
+static void test_attr_flag(DaxFixture *d, gconstpointer data)
+{
+    struct fuse_attr attr;
+
+    test_lookup(&d->t, FUSE_ROOT_ID, "file", &attr);
+    g_assert_true(attr.flags & FUSE_ATTR_DAX);
+}
+
+static void test_map_upgrade_remove(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t R = FUSE_SETUPMAPPING_FLAG_READ;
+    const uint64_t W = FUSE_SETUPMAPPING_FLAG_WRITE;
+
+    /* What a 6.12 guest does: read mapping, then the same range writable */
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, R), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, R | W), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "map 0+200000 ro;map 0+200000 rw replace;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, R), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 6 * MiB, 2 * MiB, R), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    /* Three ranges, two adjacent: merged into as few unmaps as possible */
+    const uint64_t ranges[][2] = {
+        { 6 * MiB, 2 * MiB }, { 0, 2 * MiB }, { 2 * MiB, 2 * MiB },
+    };
+    g_assert_cmpint(remove_mapping(d, ranges, 3, 3), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "unmap 0+400000;unmap 600000+200000;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+}
+
+static void test_without_replace(DaxFixture *d, gconstpointer data)
+{
+    /* An older front-end: unmap, then map */
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "map 0+200000 ro;unmap 0+200000;map 0+200000 rw;");
+}
+
+static void test_bad_requests(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t bad[][2] = { { 4096, 0 } };
+    const uint64_t partial[][2] = { { 0, MiB } };
+    const uint64_t overlap[][2] = { { 0, 2 * MiB }, { MiB, 2 * MiB } };
+    TestReq *r;
+
+    /* Unaligned, empty, overflowing, unknown flags */
+    g_assert_cmpint(setup_mapping(d, 1, 0, 2 * MiB, 2), ==, -EINVAL);
+    g_assert_cmpint(setup_mapping(d, 0, 100, 2 * MiB, 2), ==, -EINVAL);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 0, 2), ==, -EINVAL);
+    g_assert_cmpint(setup_mapping(d, 0, UINT64_MAX - 4095, 8192, 2), ==,
+                    -EINVAL);
+    g_assert_cmpint(setup_mapping(d, UINT64_MAX - 4095, 0, 8192, 2), ==,
+                    -EINVAL);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 4096, 1 << 7), ==, -EINVAL);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+
+    /* Over part of an existing mapping */
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 0, MiB, 2 * MiB, 2), ==, -EINVAL);
+
+    /* Removals: empty, partial, overlapping, counts that lie */
+    g_assert_cmpint(remove_mapping(d, bad, 1, 1), ==, -EINVAL);
+    g_assert_cmpint(remove_mapping(d, partial, 1, 1), ==, -EINVAL);
+    g_assert_cmpint(remove_mapping(d, overlap, 2, 2), ==, -EINVAL);
+    g_assert_cmpint(remove_mapping(d, partial, 1, 2), ==, -EINVAL);
+    g_assert_cmpint(remove_mapping(d, partial, 1, 0), ==, -EINVAL);
+    g_assert_cmpint(remove_mapping(d, partial, 1, 100000), ==, -EINVAL);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+
+    /* Not a regular file */
+    r = test_req_new(FUSE_SETUPMAPPING, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_setupmapping_in){ .len = 4096,
+                                                    .flags = 2 },
+                 sizeof(struct fuse_setupmapping_in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    /* The front-end refuses: an error, and nothing recorded */
+    d->fake.fail_next = true;
+    g_assert_cmpint(setup_mapping(d, 0, 4 * MiB, 2 * MiB, 2), ==, -EIO);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+}
+
+static void test_shrink_keeps_mappings(DaxFixture *d, gconstpointer data)
+{
+    struct fuse_setattr_in in = { .valid = FATTR_SIZE, .size = 4096 };
+    TestReq *r;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 8 * MiB, 2 * MiB, 3), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    /*
+     * The guest shrinks the file, then may grow it and write through the
+     * same ranges: they must still map the file.
+     */
+    r = test_req_new(FUSE_SETATTR, d->ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_FALLOCATE, d->ino);
+    test_req_add(r, &(struct fuse_fallocate_in){
+                     .fh = d->fh, .offset = 0, .length = 2 * MiB,
+                     .mode = 0x01 | 0x02 /* KEEP_SIZE | PUNCH_HOLE */ },
+                 sizeof(struct fuse_fallocate_in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    test_open(&d->t, d->ino, O_RDWR | O_TRUNC);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
+}
+
+static void test_destroy_unmaps_all(DaxFixture *d, gconstpointer data)
+{
+    TestReq *r;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 4 * MiB, 2 * MiB, 3), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+    r = test_req_new(FUSE_DESTROY, 0);
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "unmap 0+200000;unmap 400000+200000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+}
+
+static void test_mapping_keeps_inode(DaxFixture *d, gconstpointer data)
+{
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    TestReq *r;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    /* The guest forgets the inode while it is still mapped */
+    r = test_req_new(FUSE_RELEASE, d->ino);
+    test_req_add(r, &(struct fuse_release_in){ .fh = d->fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_FORGET, d->ino);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 1);
+    /* Its mapping is still tracked, and still removable */
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+    const uint64_t ranges[][2] = { { 0, 2 * MiB } };
+    g_assert_cmpint(remove_mapping(d, ranges, 1, 1), ==, 0);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+}
+
+static void test_no_window(void)
+{
+    TestFs t;
+    TestReq *r;
+    uint64_t fh, ino;
+
+    test_fs_setup(&t, NULL);
+    test_fs_init_session(&t, FUSE_MAP_ALIGNMENT);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    r = test_req_new(FUSE_SETUPMAPPING, ino);
+    test_req_add(r, &(struct fuse_setupmapping_in){ .len = 4096,
+                                                    .flags = 2 },
+                 sizeof(struct fuse_setupmapping_in));
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EOPNOTSUPP);
+    test_fs_teardown(&t);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    vfsd_log_init(false, VFSD_LOG_ERROR);
+
+#define ADD(path, fn, noreplace)                                       \
+    g_test_add("/virtiofsd/dax/" path, DaxFixture,                     \
+               GINT_TO_POINTER(noreplace), setup, fn, teardown)
+
+    ADD("attr-flag", test_attr_flag, 0);
+    ADD("map-upgrade-remove", test_map_upgrade_remove, 0);
+    ADD("without-replace", test_without_replace, 1);
+    ADD("bad-requests", test_bad_requests, 0);
+    ADD("shrink-keeps-mappings", test_shrink_keeps_mappings, 0);
+    ADD("destroy-unmaps-all", test_destroy_unmaps_all, 0);
+    ADD("mapping-keeps-inode", test_mapping_keeps_inode, 0);
+    g_test_add_func("/virtiofsd/dax/no-window", test_no_window);
+    return g_test_run();
+}

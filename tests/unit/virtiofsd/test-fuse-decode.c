@@ -1,0 +1,437 @@
+/*
+ * virtiofsd tests: decoding of malformed and hostile requests
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vfsd-test.h"
+
+static void setup(TestFs *t, gconstpointer data)
+{
+    test_fs_setup(t, NULL);
+    test_fs_init_session(t, FUSE_POSIX_LOCKS | FUSE_DO_READDIRPLUS);
+}
+
+static void teardown(TestFs *t, gconstpointer data)
+{
+    test_fs_teardown(t);
+}
+
+static void test_before_init(void)
+{
+    TestFs t;
+    TestReq *r;
+
+    test_fs_setup(&t, NULL);
+    r = test_req_new(FUSE_GETATTR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EIO);
+    test_fs_teardown(&t);
+}
+
+static void test_init(void)
+{
+    TestFs t;
+    TestReq *r;
+    struct fuse_init_in in = {
+        .major = 7, .minor = 41, .max_readahead = 131072,
+        .flags = FUSE_INIT_EXT | FUSE_MAP_ALIGNMENT | FUSE_ASYNC_READ |
+                 FUSE_WRITEBACK_CACHE | FUSE_POSIX_ACL,
+        .flags2 = FUSE_HAS_INODE_DAX >> 32,
+    };
+    struct fuse_init_out out;
+    uint64_t flags;
+
+    test_fs_setup(&t, NULL);
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    flags = out.flags | (uint64_t)out.flags2 << 32;
+    g_assert_cmpuint(out.major, ==, 7);
+    g_assert_cmpuint(out.map_alignment, ==, 12);
+    g_assert_cmpuint(out.max_write, >=, 4096);
+    g_assert_true(flags & FUSE_MAP_ALIGNMENT);
+    g_assert_true(flags & FUSE_HAS_INODE_DAX);
+    /* Not asked for on the command line, nor supported */
+    g_assert_false(flags & FUSE_WRITEBACK_CACHE);
+    g_assert_false(flags & FUSE_POSIX_ACL);
+
+    /* A second INIT is a protocol error */
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EPROTO);
+    test_fs_teardown(&t);
+
+    /* Too old */
+    test_fs_setup(&t, NULL);
+    in.minor = 26;
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EPROTO);
+    /* A truncated INIT */
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, 8);
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    test_fs_teardown(&t);
+}
+
+static void test_truncated_header(TestFs *t, gconstpointer data)
+{
+    struct fuse_in_header h = {
+        .len = sizeof(h), .opcode = FUSE_GETATTR, .nodeid = 1,
+    };
+    struct fuse_out_header oh;
+
+    /* Not even a header: still an answer, if it fits */
+    g_assert_cmpint(test_send_raw(t, &h, 10, 4096, NULL, 0, NULL), ==,
+                    -EINVAL);
+    g_assert_cmpint(test_send_raw(t, &h, 0, 4096, NULL, 0, NULL), ==,
+                    -EINVAL);
+    /* No room for a reply: nothing written, nothing overrun */
+    g_assert_cmpint(test_send_raw(t, &h, 10, sizeof(oh) - 1, NULL, 0, NULL),
+                    ==, 1);
+    g_assert_cmpint(test_send_raw(t, &h, 10, 0, NULL, 0, NULL), ==, 1);
+}
+
+static void test_header_length_lies(TestFs *t, gconstpointer data)
+{
+    struct {
+        struct fuse_in_header h;
+        struct fuse_getattr_in in;
+    } req = {
+        .h = { .opcode = FUSE_GETATTR, .nodeid = 1 },
+    };
+
+    /* Longer than the buffer */
+    req.h.len = sizeof(req) + 1;
+    g_assert_cmpint(test_send_raw(t, &req, sizeof(req), 4096, NULL, 0, NULL),
+                    ==, -EINVAL);
+    req.h.len = UINT32_MAX;
+    g_assert_cmpint(test_send_raw(t, &req, sizeof(req), 4096, NULL, 0, NULL),
+                    ==, -EINVAL);
+    /* Shorter than a header */
+    req.h.len = 8;
+    g_assert_cmpint(test_send_raw(t, &req, sizeof(req), 4096, NULL, 0, NULL),
+                    ==, -EINVAL);
+    /* Shorter than its arguments: they are not read past the length */
+    req.h.len = sizeof(req.h) + 4;
+    g_assert_cmpint(test_send_raw(t, &req, sizeof(req), 4096, NULL, 0, NULL),
+                    ==, -EINVAL);
+    /* Right */
+    req.h.len = sizeof(req);
+    g_assert_cmpint(test_send_raw(t, &req, sizeof(req), 4096, NULL, 0, NULL),
+                    ==, 0);
+}
+
+static void test_unknown_opcodes(TestFs *t, gconstpointer data)
+{
+    static const uint32_t ops[] = {
+        FUSE_BMAP, FUSE_IOCTL, FUSE_POLL, FUSE_STATX, 0, 7, 19, 200,
+        FUSE_INIT_BSWAP_RESERVED, UINT32_MAX,
+    };
+    unsigned int i;
+
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        TestReq *r = test_req_new(ops[i], 1);
+
+        test_req_add(r, "\0\0\0\0\0\0\0\0", 8);
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOSYS);
+    }
+}
+
+static void test_truncated_args(TestFs *t, gconstpointer data)
+{
+    static const uint32_t ops[] = {
+        FUSE_GETATTR, FUSE_SETATTR, FUSE_MKNOD, FUSE_MKDIR, FUSE_RENAME,
+        FUSE_RENAME2, FUSE_LINK, FUSE_OPEN, FUSE_READ, FUSE_WRITE,
+        FUSE_RELEASE, FUSE_FSYNC, FUSE_SETXATTR, FUSE_GETXATTR,
+        FUSE_LISTXATTR, FUSE_FLUSH, FUSE_OPENDIR, FUSE_READDIR,
+        FUSE_RELEASEDIR, FUSE_FSYNCDIR, FUSE_GETLK, FUSE_SETLK, FUSE_SETLKW,
+        FUSE_ACCESS, FUSE_CREATE, FUSE_FALLOCATE, FUSE_READDIRPLUS,
+        FUSE_LSEEK, FUSE_COPY_FILE_RANGE, FUSE_SETUPMAPPING,
+        FUSE_REMOVEMAPPING, FUSE_SYNCFS, FUSE_TMPFILE, FUSE_LOOKUP,
+        FUSE_UNLINK, FUSE_RMDIR, FUSE_SYMLINK, FUSE_REMOVEXATTR,
+    };
+    unsigned int i;
+
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        /* Three bytes of arguments: never enough */
+        TestReq *r = test_req_new(ops[i], 1);
+
+        test_req_add(r, "ab", 2);
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    }
+}
+
+static void test_no_reply_ops(TestFs *t, gconstpointer data)
+{
+    TestReq *r;
+    struct fuse_batch_forget_in b = { .count = 1000 };
+    struct fuse_forget_one one = { .nodeid = 12345, .nlookup = 1 };
+
+    /* Truncated or bogus FORGETs: no reply and no harm */
+    r = test_req_new(FUSE_FORGET, 999);
+    test_req_add(r, "x", 1);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_BATCH_FORGET, 0);
+    test_req_add(r, &b, sizeof(b));
+    test_req_add(r, &one, sizeof(one));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_INTERRUPT, 0);
+    test_req_add(r, &(uint64_t){ 1 }, 8);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    /* The root cannot be forgotten */
+    r = test_req_new(FUSE_FORGET, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_forget_in){ .nlookup = 100 },
+                 sizeof(struct fuse_forget_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    test_lookup_err(t, FUSE_ROOT_ID, "nothing");
+}
+
+static void test_bad_names(TestFs *t, gconstpointer data)
+{
+    static const char *const names[] = {
+        "..", ".", "", "a/b", "/", "../etc", "a/../../b",
+    };
+    char longname[NAME_MAX + 2];
+    unsigned int i;
+    TestReq *r;
+
+    for (i = 0; i < G_N_ELEMENTS(names); i++) {
+        g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, names[i]), ==,
+                        -EINVAL);
+    }
+    memset(longname, 'a', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, longname), ==, -EINVAL);
+
+    /* A name without its NUL */
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add(r, "passwd", 6);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    /* Creating names that climb out */
+    r = test_req_new(FUSE_MKDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, "../escaped");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    g_assert_cmpint(access("../escaped", F_OK), !=, 0);
+
+    /* A rename whose second name is missing */
+    r = test_req_new(FUSE_RENAME, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_rename_in){ .newdir = 1 },
+                 sizeof(struct fuse_rename_in));
+    test_req_add_str(r, "a");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+}
+
+static void test_symlink_escape(TestFs *t, gconstpointer data)
+{
+    struct fuse_attr attr;
+    uint64_t link, ino;
+    TestReq *r;
+    char buf[64];
+    size_t len;
+
+    g_assert_cmpint(symlinkat("/etc", t->dir_fd, "out"), ==, 0);
+    g_assert_cmpint(symlinkat("../../../../etc/passwd", t->dir_fd, "pw"),
+                    ==, 0);
+
+    /* The link itself, never what it points to */
+    link = test_lookup(t, FUSE_ROOT_ID, "out", &attr);
+    g_assert_true(S_ISLNK(attr.mode));
+    g_assert_cmpint(test_lookup_err(t, link, "passwd"), ==, -ENOTDIR);
+
+    ino = test_lookup(t, FUSE_ROOT_ID, "pw", &attr);
+    g_assert_true(S_ISLNK(attr.mode));
+    /* Opening a symlink inode does not follow it */
+    r = test_req_new(FUSE_OPEN, ino);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENXIO);
+    r = test_req_new(FUSE_OPENDIR, link);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOTDIR);
+
+    /* Reading it gives the text, for the guest to resolve in its tree */
+    r = test_req_new(FUSE_READLINK, ino);
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), &len), ==, 0);
+    g_assert_cmpmem(buf, len, "../../../../etc/passwd", 22);
+
+    /* Creating through a symlinked directory name fails */
+    r = test_req_new(FUSE_MKDIR, link);
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, "x");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOTDIR);
+}
+
+static void test_special_files_not_opened(TestFs *t, gconstpointer data)
+{
+    uint64_t fifo, fh;
+    TestReq *r;
+
+    /* CVE-2020-35517: a FIFO or device node must never be opened */
+    g_assert_cmpint(mkfifoat(t->dir_fd, "fifo", 0666), ==, 0);
+    fifo = test_lookup(t, FUSE_ROOT_ID, "fifo", NULL);
+    r = test_req_new(FUSE_OPEN, fifo);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDWR },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENXIO);
+
+    /* CREATE without O_EXCL on an existing FIFO must not block on it */
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDONLY,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "fifo");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENXIO);
+
+    /* Setting a size on it does not open it either */
+    r = test_req_new(FUSE_SETATTR, fifo);
+    test_req_add(r, &(struct fuse_setattr_in){ .valid = FATTR_SIZE },
+                 sizeof(struct fuse_setattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    /* A regular file still works */
+    test_create(t, FUSE_ROOT_ID, "reg", O_RDWR, &fh);
+}
+
+static void test_write_length_lies(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    struct fuse_write_in in = { .fh = fh, .size = 100 };
+    struct stat st;
+    TestReq *r;
+
+    /* Claims 100 bytes of data, carries 10 */
+    r = test_req_new(FUSE_WRITE, ino);
+    test_req_add(r, &in, sizeof(in));
+    test_req_add(r, "0123456789", 10);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    g_assert_cmpint(fstatat(t->dir_fd, "f", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 0);
+
+    /* Offsets that overflow */
+    in.size = 10;
+    in.offset = UINT64_MAX - 5;
+    r = test_req_new(FUSE_WRITE, ino);
+    test_req_add(r, &in, sizeof(in));
+    test_req_add(r, "0123456789", 10);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    /* Unknown handles */
+    in.offset = 0;
+    in.fh = fh + 1000;
+    r = test_req_new(FUSE_WRITE, ino);
+    test_req_add(r, &in, sizeof(in));
+    test_req_add(r, "0123456789", 10);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EBADF);
+}
+
+static void test_read_small_buffer(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    struct fuse_read_in in = { .fh = fh, .size = 1 << 20 };
+    char buf[64];
+    size_t len;
+    TestReq *r;
+
+    g_assert_cmpint(test_write(t, ino, fh, 0, "abcdefghij", 10), ==, 10);
+    /* The guest asks for 1 MiB but gives room for 4 bytes: 4 it gets */
+    r = test_req_new(FUSE_READ, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, sizeof(struct fuse_out_header) + 4, buf,
+                              sizeof(buf), &len), ==, 0);
+    g_assert_cmpmem(buf, len, "abcd", 4);
+
+    /* A reply that does not fit becomes an error */
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, sizeof(struct fuse_out_header) + 8,
+                              NULL, 0, NULL), ==, -EIO);
+}
+
+static void test_segmented(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino;
+    struct fuse_read_in in;
+    char buf[64];
+    size_t len;
+    TestReq *r;
+
+    /* Every byte its own descriptor, half of them out of reach */
+    t->seg_size = GPOINTER_TO_UINT(data);
+    t->unmapped_odd = true;
+    ino = test_create(t, FUSE_ROOT_ID, "seg", O_RDWR, &fh);
+    g_assert_cmpint(test_write(t, ino, fh, 0, "segmented data", 14), ==, 14);
+    in = (struct fuse_read_in) { .fh = fh, .size = 64 };
+    r = test_req_new(FUSE_READ, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), &len), ==, 0);
+    g_assert_cmpmem(buf, len, "segmented data", 14);
+    g_assert_cmpuint(test_lookup(t, FUSE_ROOT_ID, "seg", NULL), ==, ino);
+}
+
+static void test_fd_limit(TestFs *t, gconstpointer data)
+{
+    char name[16];
+    int i, fd;
+
+    /* CVE-2020-10717: lookups stop at the limit, with an error */
+    for (i = 0; i < 20; i++) {
+        snprintf(name, sizeof(name), "f%d", i);
+        fd = openat(t->dir_fd, name, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        g_assert_cmpint(fd, >=, 0);
+        close(fd);
+    }
+    t->fs.fds_max = g_atomic_int_get(&t->fs.fds_open) + 10;
+    for (i = 0; i < 10; i++) {
+        snprintf(name, sizeof(name), "f%d", i);
+        test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    }
+    g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, "f15"), ==, -ENFILE);
+    /* The check comes before the open, even for an inode we hold */
+    g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, "f3"), ==, -ENFILE);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    vfsd_log_init(false, VFSD_LOG_ERROR);
+
+#define ADD(path, fn) \
+    g_test_add("/virtiofsd/decode/" path, TestFs, NULL, setup, fn, teardown)
+
+    g_test_add_func("/virtiofsd/decode/before-init", test_before_init);
+    g_test_add_func("/virtiofsd/decode/init", test_init);
+    ADD("truncated-header", test_truncated_header);
+    ADD("header-length-lies", test_header_length_lies);
+    ADD("unknown-opcodes", test_unknown_opcodes);
+    ADD("truncated-args", test_truncated_args);
+    ADD("no-reply-ops", test_no_reply_ops);
+    ADD("bad-names", test_bad_names);
+    ADD("symlink-escape", test_symlink_escape);
+    ADD("special-files-not-opened", test_special_files_not_opened);
+    ADD("write-length-lies", test_write_length_lies);
+    ADD("read-small-buffer", test_read_small_buffer);
+    ADD("fd-limit", test_fd_limit);
+    g_test_add("/virtiofsd/decode/segmented/1", TestFs, GUINT_TO_POINTER(1),
+               setup, test_segmented, teardown);
+    g_test_add("/virtiofsd/decode/segmented/7", TestFs, GUINT_TO_POINTER(7),
+               setup, test_segmented, teardown);
+    return g_test_run();
+}

@@ -1,0 +1,761 @@
+/*
+ * virtiofsd tests: each operation against a scratch directory
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <linux/falloc.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "vfsd-test.h"
+
+static void setup(TestFs *t, gconstpointer data)
+{
+    test_fs_setup(t, NULL);
+    test_fs_init_session(t, FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS |
+                         FUSE_DO_READDIRPLUS | FUSE_HANDLE_KILLPRIV_V2 |
+                         FUSE_SETXATTR_EXT);
+}
+
+static void teardown(TestFs *t, gconstpointer data)
+{
+    test_fs_teardown(t);
+}
+
+static void host_read(TestFs *t, const char *name, char *buf, size_t len)
+{
+    int fd = openat(t->dir_fd, name, O_RDONLY | O_CLOEXEC);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(read(fd, buf, len), ==, (ssize_t)len);
+    close(fd);
+}
+
+static int mkdir_req(TestFs *t, uint64_t parent, const char *name,
+                     uint32_t uid, uint64_t *nodeid)
+{
+    TestReq *r = test_req_new(FUSE_MKDIR, parent);
+    struct fuse_in_header *h = (void *)r->data->data;
+    struct fuse_entry_out e;
+    int ret;
+
+    h->uid = uid;
+    h->gid = uid;
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0750, .umask = 0 },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, name);
+    ret = test_send(t, r, 4096, &e, sizeof(e), NULL);
+    if (nodeid) {
+        *nodeid = e.nodeid;
+    }
+    return ret;
+}
+
+static void test_create_write_read(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "file", O_RDWR, &fh);
+    struct fuse_read_in in = { .fh = fh, .offset = 2, .size = 100 };
+    char buf[128];
+    size_t len;
+    TestReq *r;
+
+    g_assert_cmpint(test_write(t, ino, fh, 0, "hello world", 11), ==, 11);
+    host_read(t, "file", buf, 11);
+    g_assert_cmpmem(buf, 11, "hello world", 11);
+
+    r = test_req_new(FUSE_READ, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), &len), ==, 0);
+    g_assert_cmpmem(buf, len, "llo world", 9);
+
+    /* Past the end: zero bytes */
+    in.offset = 1000;
+    r = test_req_new(FUSE_READ, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), &len), ==, 0);
+    g_assert_cmpuint(len, ==, 0);
+
+    r = test_req_new(FUSE_FLUSH, ino);
+    test_req_add(r, &(struct fuse_flush_in){ .fh = fh, .lock_owner = 7 },
+                 sizeof(struct fuse_flush_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_FSYNC, ino);
+    test_req_add(r, &(struct fuse_fsync_in){ .fh = fh },
+                 sizeof(struct fuse_fsync_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_RELEASE, ino);
+    test_req_add(r, &(struct fuse_release_in){ .fh = fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    /* The handle is gone */
+    g_assert_cmpint(test_write(t, ino, fh, 0, "x", 1), ==, -EBADF);
+
+    /* O_EXCL on an existing file */
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR | O_EXCL,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "file");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EEXIST);
+
+    /* Open again with O_TRUNC */
+    fh = test_open(t, ino, O_RDWR | O_TRUNC);
+    g_assert_cmpint(test_write(t, ino, fh, 0, "x", 1), ==, 1);
+}
+
+static void test_guest_credentials(TestFs *t, gconstpointer data)
+{
+    g_autofree char *err = NULL;
+    struct fuse_in_header *h;
+    uint64_t dir;
+    struct stat st;
+    TestReq *r;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root");
+        return;
+    }
+    /*
+     * Made as the guest's user, not as the daemon, and so with that
+     * user's rights on the host too
+     */
+    g_assert_cmpint(mkdir_req(t, FUSE_ROOT_ID, "owned", 1234, &dir), ==,
+                    -EACCES);
+    g_assert_cmpint(chmod(t->dir, 0777), ==, 0);
+    g_assert_cmpint(mkdir_req(t, FUSE_ROOT_ID, "owned", 1234, &dir), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "owned", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_uid, ==, 1234);
+    g_assert_cmpuint(st.st_gid, ==, 1234);
+    g_assert_cmpuint(st.st_mode & 07777, ==, 0750);
+
+    /*
+     * CVE-2022-0358: in a setgid directory of a group the user is not in,
+     * a new directory inherits the group but the daemon's own groups give
+     * nothing more.
+     */
+    g_assert_cmpint(fchownat(t->dir_fd, "owned", 1234, 4321, 0), ==, 0);
+    g_assert_cmpint(fchmodat(t->dir_fd, "owned", 02777, 0), ==, 0);
+    g_assert_cmpint(mkdir_req(t, dir, "sub", 1234, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "owned/sub", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_gid, ==, 4321);
+    /*
+     * A setgid file for a group the user is not in loses the bit, even
+     * when the daemon was started with that group (it drops them all).
+     */
+    g_assert_cmpint(setgroups(1, &(gid_t){ 4321 }), ==, 0);
+    g_assert_true(vfsd_creds_init(&err));
+    r = test_req_new(FUSE_CREATE, dir);
+    h = (void *)r->data->data;
+    h->uid = 1234;
+    h->gid = 1234;
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 02755 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "sgid");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "owned/sgid", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_gid, ==, 4321);
+    g_assert_cmpuint(st.st_uid, ==, 1234);
+    g_assert_false(st.st_mode & S_ISGID);
+    /* The thread's ids are back to the daemon's */
+    g_assert_cmpint(mkdir_req(t, FUSE_ROOT_ID, "mine", 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "mine", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_uid, ==, 0);
+}
+
+static void test_dirs_and_names(TestFs *t, gconstpointer data)
+{
+    uint64_t dir, fh, ino, ino2;
+    struct fuse_attr attr;
+    struct fuse_entry_out e;
+    TestReq *r;
+    char buf[64];
+    size_t len;
+
+    g_assert_cmpint(mkdir_req(t, FUSE_ROOT_ID, "d", 0, &dir), ==, 0);
+    ino = test_create(t, dir, "a", O_RDWR, &fh);
+    g_assert_cmpuint(test_lookup(t, dir, "a", NULL), ==, ino);
+
+    /* RENAME d/a -> b */
+    r = test_req_new(FUSE_RENAME, dir);
+    test_req_add(r, &(struct fuse_rename_in){ .newdir = FUSE_ROOT_ID },
+                 sizeof(struct fuse_rename_in));
+    test_req_add_str(r, "a");
+    test_req_add_str(r, "b");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpuint(test_lookup(t, FUSE_ROOT_ID, "b", NULL), ==, ino);
+    g_assert_cmpint(test_lookup_err(t, dir, "a"), ==, -ENOENT);
+
+    /* RENAME2 NOREPLACE onto an existing name */
+    test_create(t, FUSE_ROOT_ID, "c", O_RDWR, &fh);
+    r = test_req_new(FUSE_RENAME2, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_rename2_in){ .newdir = FUSE_ROOT_ID,
+                                               .flags = RENAME_NOREPLACE },
+                 sizeof(struct fuse_rename2_in));
+    test_req_add_str(r, "b");
+    test_req_add_str(r, "c");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EEXIST);
+    /* Unknown flags */
+    r = test_req_new(FUSE_RENAME2, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_rename2_in){ .newdir = FUSE_ROOT_ID,
+                                               .flags = 1 << 20 },
+                 sizeof(struct fuse_rename2_in));
+    test_req_add_str(r, "b");
+    test_req_add_str(r, "c");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    /* LINK b -> d/l */
+    r = test_req_new(FUSE_LINK, dir);
+    test_req_add(r, &(struct fuse_link_in){ .oldnodeid = ino },
+                 sizeof(struct fuse_link_in));
+    test_req_add_str(r, "l");
+    g_assert_cmpint(test_send(t, r, 4096, &e, sizeof(e), NULL), ==, 0);
+    g_assert_cmpuint(e.nodeid, ==, ino);
+    g_assert_cmpuint(e.attr.nlink, ==, 2);
+
+    /* SYMLINK d/s -> b */
+    r = test_req_new(FUSE_SYMLINK, dir);
+    test_req_add_str(r, "s");
+    test_req_add_str(r, "../b");
+    g_assert_cmpint(test_send(t, r, 4096, &e, sizeof(e), NULL), ==, 0);
+    g_assert_true(S_ISLNK(e.attr.mode));
+    r = test_req_new(FUSE_READLINK, e.nodeid);
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), &len), ==, 0);
+    g_assert_cmpmem(buf, len, "../b", 4);
+
+    /* MKNOD a FIFO and a device node: made, never opened */
+    r = test_req_new(FUSE_MKNOD, dir);
+    test_req_add(r, &(struct fuse_mknod_in){ .mode = S_IFIFO | 0600 },
+                 sizeof(struct fuse_mknod_in));
+    test_req_add_str(r, "p");
+    g_assert_cmpint(test_send(t, r, 4096, &e, sizeof(e), NULL), ==, 0);
+    g_assert_true(S_ISFIFO(e.attr.mode));
+    r = test_req_new(FUSE_MKNOD, dir);
+    test_req_add(r, &(struct fuse_mknod_in){ .mode = S_IFCHR | 0600,
+                                             .rdev = makedev(1, 3) },
+                 sizeof(struct fuse_mknod_in));
+    test_req_add_str(r, "null");
+    if (geteuid() == 0) {
+        g_assert_cmpint(test_send(t, r, 4096, &e, sizeof(e), NULL), ==, 0);
+        g_assert_true(S_ISCHR(e.attr.mode));
+        g_assert_cmpuint(e.attr.rdev, ==, makedev(1, 3));
+    } else {
+        test_send(t, r, 4096, NULL, 0, NULL);
+    }
+
+    /* UNLINK, RMDIR */
+    r = test_req_new(FUSE_RMDIR, FUSE_ROOT_ID);
+    test_req_add_str(r, "d");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOTEMPTY);
+    ino2 = test_lookup(t, dir, "l", &attr);
+    g_assert_cmpuint(ino2, ==, ino);
+    const char *names[] = { "l", "s", "p", "null" };
+    for (unsigned int i = 0; i < G_N_ELEMENTS(names); i++) {
+        r = test_req_new(FUSE_UNLINK, dir);
+        test_req_add_str(r, names[i]);
+        test_send(t, r, 4096, NULL, 0, NULL);
+    }
+    r = test_req_new(FUSE_RMDIR, FUSE_ROOT_ID);
+    test_req_add_str(r, "d");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(faccessat(t->dir_fd, "d", F_OK, 0), !=, 0);
+
+    /* The removed directory's inode is stale now */
+    r = test_req_new(FUSE_MKDIR, dir);
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, "x");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+}
+
+static void test_attrs(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    struct fuse_setattr_in in = {
+        .valid = FATTR_MODE | FATTR_SIZE | FATTR_MTIME | FATTR_ATIME |
+                 FATTR_FH,
+        .fh = fh,
+        .mode = 0600,
+        .size = 12345,
+        .mtime = 1000000000,
+        .atime = 1000000001,
+    };
+    struct fuse_attr_out out;
+    struct stat st;
+    TestReq *r;
+
+    r = test_req_new(FUSE_SETATTR, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.attr.size, ==, 12345);
+    g_assert_cmpuint(out.attr.mode & 07777, ==, 0600);
+    g_assert_cmpuint(out.attr.mtime, ==, 1000000000);
+    g_assert_cmpint(fstatat(t->dir_fd, "f", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 12345);
+    g_assert_cmpint(st.st_atime, ==, 1000000001);
+
+    /* Without a file handle */
+    in.valid = FATTR_SIZE | FATTR_UID | FATTR_GID;
+    in.size = 5;
+    in.uid = 42;
+    in.gid = 43;
+    r = test_req_new(FUSE_SETATTR, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.attr.size, ==, 5);
+    if (geteuid() == 0) {
+        g_assert_cmpuint(out.attr.uid, ==, 42);
+        g_assert_cmpuint(out.attr.gid, ==, 43);
+    }
+
+    /* Bad nanoseconds */
+    in.valid = FATTR_MTIME;
+    in.mtimensec = 2000000000;
+    r = test_req_new(FUSE_SETATTR, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.attr.size, ==, 5);
+    g_assert_true(S_ISREG(out.attr.mode));
+
+    /* Unknown nodeid */
+    r = test_req_new(FUSE_GETATTR, 987654);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+}
+
+static void test_killpriv(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "suid", O_RDWR, &fh);
+    struct fuse_write_in in = {
+        .fh = fh, .size = 1, .write_flags = FUSE_WRITE_KILL_SUIDGID,
+    };
+    struct stat st;
+    TestReq *r;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root");
+        return;
+    }
+    g_assert_cmpint(fchmodat(t->dir_fd, "suid", 06755, 0), ==, 0);
+    r = test_req_new(FUSE_WRITE, ino);
+    test_req_add(r, &in, sizeof(in));
+    test_req_add(r, "x", 1);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "suid", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_mode & 07777, ==, 0755);
+
+    /* Without the flag, the bits stay (the daemon has CAP_FSETID) */
+    g_assert_cmpint(fchmodat(t->dir_fd, "suid", 06755, 0), ==, 0);
+    g_assert_cmpint(test_write(t, ino, fh, 0, "y", 1), ==, 1);
+    g_assert_cmpint(fstatat(t->dir_fd, "suid", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_mode & 07777, ==, 06755);
+}
+
+static void test_readdir(TestFs *t, gconstpointer data)
+{
+    struct fuse_open_out o;
+    struct fuse_read_in in = { .size = 4096 };
+    g_autofree uint8_t *buf = g_malloc(8192);
+    GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal,
+                                             g_free, NULL);
+    uint64_t fh, off = 0;
+    size_t len, pos;
+    unsigned int i, calls = 0;
+    TestReq *r;
+    int plus;
+
+    for (i = 0; i < 50; i++) {
+        g_autofree char *n = g_strdup_printf("entry-%02u-with-a-long-name", i);
+
+        test_create(t, FUSE_ROOT_ID, n, O_RDWR, &fh);
+    }
+    for (plus = 0; plus < 2; plus++) {
+        g_hash_table_remove_all(seen);
+        r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+        test_req_add(r, &(struct fuse_open_in){ 0 },
+                     sizeof(struct fuse_open_in));
+        g_assert_cmpint(test_send(t, r, 4096, &o, sizeof(o), NULL), ==, 0);
+        off = 0;
+        /* Small buffers: several calls, each resuming at the last offset */
+        for (;;) {
+            in.fh = o.fh;
+            in.offset = off;
+            in.size = 512;
+            r = test_req_new(plus ? FUSE_READDIRPLUS : FUSE_READDIR,
+                             FUSE_ROOT_ID);
+            test_req_add(r, &in, sizeof(in));
+            g_assert_cmpint(test_send(t, r, 8192, buf, 8192, &len), ==, 0);
+            g_assert_cmpuint(len, <=, 512);
+            calls++;
+            if (!len) {
+                break;
+            }
+            for (pos = 0; pos < len;) {
+                struct fuse_dirent *d;
+
+                if (plus) {
+                    struct fuse_direntplus *dp = (void *)(buf + pos);
+
+                    d = &dp->dirent;
+                    pos += FUSE_DIRENTPLUS_SIZE(dp);
+                    if (strncmp(d->name, ".", d->namelen) &&
+                        strncmp(d->name, "..", d->namelen)) {
+                        g_assert_cmpuint(dp->entry_out.nodeid, !=, 0);
+                    }
+                } else {
+                    d = (void *)(buf + pos);
+                    pos += FUSE_DIRENT_SIZE(d);
+                }
+                g_assert_cmpuint(pos, <=, len);
+                g_assert_true(g_hash_table_add(seen,
+                                               g_strndup(d->name,
+                                                         d->namelen)));
+                off = d->off;
+            }
+        }
+        g_assert_cmpuint(g_hash_table_size(seen), ==, 52);
+        r = test_req_new(FUSE_RELEASEDIR, FUSE_ROOT_ID);
+        test_req_add(r, &(struct fuse_release_in){ .fh = o.fh },
+                     sizeof(struct fuse_release_in));
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    }
+    g_assert_cmpuint(calls, >, 4);
+    g_hash_table_destroy(seen);
+}
+
+static void test_statfs_access_syncfs(TestFs *t, gconstpointer data)
+{
+    struct fuse_statfs_out st;
+    TestReq *r;
+
+    r = test_req_new(FUSE_STATFS, FUSE_ROOT_ID);
+    g_assert_cmpint(test_send(t, r, 4096, &st, sizeof(st), NULL), ==, 0);
+    g_assert_cmpuint(st.st.bsize, >, 0);
+    g_assert_cmpuint(st.st.namelen, >, 0);
+
+    r = test_req_new(FUSE_ACCESS, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_access_in){ .mask = R_OK | X_OK },
+                 sizeof(struct fuse_access_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_ACCESS, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_access_in){ .mask = 0x100 },
+                 sizeof(struct fuse_access_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    r = test_req_new(FUSE_SYNCFS, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_syncfs_in){ 0 },
+                 sizeof(struct fuse_syncfs_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
+static void test_xattr(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "x", O_RDWR, &fh);
+    struct fuse_setxattr_in sin = { .size = 5 };
+    struct fuse_getxattr_in gin = { .size = 0 };
+    struct fuse_getxattr_out gout;
+    char buf[256];
+    size_t len;
+    TestReq *r;
+    int ret;
+
+    r = test_req_new(FUSE_SETXATTR, ino);
+    test_req_add(r, &sin, sizeof(sin));
+    test_req_add_str(r, "user.test");
+    test_req_add(r, "value", 5);
+    ret = test_send(t, r, 4096, NULL, 0, NULL);
+    if (ret == -EOPNOTSUPP) {
+        g_test_skip("no user xattrs on this file system");
+        return;
+    }
+    g_assert_cmpint(ret, ==, 0);
+
+    r = test_req_new(FUSE_GETXATTR, ino);
+    test_req_add(r, &gin, sizeof(gin));
+    test_req_add_str(r, "user.test");
+    g_assert_cmpint(test_send(t, r, 4096, &gout, sizeof(gout), NULL), ==, 0);
+    g_assert_cmpuint(gout.size, ==, 5);
+
+    gin.size = 64;
+    r = test_req_new(FUSE_GETXATTR, ino);
+    test_req_add(r, &gin, sizeof(gin));
+    test_req_add_str(r, "user.test");
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), &len), ==, 0);
+    g_assert_cmpmem(buf, len, "value", 5);
+
+    /* Too small a buffer */
+    gin.size = 2;
+    r = test_req_new(FUSE_GETXATTR, ino);
+    test_req_add(r, &gin, sizeof(gin));
+    test_req_add_str(r, "user.test");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ERANGE);
+
+    gin.size = 256;
+    r = test_req_new(FUSE_LISTXATTR, ino);
+    test_req_add(r, &gin, sizeof(gin));
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), &len), ==, 0);
+    g_assert_nonnull(memmem(buf, len, "user.test", 10));
+
+    /* A value shorter than it claims */
+    sin.size = 100;
+    r = test_req_new(FUSE_SETXATTR, ino);
+    test_req_add(r, &sin, sizeof(sin));
+    test_req_add_str(r, "user.other");
+    test_req_add(r, "abc", 3);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    r = test_req_new(FUSE_REMOVEXATTR, ino);
+    test_req_add_str(r, "user.test");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(fgetxattr(t->dir_fd, "user.test", NULL, 0), <, 0);
+}
+
+static void test_xattr_symlink(TestFs *t, gconstpointer data)
+{
+    struct fuse_setxattr_in sin = { .size = 1 };
+    uint64_t link;
+    int fd;
+    TestReq *r;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root (trusted.* attributes)");
+        return;
+    }
+    /* The xattr calls on a symlink act on the link, never its target */
+    fd = openat(t->dir_fd, "target", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    g_assert_cmpint(fd, >=, 0);
+    close(fd);
+    g_assert_cmpint(symlinkat("target", t->dir_fd, "link"), ==, 0);
+    link = test_lookup(t, FUSE_ROOT_ID, "link", NULL);
+    r = test_req_new(FUSE_SETXATTR, link);
+    test_req_add(r, &sin, sizeof(sin));
+    test_req_add_str(r, "trusted.test");
+    test_req_add(r, "v", 1);
+    if (test_send(t, r, 4096, NULL, 0, NULL) == -EOPNOTSUPP) {
+        g_test_skip("no trusted xattrs on this file system");
+        return;
+    }
+    fd = openat(t->dir_fd, "target", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fgetxattr(fd, "trusted.test", NULL, 0), <, 0);
+    close(fd);
+}
+
+static void test_fallocate_lseek_copy(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, fh2, ino = test_create(t, FUSE_ROOT_ID, "a", O_RDWR, &fh);
+    uint64_t ino2 = test_create(t, FUSE_ROOT_ID, "b", O_RDWR, &fh2);
+    struct fuse_fallocate_in fin = { .fh = fh, .length = 65536 };
+    struct fuse_lseek_in lin = { .fh = fh, .whence = SEEK_DATA };
+    struct fuse_lseek_out lout;
+    struct fuse_copy_file_range_in cin = {
+        .fh_in = fh, .nodeid_out = ino2, .fh_out = fh2, .len = 5,
+    };
+    struct fuse_write_out wout;
+    struct stat st;
+    char buf[8];
+    TestReq *r;
+
+    r = test_req_new(FUSE_FALLOCATE, ino);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "a", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 65536);
+    /* Modes the guest never sends */
+    fin.mode = FALLOC_FL_COLLAPSE_RANGE;
+    r = test_req_new(FUSE_FALLOCATE, ino);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EOPNOTSUPP);
+
+    g_assert_cmpint(test_write(t, ino, fh, 0, "12345", 5), ==, 5);
+    r = test_req_new(FUSE_LSEEK, ino);
+    test_req_add(r, &lin, sizeof(lin));
+    g_assert_cmpint(test_send(t, r, 4096, &lout, sizeof(lout), NULL), ==, 0);
+    g_assert_cmpuint(lout.offset, ==, 0);
+    lin.whence = SEEK_HOLE;
+    r = test_req_new(FUSE_LSEEK, ino);
+    test_req_add(r, &lin, sizeof(lin));
+    g_assert_cmpint(test_send(t, r, 4096, &lout, sizeof(lout), NULL), ==, 0);
+    g_assert_cmpuint(lout.offset, >=, 5);
+    lin.whence = SEEK_SET;
+    r = test_req_new(FUSE_LSEEK, ino);
+    test_req_add(r, &lin, sizeof(lin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    r = test_req_new(FUSE_COPY_FILE_RANGE, ino);
+    test_req_add(r, &cin, sizeof(cin));
+    g_assert_cmpint(test_send(t, r, 4096, &wout, sizeof(wout), NULL), ==, 0);
+    g_assert_cmpuint(wout.size, ==, 5);
+    host_read(t, "b", buf, 5);
+    g_assert_cmpmem(buf, 5, "12345", 5);
+}
+
+static void test_locks(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "l", O_RDWR, &fh);
+    struct fuse_lk_in in = {
+        .fh = fh, .owner = 1,
+        .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+    };
+    struct fuse_lk_out out;
+    TestReq *r;
+
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+
+    /* Another owner sees the lock and cannot take it */
+    in.owner = 2;
+    r = test_req_new(FUSE_GETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.lk.type, ==, F_WRLCK);
+    g_assert_cmpuint(out.lk.end, ==, 99);
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EAGAIN);
+
+    /* The first owner's FLUSH (its close) drops it */
+    r = test_req_new(FUSE_FLUSH, ino);
+    test_req_add(r, &(struct fuse_flush_in){ .fh = fh, .lock_owner = 1 },
+                 sizeof(struct fuse_flush_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_SETLKW, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+
+    /* Nonsense ranges and types */
+    in.lk.start = 100;
+    in.lk.end = 10;
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    in.lk.end = 200;
+    in.lk.type = 77;
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    /* BSD locks */
+    in.lk_flags = FUSE_LK_FLOCK;
+    in.lk.type = F_WRLCK;
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
+static void test_tmpfile(TestFs *t, gconstpointer data)
+{
+    TestReq *r = test_req_new(FUSE_TMPFILE, FUSE_ROOT_ID);
+    struct {
+        struct fuse_entry_out e;
+        struct fuse_open_out o;
+    } out;
+    int ret;
+
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 0600 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "/");
+    ret = test_send(t, r, 4096, &out, sizeof(out), NULL);
+    if (ret == -EOPNOTSUPP) {
+        g_test_skip("no O_TMPFILE here");
+        return;
+    }
+    g_assert_cmpint(ret, ==, 0);
+    g_assert_cmpuint(out.e.nodeid, !=, 0);
+    g_assert_cmpint(test_write(t, out.e.nodeid, out.o.fh, 0, "t", 1), ==, 1);
+}
+
+static void test_forget(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    struct fuse_batch_forget_in b = { .count = 1 };
+    struct fuse_forget_one one = { .nodeid = ino, .nlookup = 2 };
+    int before;
+    TestReq *r;
+
+    r = test_req_new(FUSE_RELEASE, ino);
+    test_req_add(r, &(struct fuse_release_in){ .fh = fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpuint(test_lookup(t, FUSE_ROOT_ID, "f", NULL), ==, ino);
+    before = g_atomic_int_get(&t->fs.fds_open);
+
+    r = test_req_new(FUSE_BATCH_FORGET, 0);
+    test_req_add(r, &b, sizeof(b));
+    test_req_add(r, &one, sizeof(one));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    /* Both lookups forgotten: the inode and its fd are gone */
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before - 1);
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+}
+
+static void test_readonly(void)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .readonly = true,
+        .xattr = true,
+    };
+    TestFs t;
+    TestReq *r;
+    uint64_t ino;
+
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, 0);
+    close(openat(t.dir_fd, "f", O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    ino = test_lookup(&t, FUSE_ROOT_ID, "f", NULL);
+    g_assert_cmpint(mkdir_req(&t, FUSE_ROOT_ID, "d", 0, NULL), ==, -EROFS);
+    r = test_req_new(FUSE_OPEN, ino);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDWR },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EROFS);
+    r = test_req_new(FUSE_UNLINK, FUSE_ROOT_ID);
+    test_req_add_str(r, "f");
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EROFS);
+    test_open(&t, ino, O_RDONLY);
+    test_fs_teardown(&t);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    vfsd_log_init(false, VFSD_LOG_ERROR);
+
+#define ADD(path, fn) \
+    g_test_add("/virtiofsd/ops/" path, TestFs, NULL, setup, fn, teardown)
+
+    ADD("create-write-read", test_create_write_read);
+    ADD("guest-credentials", test_guest_credentials);
+    ADD("dirs-and-names", test_dirs_and_names);
+    ADD("attrs", test_attrs);
+    ADD("killpriv-v2", test_killpriv);
+    ADD("readdir", test_readdir);
+    ADD("statfs-access-syncfs", test_statfs_access_syncfs);
+    ADD("xattr", test_xattr);
+    ADD("xattr-symlink", test_xattr_symlink);
+    ADD("fallocate-lseek-copy", test_fallocate_lseek_copy);
+    ADD("locks", test_locks);
+    ADD("tmpfile", test_tmpfile);
+    ADD("forget", test_forget);
+    g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
+    return g_test_run();
+}

@@ -1,0 +1,94 @@
+/*
+ * virtiofsd: acting with the guest's credentials
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <cap-ng.h>
+#include <errno.h>
+#include <grp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "log.h"
+
+/*
+ * Files created for the guest must never pick up a supplementary group of
+ * the daemon: the kernel keeps the setgid bit of a file made in a setgid
+ * directory when the creator is in its group (CVE-2022-0358).  Called
+ * before any thread exists: setgroups() covers the whole process.
+ */
+bool vfsd_creds_init(char **err)
+{
+    if (geteuid() == 0 && setgroups(0, NULL) < 0) {
+        *err = g_strdup_printf("cannot drop supplementary groups: %s",
+                               g_strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/*
+ * setfsuid()/setfsgid() through syscall(): they act on the calling thread
+ * only, unlike glibc's setuid() family that changes every thread.  They
+ * cannot report errors, so the switch is checked by reading back.
+ * The daemon dropped its supplementary groups at startup, so a file made
+ * here never inherits a group the guest user is not in (CVE-2022-0358).
+ */
+int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
+{
+    old->gid = syscall(SYS_setfsgid, ctx->gid);
+    if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid) {
+        syscall(SYS_setfsgid, old->gid);
+        return -EPERM;
+    }
+    old->uid = syscall(SYS_setfsuid, ctx->uid);
+    if ((uid_t)syscall(SYS_setfsuid, -1) != ctx->uid) {
+        syscall(SYS_setfsuid, old->uid);
+        syscall(SYS_setfsgid, old->gid);
+        return -EPERM;
+    }
+    return 0;
+}
+
+void vfsd_creds_restore(const VfsdSavedCreds *old)
+{
+    syscall(SYS_setfsuid, old->uid);
+    syscall(SYS_setfsgid, old->gid);
+}
+
+/*
+ * With FUSE_HANDLE_KILLPRIV_V2 the guest leaves clearing setuid/setgid on
+ * write and truncate to us: the kernel does it for a writer without
+ * CAP_FSETID, so the thread gives that capability up for the operation.
+ */
+int vfsd_drop_fsetid(bool *dropped)
+{
+    *dropped = false;
+    if (capng_get_caps_process() < 0) {
+        return -EPERM;
+    }
+    if (!capng_have_capability(CAPNG_EFFECTIVE, CAP_FSETID)) {
+        return 0;
+    }
+    if (capng_update(CAPNG_DROP, CAPNG_EFFECTIVE, CAP_FSETID) < 0 ||
+        capng_apply(CAPNG_SELECT_CAPS) < 0) {
+        return -EPERM;
+    }
+    *dropped = true;
+    return 0;
+}
+
+void vfsd_restore_fsetid(bool dropped)
+{
+    if (!dropped) {
+        return;
+    }
+    if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_FSETID) < 0 ||
+        capng_apply(CAPNG_SELECT_CAPS) < 0) {
+        vfsd_err("cannot restore CAP_FSETID");
+    }
+}

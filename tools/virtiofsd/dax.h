@@ -1,0 +1,60 @@
+/*
+ * virtiofsd: the DAX cache window
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#ifndef VIRTIOFSD_DAX_H
+#define VIRTIOFSD_DAX_H
+
+#include "fs.h"
+
+/* The window is shared memory region 0 of the device */
+#define VFSD_DAX_SHMID 0
+
+/* Mapping flags, as in VhostUserMMap */
+#define VFSD_DAX_MAP_RW         (1ULL << 0)
+#define VFSD_DAX_MAP_REPLACE    (1ULL << 1)
+
+/*
+ * Where mapping requests go: the vhost-user back-end channel in the
+ * daemon, a fake in the tests.  The calls wait for the front-end's answer.
+ */
+typedef struct VfsdDaxBackend {
+    bool (*available)(void *opaque);
+    bool (*can_replace)(void *opaque);
+    bool (*map)(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
+                uint64_t len, uint64_t flags, int fd);
+    bool (*unmap)(void *opaque, uint64_t shm_offset, uint64_t len);
+    void *opaque;
+} VfsdDaxBackend;
+
+/* One live mapping of a file range into the window */
+typedef struct VfsdDaxMap {
+    uint64_t moffset;
+    uint64_t len;
+    uint64_t foffset;
+    bool writable;
+    VfsdInode *inode;           /* holds a reference */
+} VfsdDaxMap;
+
+VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be);
+void vfsd_dax_free(VfsdDax *dax);
+bool vfsd_dax_available(VfsdFs *fs);
+
+int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
+                         const struct fuse_setupmapping_in *in);
+int vfsd_op_removemapping(VfsdFs *fs,
+                          const struct fuse_removemapping_one *ranges,
+                          uint32_t count);
+
+/* FUSE_DESTROY: unmaps everything */
+void vfsd_dax_reset(VfsdFs *fs);
+/* Disconnect: the front-end dropped the mappings itself */
+void vfsd_dax_forget_all(VfsdFs *fs);
+/* Number of live mappings, for tests */
+unsigned int vfsd_dax_count(VfsdFs *fs);
+
+#endif /* VIRTIOFSD_DAX_H */

@@ -1,0 +1,386 @@
+/*
+ * virtiofsd: operations on names and attributes
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "log.h"
+
+int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
+                   struct fuse_entry_out *e)
+{
+    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+    int ret;
+
+    if (!dir) {
+        return -ENOENT;
+    }
+    if (dir->type != S_IFDIR) {
+        return -ENOTDIR;
+    }
+    ret = vfsd_inode_do_lookup(fs, dir, name, e);
+    if (ret == -ENOENT && fs->entry_timeout > 0) {
+        /* nodeid 0 with a timeout: the guest caches the negative entry */
+        memset(e, 0, sizeof(*e));
+        vfsd_set_timeout(fs->entry_timeout, &e->entry_valid,
+                         &e->entry_valid_nsec);
+        return 0;
+    }
+    return ret;
+}
+
+int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, struct fuse_attr_out *out)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    int ret;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    memset(out, 0, sizeof(*out));
+    ret = vfsd_fill_attr(fs, inode, &out->attr);
+    if (ret < 0) {
+        return ret;
+    }
+    vfsd_set_timeout(fs->attr_timeout, &out->attr_valid,
+                     &out->attr_valid_nsec);
+    return 0;
+}
+
+static int proc_name(const VfsdInode *inode, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d", inode->fd);
+    return 0;
+}
+
+static int setattr_size(VfsdFs *fs, VfsdInode *inode,
+                        const struct fuse_setattr_in *in)
+{
+    g_autoptr(VfsdHandle) h = NULL;
+    bool kill = false, dropped = false;
+    int fd = -1, ret;
+
+    if (inode->type != S_IFREG) {
+        return inode->type == S_IFDIR ? -EISDIR : -EINVAL;
+    }
+    if (fs->opts->readonly) {
+        return -EROFS;
+    }
+    if (in->valid & FATTR_FH) {
+        h = vfsd_handle_get(fs, in->fh, false);
+        if (h && h->inode == inode && (h->flags & O_ACCMODE) != O_RDONLY) {
+            fd = h->fd;
+        }
+    }
+    if (fd < 0) {
+        if (!vfsd_fd_reserve(fs)) {
+            return -ENFILE;
+        }
+        fd = vfsd_reopen(fs, inode, O_WRONLY);
+        if (fd < 0) {
+            vfsd_fd_release(fs);
+            return fd;
+        }
+    }
+
+    if ((fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+        (in->valid & FATTR_KILL_SUIDGID)) {
+        kill = true;
+    }
+    ret = kill ? vfsd_drop_fsetid(&dropped) : 0;
+    if (ret == 0 && ftruncate(fd, in->size) < 0) {
+        ret = -errno;
+    }
+    vfsd_restore_fsetid(dropped);
+
+    if (!h || fd != h->fd) {
+        close(fd);
+        vfsd_fd_release(fs);
+    }
+    return ret;
+}
+
+int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
+                    const struct fuse_setattr_in *in,
+                    struct fuse_attr_out *out)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    uint32_t valid = in->valid;
+    char name[32];
+    int ret;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    proc_name(inode, name, sizeof(name));
+    if (fs->opts->readonly &&
+        (valid & (FATTR_MODE | FATTR_UID | FATTR_GID | FATTR_SIZE |
+                  FATTR_ATIME | FATTR_MTIME))) {
+        return -EROFS;
+    }
+
+    if (valid & FATTR_MODE) {
+        if (inode->type == S_IFLNK) {
+            return -EOPNOTSUPP;
+        }
+        if (fchmodat(fs->proc_self_fd, name, in->mode & 07777, 0) < 0) {
+            return -errno;
+        }
+    }
+    if (valid & (FATTR_UID | FATTR_GID)) {
+        uid_t uid = (valid & FATTR_UID) ? in->uid : (uid_t)-1;
+        gid_t gid = (valid & FATTR_GID) ? in->gid : (gid_t)-1;
+
+        if (fchownat(inode->fd, "", uid, gid,
+                     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+            return -errno;
+        }
+    }
+    if (valid & FATTR_SIZE) {
+        ret = setattr_size(fs, inode, in);
+        if (ret < 0) {
+            return ret;
+        }
+    }
+    if (valid & (FATTR_ATIME | FATTR_MTIME)) {
+        struct timespec ts[2] = {
+            { .tv_nsec = UTIME_OMIT },
+            { .tv_nsec = UTIME_OMIT },
+        };
+
+        if (valid & FATTR_ATIME_NOW) {
+            ts[0].tv_nsec = UTIME_NOW;
+        } else if (valid & FATTR_ATIME) {
+            ts[0].tv_sec = in->atime;
+            ts[0].tv_nsec = in->atimensec;
+        }
+        if (valid & FATTR_MTIME_NOW) {
+            ts[1].tv_nsec = UTIME_NOW;
+        } else if (valid & FATTR_MTIME) {
+            ts[1].tv_sec = in->mtime;
+            ts[1].tv_nsec = in->mtimensec;
+        }
+        if ((ts[0].tv_nsec != UTIME_NOW && ts[0].tv_nsec != UTIME_OMIT &&
+             ts[0].tv_nsec >= 1000000000) ||
+            (ts[1].tv_nsec != UTIME_NOW && ts[1].tv_nsec != UTIME_OMIT &&
+             ts[1].tv_nsec >= 1000000000)) {
+            return -EINVAL;
+        }
+        if (inode->type == S_IFLNK) {
+            return -EOPNOTSUPP;
+        }
+        if (utimensat(fs->proc_self_fd, name, ts, 0) < 0) {
+            return -errno;
+        }
+    }
+    (void)ctx;
+    return vfsd_op_getattr(fs, nodeid, out);
+}
+
+int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    ssize_t n;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (inode->type != S_IFLNK) {
+        return -EINVAL;
+    }
+    n = readlinkat(inode->fd, "", buf, size);
+    return n < 0 ? -errno : n;
+}
+
+int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                  const char *name, mode_t mode, dev_t rdev, mode_t umask,
+                  const char *link_target, struct fuse_entry_out *e)
+{
+    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+    VfsdSavedCreds old;
+    int ret;
+
+    if (!dir) {
+        return -ENOENT;
+    }
+    if (dir->type != S_IFDIR) {
+        return -ENOTDIR;
+    }
+    if (fs->opts->readonly) {
+        return -EROFS;
+    }
+    ret = vfsd_creds_switch(ctx, &old);
+    if (ret < 0) {
+        return ret;
+    }
+    if (link_target) {
+        ret = symlinkat(link_target, dir->fd, name);
+    } else if (S_ISDIR(mode)) {
+        ret = mkdirat(dir->fd, name, mode & ~umask & 07777);
+    } else if (S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode) ||
+               S_ISCHR(mode) || S_ISBLK(mode)) {
+        ret = mknodat(dir->fd, name, mode & ~(umask & 07777), rdev);
+    } else {
+        errno = EINVAL;
+        ret = -1;
+    }
+    ret = ret < 0 ? -errno : 0;
+    vfsd_creds_restore(&old);
+    if (ret < 0) {
+        return ret;
+    }
+    return vfsd_inode_do_lookup(fs, dir, name, e);
+}
+
+int vfsd_op_unlink(VfsdFs *fs, uint64_t parent, const char *name,
+                   bool is_dir)
+{
+    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+
+    if (!dir) {
+        return -ENOENT;
+    }
+    if (fs->opts->readonly) {
+        return -EROFS;
+    }
+    if (unlinkat(dir->fd, name, is_dir ? AT_REMOVEDIR : 0) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+int vfsd_op_rename(VfsdFs *fs, uint64_t parent, const char *name,
+                   uint64_t newparent, const char *newname, uint32_t flags)
+{
+    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+    g_autoptr(VfsdInode) newdir = vfsd_inode_get(fs, newparent);
+
+    if (!dir || !newdir) {
+        return -ENOENT;
+    }
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) {
+        return -EINVAL;
+    }
+    if (fs->opts->readonly) {
+        return -EROFS;
+    }
+    if (renameat2(dir->fd, name, newdir->fd, newname, flags) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+int vfsd_op_link(VfsdFs *fs, uint64_t nodeid, uint64_t newparent,
+                 const char *newname, struct fuse_entry_out *e)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, newparent);
+    char name[32];
+
+    if (!inode || !dir) {
+        return -ENOENT;
+    }
+    if (inode->type == S_IFDIR) {
+        return -EPERM;
+    }
+    if (fs->opts->readonly) {
+        return -EROFS;
+    }
+    if (linkat(inode->fd, "", dir->fd, newname, AT_EMPTY_PATH) < 0) {
+        if (errno != ENOENT && errno != EPERM) {
+            return -errno;
+        }
+        /* Without CAP_DAC_READ_SEARCH, go through the magic link */
+        proc_name(inode, name, sizeof(name));
+        if (linkat(fs->proc_self_fd, name, dir->fd, newname,
+                   AT_SYMLINK_FOLLOW) < 0) {
+            return -errno;
+        }
+    }
+    return vfsd_inode_do_lookup(fs, dir, newname, e);
+}
+
+int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct fuse_kstatfs *st)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    struct statfs s;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (fstatfs(inode->fd, &s) < 0) {
+        return -errno;
+    }
+    memset(st, 0, sizeof(*st));
+    st->blocks = s.f_blocks;
+    st->bfree = s.f_bfree;
+    st->bavail = s.f_bavail;
+    st->files = s.f_files;
+    st->ffree = s.f_ffree;
+    st->bsize = s.f_bsize;
+    st->namelen = s.f_namelen;
+    st->frsize = s.f_frsize;
+    return 0;
+}
+
+int vfsd_op_access(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid, int mask)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    VfsdSavedCreds old;
+    char name[32];
+    int ret;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (mask & ~(R_OK | W_OK | X_OK)) {
+        return -EINVAL;
+    }
+    if ((mask & W_OK) && fs->opts->readonly) {
+        return -EROFS;
+    }
+    proc_name(inode, name, sizeof(name));
+    ret = vfsd_creds_switch(ctx, &old);
+    if (ret < 0) {
+        return ret;
+    }
+    ret = faccessat(fs->proc_self_fd, name, mask, AT_EACCESS) < 0 ? -errno : 0;
+    vfsd_creds_restore(&old);
+    return ret;
+}
+
+int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    int fd, ret = 0;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (!vfsd_fd_reserve(fs)) {
+        return -ENFILE;
+    }
+    fd = vfsd_reopen(fs, inode, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        vfsd_fd_release(fs);
+        return fd;
+    }
+    if (syncfs(fd) < 0) {
+        ret = -errno;
+    }
+    close(fd);
+    vfsd_fd_release(fs);
+    return ret;
+}

@@ -1,0 +1,547 @@
+/*
+ * virtiofsd: operations on open files
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "log.h"
+
+/* Largest READ/WRITE payload: what INIT announces as max_write */
+#define VFSD_MAX_IO (1024 * 1024)
+#define VFSD_MAX_IOV 256
+
+/* Open flags a guest may pass on; the rest are ours to choose */
+#define VFSD_OPEN_FLAGS (O_ACCMODE | O_APPEND | O_TRUNC | O_NONBLOCK | \
+                         O_DSYNC | O_SYNC | O_DIRECT | O_NOATIME |     \
+                         O_LARGEFILE | O_DIRECTORY)
+
+static int open_flags(VfsdFs *fs, uint32_t flags)
+{
+    int f = flags & VFSD_OPEN_FLAGS;
+
+    /*
+     * With a writeback cache the guest reads pages it writes partially,
+     * and it does O_APPEND positioning itself.
+     */
+    if (fs->conn_flags & FUSE_WRITEBACK_CACHE) {
+        if ((f & O_ACCMODE) == O_WRONLY) {
+            f = (f & ~O_ACCMODE) | O_RDWR;
+        }
+        f &= ~O_APPEND;
+    }
+    return f;
+}
+
+static void fill_open_out(VfsdFs *fs, uint64_t fh, bool is_dir,
+                          struct fuse_open_out *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->fh = fh;
+    switch (fs->opts->cache) {
+    case VFSD_CACHE_NEVER:
+        if (!is_dir) {
+            out->open_flags |= FOPEN_DIRECT_IO;
+        }
+        break;
+    case VFSD_CACHE_METADATA:
+        if (!is_dir) {
+            out->open_flags |= FOPEN_DIRECT_IO;
+        }
+        break;
+    case VFSD_CACHE_AUTO:
+        break;
+    case VFSD_CACHE_ALWAYS:
+        out->open_flags |= is_dir ? FOPEN_CACHE_DIR : FOPEN_KEEP_CACHE;
+        break;
+    }
+    if (!is_dir) {
+        out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
+    }
+}
+
+/* Only regular files are opened on the guest's behalf (CVE-2020-35517) */
+static int check_regular(int fd)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) < 0) {
+        return -errno;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        return -EISDIR;
+    }
+    return S_ISREG(st.st_mode) ? 0 : -ENXIO;
+}
+
+int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
+                 uint32_t flags, uint32_t fuse_open_flags,
+                 struct fuse_open_out *out)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    int f = open_flags(fs, flags);
+    bool dropped = false;
+    int fd, ret;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (inode->type != S_IFREG) {
+        return inode->type == S_IFDIR ? -EISDIR : -ENXIO;
+    }
+    if (!vfsd_fd_reserve(fs)) {
+        vfsd_guest_error("too many open files, open refused");
+        return -ENFILE;
+    }
+    if ((f & O_TRUNC) && (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+        (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID)) {
+        ret = vfsd_drop_fsetid(&dropped);
+        if (ret < 0) {
+            vfsd_fd_release(fs);
+            return ret;
+        }
+    }
+    fd = vfsd_reopen(fs, inode, f);
+    vfsd_restore_fsetid(dropped);
+    if (fd < 0) {
+        vfsd_fd_release(fs);
+        return fd;
+    }
+    (void)ctx;
+    fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), false, out);
+    return 0;
+}
+
+int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                   const char *name, uint32_t flags, mode_t mode,
+                   mode_t umask, bool tmpfile, struct fuse_entry_out *e,
+                   struct fuse_open_out *out)
+{
+    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+    int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
+    VfsdSavedCreds old;
+    char procname[32];
+    int fd, pfd = -1, ret;
+
+    if (!dir) {
+        return -ENOENT;
+    }
+    if (dir->type != S_IFDIR) {
+        return -ENOTDIR;
+    }
+    if (fs->opts->readonly) {
+        return -EROFS;
+    }
+    if (!vfsd_fd_reserve(fs)) {
+        return -ENFILE;
+    }
+    if (!vfsd_fd_reserve(fs)) {
+        vfsd_fd_release(fs);
+        return -ENFILE;
+    }
+    ret = vfsd_creds_switch(ctx, &old);
+    if (ret < 0) {
+        goto fail;
+    }
+    mode &= ~umask & 07777;
+    if (tmpfile) {
+        fd = openat(dir->fd, ".", (f & ~O_CREAT) | O_TMPFILE | O_CLOEXEC,
+                    mode);
+    } else {
+        /*
+         * O_NONBLOCK until we know it is a regular file: an existing FIFO
+         * must not block the daemon.
+         */
+        fd = openat(dir->fd, name,
+                    f | (flags & O_EXCL) | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+                    O_NONBLOCK, mode);
+    }
+    ret = fd < 0 ? -errno : 0;
+    vfsd_creds_restore(&old);
+    if (ret < 0) {
+        goto fail;
+    }
+    ret = check_regular(fd);
+    if (ret == 0 && !(f & O_NONBLOCK) && fcntl(fd, F_SETFL, f & ~O_ACCMODE &
+                                              ~O_LARGEFILE) < 0) {
+        ret = -errno;
+    }
+    if (ret < 0) {
+        close(fd);
+        goto fail;
+    }
+
+    if (tmpfile) {
+        snprintf(procname, sizeof(procname), "%d", fd);
+        pfd = openat(fs->proc_self_fd, procname, O_PATH | O_CLOEXEC);
+        ret = pfd < 0 ? -errno : vfsd_inode_from_fd(fs, dir, pfd, e);
+    } else {
+        ret = vfsd_inode_do_lookup(fs, dir, name, e);
+        /* do_lookup accounted for its own fd */
+        vfsd_fd_release(fs);
+    }
+    if (ret < 0) {
+        close(fd);
+        if (tmpfile && pfd < 0) {
+            vfsd_fd_release(fs);
+        }
+        vfsd_fd_release(fs);
+        return ret;
+    }
+    {
+        g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, e->nodeid);
+
+        if (!inode) {
+            /* Forgotten already: impossible, we hold a lookup */
+            close(fd);
+            vfsd_fd_release(fs);
+            return -EIO;
+        }
+        fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), false,
+                      out);
+    }
+    return 0;
+
+fail:
+    vfsd_fd_release(fs);
+    vfsd_fd_release(fs);
+    return ret;
+}
+
+ssize_t vfsd_op_read(VfsdFs *fs, uint64_t fh, uint64_t offset,
+                     uint32_t size, VfsdBuf *out)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
+    struct iovec iov[VFSD_MAX_IOV];
+    g_autofree void *bounce = NULL;
+    ssize_t n;
+    int niov;
+
+    if (!h) {
+        return -EBADF;
+    }
+    if (offset > INT64_MAX) {
+        return -EINVAL;
+    }
+    size = MIN(size, VFSD_MAX_IO);
+    size = MIN(size, vfsd_buf_remaining(out));
+    if (!size) {
+        return 0;
+    }
+
+    niov = vfsd_buf_peek_iov(out, size, iov, VFSD_MAX_IOV);
+    if (niov > 0) {
+        n = preadv(h->fd, iov, niov, offset);
+        if (n < 0) {
+            return -errno;
+        }
+        vfsd_buf_skip(out, n);
+        return n;
+    }
+    /* Part of the buffer is not mapped, e.g. it is in the DAX window */
+    bounce = g_malloc(size);
+    n = pread(h->fd, bounce, size, offset);
+    if (n < 0) {
+        return -errno;
+    }
+    if (!vfsd_buf_write(out, bounce, n)) {
+        return -EIO;
+    }
+    return n;
+}
+
+ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
+                      uint32_t size, uint32_t write_flags, VfsdBuf *in)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
+    struct iovec iov[VFSD_MAX_IOV];
+    g_autofree void *bounce = NULL;
+    bool dropped = false;
+    ssize_t n;
+    int niov, ret;
+
+    if (!h) {
+        return -EBADF;
+    }
+    if (offset > INT64_MAX || offset + size > (uint64_t)INT64_MAX ||
+        size > VFSD_MAX_IO) {
+        return -EINVAL;
+    }
+    if (vfsd_buf_remaining(in) < size) {
+        vfsd_guest_error("WRITE of %u bytes with %zu bytes of data", size,
+                         vfsd_buf_remaining(in));
+        return -EINVAL;
+    }
+    if ((fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+        (write_flags & FUSE_WRITE_KILL_SUIDGID)) {
+        ret = vfsd_drop_fsetid(&dropped);
+        if (ret < 0) {
+            return ret;
+        }
+    }
+
+    niov = size ? vfsd_buf_peek_iov(in, size, iov, VFSD_MAX_IOV) : 0;
+    if (niov > 0 || !size) {
+        n = pwritev(h->fd, iov, niov, offset);
+    } else {
+        bounce = g_malloc(size);
+        if (!vfsd_buf_read(in, bounce, size)) {
+            vfsd_restore_fsetid(dropped);
+            return -EIO;
+        }
+        n = pwrite(h->fd, bounce, size, offset);
+    }
+    ret = n < 0 ? -errno : n;
+    vfsd_restore_fsetid(dropped);
+    return ret;
+}
+
+int vfsd_op_flush(VfsdFs *fs, uint64_t fh, uint64_t lock_owner)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
+
+    if (!h) {
+        return -EBADF;
+    }
+    /* A close() drops the closer's POSIX locks on the file */
+    vfsd_inode_plocks_drop(h->inode, lock_owner);
+    return 0;
+}
+
+int vfsd_op_release(VfsdFs *fs, uint64_t fh, uint32_t release_flags,
+                    uint64_t lock_owner, bool is_dir)
+{
+    if (!is_dir && (release_flags & FUSE_RELEASE_FLOCK_UNLOCK)) {
+        g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
+
+        if (h) {
+            flock(h->fd, LOCK_UN);
+        }
+    }
+    vfsd_handle_close(fs, fh, is_dir);
+    return 0;
+}
+
+int vfsd_op_fsync(VfsdFs *fs, uint64_t nodeid, uint64_t fh, bool datasync,
+                  bool is_dir)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, is_dir);
+    int ret;
+
+    if (!h) {
+        return -EBADF;
+    }
+    ret = datasync ? fdatasync(h->fd) : fsync(h->fd);
+    return ret < 0 ? -errno : 0;
+}
+
+int vfsd_op_fallocate(VfsdFs *fs, uint64_t nodeid, uint64_t fh,
+                      uint64_t offset, uint64_t length, uint32_t mode)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
+
+    if (!h) {
+        return -EBADF;
+    }
+    if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
+                 FALLOC_FL_ZERO_RANGE)) {
+        return -EOPNOTSUPP;
+    }
+    if (offset > INT64_MAX || length > INT64_MAX ||
+        offset + length > (uint64_t)INT64_MAX) {
+        return -EINVAL;
+    }
+    if (fs->opts->readonly) {
+        return -EROFS;
+    }
+    if (fallocate(h->fd, mode, offset, length) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+int vfsd_op_lseek(VfsdFs *fs, uint64_t fh, uint64_t offset, uint32_t whence,
+                  uint64_t *result)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
+    off_t r;
+
+    if (!h) {
+        return -EBADF;
+    }
+    /* The guest does SEEK_SET/CUR/END itself */
+    if ((whence != SEEK_DATA && whence != SEEK_HOLE) || offset > INT64_MAX) {
+        return -EINVAL;
+    }
+    r = lseek(h->fd, offset, whence);
+    if (r < 0) {
+        return -errno;
+    }
+    *result = r;
+    return 0;
+}
+
+ssize_t vfsd_op_copy_file_range(VfsdFs *fs,
+                                const struct fuse_copy_file_range_in *in)
+{
+    g_autoptr(VfsdHandle) hin = vfsd_handle_get(fs, in->fh_in, false);
+    g_autoptr(VfsdHandle) hout = vfsd_handle_get(fs, in->fh_out, false);
+    loff_t off_in = in->off_in, off_out = in->off_out;
+    ssize_t n;
+
+    if (!hin || !hout) {
+        return -EBADF;
+    }
+    if (in->flags || in->off_in > INT64_MAX || in->off_out > INT64_MAX) {
+        return -EINVAL;
+    }
+    if (fs->opts->readonly) {
+        return -EROFS;
+    }
+    n = copy_file_range(hin->fd, &off_in, hout->fd, &off_out,
+                        MIN(in->len, (uint64_t)SSIZE_MAX), 0);
+    return n < 0 ? -errno : n;
+}
+
+/* The fd that carries @owner's POSIX locks on the inode */
+static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
+{
+    VfsdInode *inode = h->inode;
+    gpointer p;
+    int fd;
+
+    g_mutex_lock(&inode->plock_lock);
+    if (!inode->plocks) {
+        inode->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal,
+                                              g_free, NULL);
+    }
+    p = g_hash_table_lookup(inode->plocks, &owner);
+    if (p) {
+        fd = GPOINTER_TO_INT(p) - 1;
+    } else if (!vfsd_fd_reserve(fs)) {
+        fd = -ENFILE;
+    } else {
+        fd = vfsd_reopen(fs, inode, O_RDWR);
+        if (fd == -EACCES || fd == -EROFS) {
+            fd = vfsd_reopen(fs, inode, O_RDONLY);
+        }
+        if (fd < 0) {
+            vfsd_fd_release(fs);
+        } else {
+            g_hash_table_insert(inode->plocks, g_memdup2(&owner, sizeof(owner)),
+                                GINT_TO_POINTER(fd + 1));
+        }
+    }
+    g_mutex_unlock(&inode->plock_lock);
+    return fd;
+}
+
+static int to_flock(const struct fuse_file_lock *fl, struct flock *l)
+{
+    memset(l, 0, sizeof(*l));
+    if (fl->type != F_RDLCK && fl->type != F_WRLCK && fl->type != F_UNLCK) {
+        return -EINVAL;
+    }
+    if (fl->start > INT64_MAX || (fl->end < fl->start)) {
+        return -EINVAL;
+    }
+    l->l_type = fl->type;
+    l->l_whence = SEEK_SET;
+    l->l_start = fl->start;
+    l->l_len = fl->end >= INT64_MAX ? 0 : fl->end - fl->start + 1;
+    return 0;
+}
+
+int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
+                  struct fuse_file_lock *out)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
+    struct flock l;
+    int fd, ret;
+
+    if (!h) {
+        return -EBADF;
+    }
+    if (!fs->opts->posix_lock) {
+        return -ENOSYS;
+    }
+    ret = to_flock(&in->lk, &l);
+    if (ret < 0) {
+        return ret;
+    }
+    fd = plock_fd(fs, h, in->owner);
+    if (fd < 0) {
+        return fd;
+    }
+    if (fcntl(fd, F_OFD_GETLK, &l) < 0) {
+        return -errno;
+    }
+    memset(out, 0, sizeof(*out));
+    out->type = l.l_type;
+    if (l.l_type != F_UNLCK) {
+        out->start = l.l_start;
+        out->end = l.l_len ? l.l_start + l.l_len - 1 : INT64_MAX;
+    }
+    return 0;
+}
+
+int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
+                  bool sleep)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
+    struct flock l;
+    int fd, ret, op;
+
+    if (!h) {
+        return -EBADF;
+    }
+    if (in->lk_flags & FUSE_LK_FLOCK) {
+        if (!fs->opts->flock) {
+            return -ENOSYS;
+        }
+        switch (in->lk.type) {
+        case F_RDLCK:
+            op = LOCK_SH;
+            break;
+        case F_WRLCK:
+            op = LOCK_EX;
+            break;
+        case F_UNLCK:
+            op = LOCK_UN;
+            break;
+        default:
+            return -EINVAL;
+        }
+        if (!sleep) {
+            op |= LOCK_NB;
+        }
+        return flock(h->fd, op) < 0 ? -errno : 0;
+    }
+
+    if (!fs->opts->posix_lock) {
+        return -ENOSYS;
+    }
+    ret = to_flock(&in->lk, &l);
+    if (ret < 0) {
+        return ret;
+    }
+    fd = plock_fd(fs, h, in->owner);
+    if (fd < 0) {
+        return fd;
+    }
+    if (fcntl(fd, sleep ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0) {
+        return -errno;
+    }
+    return 0;
+}

@@ -1,0 +1,302 @@
+/*
+ * virtiofsd: file system state shared by the operations
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "dax.h"
+#include "log.h"
+
+/* fds kept for the daemon itself (log, sockets, eventfds, reopens) */
+#define VFSD_FD_RESERVE 64
+
+bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
+                  int proc_self_fd, char **err)
+{
+    struct rlimit rl;
+
+    memset(fs, 0, sizeof(*fs));
+    fs->opts = opts;
+    fs->proc_self_fd = proc_self_fd;
+    vfsd_inodes_init(&fs->inodes);
+    g_mutex_init(&fs->handles_lock);
+    fs->handles = g_hash_table_new(g_int64_hash, g_int64_equal);
+    fs->next_fh = 1;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
+        rl.rlim_cur <= 2 * VFSD_FD_RESERVE) {
+        *err = g_strdup("RLIMIT_NOFILE is too low to serve a guest");
+        return false;
+    }
+    fs->fds_max = MIN(rl.rlim_cur, INT_MAX) - VFSD_FD_RESERVE;
+
+    switch (opts->cache) {
+    case VFSD_CACHE_NEVER:
+        fs->entry_timeout = fs->attr_timeout = 0;
+        break;
+    case VFSD_CACHE_AUTO:
+        fs->entry_timeout = fs->attr_timeout = 1;
+        break;
+    case VFSD_CACHE_METADATA:
+    case VFSD_CACHE_ALWAYS:
+        fs->entry_timeout = fs->attr_timeout = 86400;
+        break;
+    }
+
+    if (!vfsd_inodes_set_root(fs, root_fd)) {
+        *err = g_strdup("the shared directory is not a directory");
+        return false;
+    }
+    return true;
+}
+
+void vfsd_fs_reset(VfsdFs *fs)
+{
+    GHashTableIter it;
+    VfsdHandle *h;
+    GPtrArray *open = g_ptr_array_new();
+    unsigned int i;
+
+    if (fs->dax) {
+        vfsd_dax_reset(fs);
+    }
+
+    g_mutex_lock(&fs->handles_lock);
+    g_hash_table_iter_init(&it, fs->handles);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&h)) {
+        g_ptr_array_add(open, h);
+    }
+    g_hash_table_remove_all(fs->handles);
+    g_mutex_unlock(&fs->handles_lock);
+    for (i = 0; i < open->len; i++) {
+        vfsd_handle_put(g_ptr_array_index(open, i));
+    }
+    g_ptr_array_free(open, true);
+
+    vfsd_inodes_forget_all(fs);
+    fs->initialized = false;
+    fs->conn_flags = 0;
+}
+
+void vfsd_fs_cleanup(VfsdFs *fs)
+{
+    vfsd_fs_reset(fs);
+    vfsd_inodes_destroy(fs);
+    g_hash_table_destroy(fs->handles);
+    g_mutex_clear(&fs->handles_lock);
+}
+
+bool vfsd_fd_reserve(VfsdFs *fs)
+{
+    if (g_atomic_int_add(&fs->fds_open, 1) >= fs->fds_max) {
+        g_atomic_int_add(&fs->fds_open, -1);
+        return false;
+    }
+    return true;
+}
+
+void vfsd_fd_release(VfsdFs *fs)
+{
+    g_atomic_int_add(&fs->fds_open, -1);
+}
+
+/*
+ * Opens the inode for I/O through /proc/self/fd.  Only regular files and
+ * directories: reopening a FIFO or a device node on the guest's behalf
+ * would block the daemon or reach a host device (CVE-2020-35517).
+ * The caller accounts for the fd.
+ */
+int vfsd_reopen(VfsdFs *fs, VfsdInode *inode, int flags)
+{
+    char name[32];
+    int fd;
+
+    if (inode->type != S_IFREG && inode->type != S_IFDIR) {
+        return -ENXIO;
+    }
+    if (fs->opts->readonly &&
+        ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))) {
+        return -EROFS;
+    }
+    snprintf(name, sizeof(name), "%d", inode->fd);
+    /*
+     * The magic link resolves to exactly the inode behind our O_PATH fd,
+     * whatever happened to its path meanwhile.
+     */
+    flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW);
+    fd = openat(fs->proc_self_fd, name, flags | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+int vfsd_statx(int fd, struct statx *stx)
+{
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
+              STATX_BASIC_STATS | STATX_MNT_ID, stx) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+static bool vfsd_want_dax(VfsdFs *fs, VfsdInode *inode,
+                          const struct statx *stx)
+{
+    bool ret = false;
+    int fd;
+
+    if (!(fs->conn_flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
+        return false;
+    }
+    switch (fs->opts->dax_policy) {
+    case VFSD_DAX_NEVER:
+        return false;
+    case VFSD_DAX_ALWAYS:
+        return true;
+    case VFSD_DAX_SIZE:
+        return stx->stx_size >= fs->opts->dax_min_size;
+    case VFSD_DAX_XATTR:
+        fd = vfsd_reopen(fs, inode, O_RDONLY | O_NONBLOCK);
+        if (fd >= 0) {
+            ret = fgetxattr(fd, VFSD_DAX_XATTR_NAME, NULL, 0) >= 0;
+            close(fd);
+        }
+        return ret;
+    }
+    return false;
+}
+
+void vfsd_attr_from_statx(VfsdFs *fs, VfsdInode *inode,
+                          const struct statx *stx, struct fuse_attr *attr)
+{
+    memset(attr, 0, sizeof(*attr));
+    attr->ino = stx->stx_ino;
+    attr->size = stx->stx_size;
+    attr->blocks = stx->stx_blocks;
+    attr->atime = stx->stx_atime.tv_sec;
+    attr->atimensec = stx->stx_atime.tv_nsec;
+    attr->mtime = stx->stx_mtime.tv_sec;
+    attr->mtimensec = stx->stx_mtime.tv_nsec;
+    attr->ctime = stx->stx_ctime.tv_sec;
+    attr->ctimensec = stx->stx_ctime.tv_nsec;
+    attr->mode = stx->stx_mode;
+    attr->nlink = stx->stx_nlink;
+    attr->uid = stx->stx_uid;
+    attr->gid = stx->stx_gid;
+    attr->rdev = makedev(stx->stx_rdev_major, stx->stx_rdev_minor);
+    attr->blksize = stx->stx_blksize;
+    if (inode && vfsd_want_dax(fs, inode, stx)) {
+        attr->flags |= FUSE_ATTR_DAX;
+    }
+}
+
+int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, struct fuse_attr *attr)
+{
+    struct statx stx;
+    int ret = vfsd_statx(inode->fd, &stx);
+
+    if (ret < 0) {
+        return ret;
+    }
+    vfsd_attr_from_statx(fs, inode, &stx, attr);
+    return 0;
+}
+
+void vfsd_set_timeout(double t, uint64_t *sec, uint32_t *nsec)
+{
+    *sec = (uint64_t)t;
+    *nsec = (uint32_t)((t - (double)*sec) * 1e9);
+}
+
+/*
+ * Names come from the guest: one path component, never "." or "..", so
+ * that an *at() call on the parent's fd cannot leave the parent.
+ */
+bool vfsd_valid_name(const char *name)
+{
+    return name[0] && strcmp(name, ".") && strcmp(name, "..") &&
+           !strchr(name, '/') && strlen(name) <= NAME_MAX;
+}
+
+uint64_t vfsd_handle_new(VfsdFs *fs, int fd, int flags, VfsdInode *inode,
+                         bool is_dir)
+{
+    VfsdHandle *h = g_new0(VfsdHandle, 1);
+
+    h->fs = fs;
+    h->fd = fd;
+    h->flags = flags;
+    h->inode = inode;
+    h->is_dir = is_dir;
+    h->refcount = 1;
+    g_mutex_init(&h->lock);
+    vfsd_inode_ref(inode);
+
+    g_mutex_lock(&fs->handles_lock);
+    h->fh = fs->next_fh++;
+    g_hash_table_insert(fs->handles, &h->fh, h);
+    g_mutex_unlock(&fs->handles_lock);
+    return h->fh;
+}
+
+VfsdHandle *vfsd_handle_get(VfsdFs *fs, uint64_t fh, bool is_dir)
+{
+    VfsdHandle *h;
+
+    g_mutex_lock(&fs->handles_lock);
+    h = g_hash_table_lookup(fs->handles, &fh);
+    if (h && h->is_dir == is_dir) {
+        g_atomic_int_inc(&h->refcount);
+    } else {
+        h = NULL;
+    }
+    g_mutex_unlock(&fs->handles_lock);
+    if (!h) {
+        vfsd_guest_error("request for unknown %s handle %" G_GUINT64_FORMAT,
+                         is_dir ? "directory" : "file", fh);
+    }
+    return h;
+}
+
+void vfsd_handle_put(VfsdHandle *h)
+{
+    if (!h || !g_atomic_int_dec_and_test(&h->refcount)) {
+        return;
+    }
+    close(h->fd);
+    vfsd_fd_release(h->fs);
+    vfsd_inode_unref(h->inode);
+    g_mutex_clear(&h->lock);
+    g_free(h);
+}
+
+void vfsd_handle_close(VfsdFs *fs, uint64_t fh, bool is_dir)
+{
+    VfsdHandle *h;
+
+    g_mutex_lock(&fs->handles_lock);
+    h = g_hash_table_lookup(fs->handles, &fh);
+    if (h && h->is_dir == is_dir) {
+        g_hash_table_remove(fs->handles, &fh);
+    } else {
+        h = NULL;
+    }
+    g_mutex_unlock(&fs->handles_lock);
+    if (h) {
+        vfsd_handle_put(h);
+    } else {
+        vfsd_guest_error("release of unknown handle %" G_GUINT64_FORMAT, fh);
+    }
+}

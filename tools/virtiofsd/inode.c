@@ -1,0 +1,303 @@
+/*
+ * virtiofsd: the inodes the guest knows
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "log.h"
+
+static guint inode_key_hash(gconstpointer p)
+{
+    const VfsdInode *i = p;
+
+    return g_int64_hash(&(gint64){ i->ino }) ^
+           g_int64_hash(&(gint64){ i->dev }) ^
+           g_int64_hash(&(gint64){ i->mnt_id });
+}
+
+static gboolean inode_key_equal(gconstpointer a, gconstpointer b)
+{
+    const VfsdInode *x = a, *y = b;
+
+    return x->ino == y->ino && x->dev == y->dev && x->mnt_id == y->mnt_id;
+}
+
+void vfsd_inodes_init(VfsdInodeStore *st)
+{
+    g_mutex_init(&st->lock);
+    st->by_nodeid = g_hash_table_new(g_int64_hash, g_int64_equal);
+    st->by_key = g_hash_table_new(inode_key_hash, inode_key_equal);
+    st->next_nodeid = FUSE_ROOT_ID + 1;
+    st->root = NULL;
+}
+
+void vfsd_inode_ref(VfsdInode *inode)
+{
+    g_atomic_int_inc(&inode->refcount);
+}
+
+void vfsd_inode_unref(VfsdInode *inode)
+{
+    if (!inode || !g_atomic_int_dec_and_test(&inode->refcount)) {
+        return;
+    }
+    vfsd_inode_plocks_drop(inode, 0);
+    if (inode->plocks) {
+        g_hash_table_destroy(inode->plocks);
+    }
+    g_mutex_clear(&inode->plock_lock);
+    close(inode->fd);
+    vfsd_fd_release(inode->fs);
+    g_free(inode);
+}
+
+VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode *inode;
+
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_nodeid, &nodeid);
+    if (inode) {
+        vfsd_inode_ref(inode);
+    }
+    g_mutex_unlock(&st->lock);
+    return inode;
+}
+
+/* Drops the table's reference once the guest forgot the inode */
+static void inode_unhash(VfsdInodeStore *st, VfsdInode *inode)
+{
+    g_hash_table_remove(st->by_nodeid, &inode->nodeid);
+    g_hash_table_remove(st->by_key, inode);
+}
+
+/*
+ * Drops the fd of one lock owner (0: all of them), which releases its
+ * locks.
+ */
+void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner)
+{
+    GHashTableIter it;
+    gpointer fd;
+
+    g_mutex_lock(&inode->plock_lock);
+    if (inode->plocks && owner) {
+        fd = g_hash_table_lookup(inode->plocks, &owner);
+        if (fd) {
+            close(GPOINTER_TO_INT(fd) - 1);
+            vfsd_fd_release(inode->fs);
+            g_hash_table_remove(inode->plocks, &owner);
+        }
+    } else if (inode->plocks) {
+        g_hash_table_iter_init(&it, inode->plocks);
+        while (g_hash_table_iter_next(&it, NULL, &fd)) {
+            close(GPOINTER_TO_INT(fd) - 1);
+            vfsd_fd_release(inode->fs);
+            g_hash_table_iter_remove(&it);
+        }
+    }
+    g_mutex_unlock(&inode->plock_lock);
+}
+
+int vfsd_inode_do_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
+                         struct fuse_entry_out *e)
+{
+    int fd, ret;
+
+    if (!vfsd_fd_reserve(fs)) {
+        vfsd_guest_error("too many open files, lookup refused");
+        return -ENFILE;
+    }
+    fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        ret = -errno;
+        vfsd_fd_release(fs);
+        return ret;
+    }
+    return vfsd_inode_from_fd(fs, parent, fd, e);
+}
+
+/*
+ * Takes over @fd, an O_PATH fd accounted with vfsd_fd_reserve(), and
+ * answers with the inode behind it, adding one lookup.
+ */
+int vfsd_inode_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
+                       struct fuse_entry_out *e)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode key, *inode, *fresh;
+    struct statx stx;
+    int ret;
+
+    ret = vfsd_statx(fd, &stx);
+    if (ret < 0) {
+        close(fd);
+        vfsd_fd_release(fs);
+        return ret;
+    }
+
+    key.dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+    key.ino = stx.stx_ino;
+    key.mnt_id = stx.stx_mnt_id;
+
+    fresh = g_new0(VfsdInode, 1);
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_key, &key);
+    if (inode) {
+        inode->nlookup++;
+        vfsd_inode_ref(inode);
+    } else {
+        inode = fresh;
+        fresh = NULL;
+        inode->fs = fs;
+        g_mutex_init(&inode->plock_lock);
+        inode->nodeid = st->next_nodeid++;
+        inode->fd = fd;
+        fd = -1;
+        inode->dev = key.dev;
+        inode->ino = key.ino;
+        inode->mnt_id = key.mnt_id;
+        inode->type = stx.stx_mode & S_IFMT;
+        /* One reference for the table, one for us */
+        inode->refcount = 2;
+        inode->nlookup = 1;
+        g_hash_table_insert(st->by_nodeid, &inode->nodeid, inode);
+        g_hash_table_insert(st->by_key, inode, inode);
+    }
+    g_mutex_unlock(&st->lock);
+
+    if (fd >= 0) {
+        close(fd);
+        vfsd_fd_release(fs);
+    }
+    g_free(fresh);
+
+    memset(e, 0, sizeof(*e));
+    e->nodeid = inode->nodeid;
+    vfsd_attr_from_statx(fs, inode, &stx, &e->attr);
+    if (fs->opts->announce_submounts && inode->mnt_id != parent->mnt_id) {
+        e->attr.flags |= FUSE_ATTR_SUBMOUNT;
+    }
+    vfsd_set_timeout(fs->entry_timeout, &e->entry_valid,
+                     &e->entry_valid_nsec);
+    vfsd_set_timeout(fs->attr_timeout, &e->attr_valid, &e->attr_valid_nsec);
+    vfsd_inode_unref(inode);
+    return 0;
+}
+
+void vfsd_inode_forget(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode *inode;
+    bool drop = false;
+
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_nodeid, &nodeid);
+    if (inode && inode != st->root) {
+        if (nlookup > inode->nlookup) {
+            vfsd_guest_error("FORGET of %" PRIu64 " lookups of inode %" PRIu64
+                             " that has %" PRIu64, nlookup, nodeid,
+                             inode->nlookup);
+            nlookup = inode->nlookup;
+        }
+        inode->nlookup -= nlookup;
+        if (inode->nlookup == 0) {
+            inode_unhash(st, inode);
+            drop = true;
+        }
+    } else if (!inode) {
+        vfsd_guest_error("FORGET of unknown inode %" PRIu64, nodeid);
+    }
+    g_mutex_unlock(&st->lock);
+
+    if (drop) {
+        vfsd_inode_unref(inode);
+    }
+}
+
+/* FUSE_DESTROY or a disconnect: the guest forgot everything but the root */
+void vfsd_inodes_forget_all(VfsdFs *fs)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    GHashTableIter it;
+    GPtrArray *dead = g_ptr_array_new();
+    VfsdInode *inode;
+    unsigned int i;
+
+    g_mutex_lock(&st->lock);
+    g_hash_table_iter_init(&it, st->by_nodeid);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&inode)) {
+        if (inode != st->root) {
+            g_ptr_array_add(dead, inode);
+        }
+    }
+    for (i = 0; i < dead->len; i++) {
+        inode_unhash(st, g_ptr_array_index(dead, i));
+    }
+    g_mutex_unlock(&st->lock);
+
+    for (i = 0; i < dead->len; i++) {
+        vfsd_inode_unref(g_ptr_array_index(dead, i));
+    }
+    g_ptr_array_free(dead, true);
+}
+
+void vfsd_inodes_destroy(VfsdFs *fs)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode *root = st->root;
+
+    vfsd_inodes_forget_all(fs);
+    if (root) {
+        g_mutex_lock(&st->lock);
+        inode_unhash(st, root);
+        st->root = NULL;
+        g_mutex_unlock(&st->lock);
+        vfsd_inode_unref(root);
+    }
+    g_hash_table_destroy(st->by_nodeid);
+    g_hash_table_destroy(st->by_key);
+    g_mutex_clear(&st->lock);
+}
+
+/* The root is never forgotten: the guest cannot send FORGET for it */
+bool vfsd_inodes_set_root(VfsdFs *fs, int fd)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode *root;
+    struct statx stx;
+
+    if (vfsd_statx(fd, &stx) < 0 || !S_ISDIR(stx.stx_mode)) {
+        return false;
+    }
+    root = g_new0(VfsdInode, 1);
+    root->fs = fs;
+    g_mutex_init(&root->plock_lock);
+    root->nodeid = FUSE_ROOT_ID;
+    root->fd = fd;
+    root->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+    root->ino = stx.stx_ino;
+    root->mnt_id = stx.stx_mnt_id;
+    root->type = S_IFDIR;
+    root->refcount = 1;
+    root->nlookup = 1;
+    g_atomic_int_inc(&fs->fds_open);
+    g_mutex_lock(&st->lock);
+    st->root = root;
+    g_hash_table_insert(st->by_nodeid, &root->nodeid, root);
+    g_hash_table_insert(st->by_key, root, root);
+    g_mutex_unlock(&st->lock);
+    return true;
+}

@@ -1,0 +1,202 @@
+/*
+ * virtiofsd: a vhost-user virtio-fs back-end that passes a host directory
+ * through to the guest, with DAX cache window support
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "fs.h"
+#include "log.h"
+#include "options.h"
+#include "sandbox.h"
+#include "vhost.h"
+
+#define VFSD_VERSION "1.0 (virtiofs-dax)"
+
+static G_NORETURN void die(const char *msg)
+{
+    vfsd_err("%s", msg);
+    exit(1);
+}
+
+static void set_rlimit(uint64_t want)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        die("getrlimit(RLIMIT_NOFILE) failed");
+    }
+    /* By default as many as we are allowed: every guest inode holds one */
+    rl.rlim_cur = want ? want : rl.rlim_max;
+    if (want > rl.rlim_max) {
+        rl.rlim_max = want;
+    }
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        g_autofree char *msg = g_strdup_printf(
+            "cannot set RLIMIT_NOFILE to %" G_GUINT64_FORMAT ": %s",
+            (uint64_t)rl.rlim_cur, strerror(errno));
+
+        if (want) {
+            die(msg);
+        }
+        vfsd_warn("%s", msg);
+    }
+}
+
+static int listen_socket(const char *path)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    struct stat st;
+    int fd;
+
+    if (strlen(path) >= sizeof(sun.sun_path)) {
+        die("socket path too long");
+    }
+    strcpy(sun.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        die("cannot create a socket");
+    }
+    /* A stale socket from an earlier run, not anything else */
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        unlink(path);
+    }
+    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+        listen(fd, 1) < 0) {
+        g_autofree char *msg = g_strdup_printf("cannot listen on %s: %s",
+                                               path, strerror(errno));
+        die(msg);
+    }
+    return fd;
+}
+
+int main(int argc, char **argv)
+{
+    VfsdOptions opts;
+    VfsdFs fs;
+    g_autofree char *err = NULL;
+    int conn = -1, lfd, root_fd, proc_fd;
+    bool ok;
+
+    if (!vfsd_options_parse(&opts, argc, argv, &err)) {
+        fprintf(stderr, "virtiofsd: error: %s\n", err);
+        return 1;
+    }
+    if (opts.help) {
+        vfsd_options_usage(argv[0]);
+        return 0;
+    }
+    if (opts.version) {
+        printf("virtiofsd %s\n", VFSD_VERSION);
+        return 0;
+    }
+    if (opts.print_capabilities) {
+        fputs(vfsd_options_capabilities(), stdout);
+        return 0;
+    }
+    vfsd_log_init(opts.syslog, opts.log_level);
+
+    /* Modes come from the guest, already masked by its umask */
+    umask(0);
+    set_rlimit(opts.rlimit_nofile);
+    signal(SIGPIPE, SIG_IGN);
+    if (!vfsd_creds_init(&err)) {
+        die(err);
+    }
+
+    {
+        struct stat st;
+
+        if (stat(opts.shared_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            g_autofree char *msg = g_strdup_printf(
+                "shared directory %s: %s", opts.shared_dir,
+                errno && !S_ISDIR(st.st_mode) ? strerror(errno) :
+                "not a directory");
+            die(msg);
+        }
+    }
+
+    if (opts.socket_path) {
+        lfd = listen_socket(opts.socket_path);
+        vfsd_info("waiting for the front-end on %s", opts.socket_path);
+    } else {
+        int listening = 0;
+        socklen_t len = sizeof(listening);
+
+        lfd = opts.fd;
+        if (fcntl(lfd, F_SETFD, FD_CLOEXEC) < 0) {
+            g_autofree char *msg = g_strdup_printf("--fd=%d is not open",
+                                                   lfd);
+            die(msg);
+        }
+        /*
+         * libvirt hands over the socket it listens on; a connected socket
+         * (e.g. one end of a socketpair) is used as it is.
+         */
+        if (getsockopt(lfd, SOL_SOCKET, SO_ACCEPTCONN, &listening,
+                       &len) < 0) {
+            g_autofree char *msg = g_strdup_printf("--fd=%d is not a socket",
+                                                   lfd);
+            die(msg);
+        }
+        if (!listening) {
+            conn = lfd;
+            lfd = -1;
+        }
+    }
+    if (lfd >= 0) {
+        do {
+            conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        } while (conn < 0 && errno == EINTR);
+        if (conn < 0) {
+            die("accept failed");
+        }
+        close(lfd);
+    }
+
+    proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (proc_fd < 0) {
+        die("cannot open /proc/self/fd (is /proc mounted?)");
+    }
+    if (!vfsd_sandbox_enter(opts.sandbox, opts.shared_dir, &err)) {
+        die(err);
+    }
+    root_fd = open(opts.sandbox == VFSD_SANDBOX_NONE ? opts.shared_dir : "/",
+                   O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0) {
+        die("cannot open the shared directory");
+    }
+    /* xattr calls on inodes we must not open go through /proc/self/fd */
+    if (fchdir(proc_fd) < 0) {
+        die("cannot change to /proc/self/fd");
+    }
+    if (!vfsd_drop_capabilities(&err)) {
+        die(err);
+    }
+    if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
+        die(err);
+    }
+    if (opts.seccomp && !vfsd_seccomp_install(&err)) {
+        die(err);
+    }
+
+    vfsd_info("serving %s", opts.shared_dir);
+    ok = vfsd_vhost_serve(&fs, conn);
+    vfsd_fs_cleanup(&fs);
+    vfsd_options_free(&opts);
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,520 @@
+/*
+ * virtiofsd: command line
+ *
+ * Two spellings are accepted: the current one (--shared-dir DIR
+ * --cache never ...), and the "-o" list libvirt 9.0 still passes
+ * (-o source=DIR,cache=X,sandbox=X,xattr,...).
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <glib.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
+
+#define VFSD_MAX_THREAD_POOL 1024
+
+static const char capabilities[] =
+    "{\n"
+    "  \"type\": \"fs\",\n"
+    "  \"features\": [\n"
+    "    \"separate-options\"\n"
+    "  ]\n"
+    "}\n";
+
+const char *vfsd_options_capabilities(void)
+{
+    return capabilities;
+}
+
+void vfsd_options_usage(const char *prog)
+{
+    printf("Usage: %s --socket-path=PATH | --fd=N  --shared-dir=DIR [options]\n"
+           "\n"
+           "  --socket-path=PATH        listen for the front-end on PATH\n"
+           "  --fd=N                    the front-end's connection is fd N\n"
+           "  --shared-dir=DIR          the directory to share\n"
+           "  --cache=never|metadata|auto|always   guest caching (auto)\n"
+           "  --sandbox=namespace|chroot|none      (namespace)\n"
+           "  --seccomp=kill|none       system call filter (kill)\n"
+           "  --xattr, --no-xattr       extended attributes (off)\n"
+           "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
+           "  --writeback               guest writeback cache\n"
+           "  --announce-submounts      tell the guest about submounts\n"
+           "  --readonly                refuse every change\n"
+           "  --no-killpriv-v2          do not offer FUSE_HANDLE_KILLPRIV_V2\n"
+           "  --allow-mmap              let the guest mmap files with\n"
+           "                            --cache=never (no DAX)\n"
+           "  --dax-policy=never|always|size:N|xattr\n"
+           "                            files with per-inode DAX (dax=inode)\n"
+           "                            (always; xattr: files carrying\n"
+           "                            " VFSD_DAX_XATTR_NAME ")\n"
+           "  --thread-pool-size=N      worker threads per queue (0: none)\n"
+           "  --rlimit-nofile=N         raise RLIMIT_NOFILE to N\n"
+           "  --log-level=error|warn|info|debug    (info)\n"
+           "  --syslog                  log to syslog\n"
+           "  --print-capabilities      print what libvirt needs to know\n"
+           "  -o source=DIR,cache=X,sandbox=X,xattr|no_xattr,flock|no_flock,\n"
+           "     posix_lock|no_posix_lock,...      the older spelling\n"
+           "  -V, --version, -h, --help\n", prog);
+}
+
+static bool parse_u64(const char *s, uint64_t *v, uint64_t max)
+{
+    char *end;
+
+    if (!*s || *s == '-') {
+        return false;
+    }
+    errno = 0;
+    *v = g_ascii_strtoull(s, &end, 10);
+    return !errno && !*end && *v <= max;
+}
+
+/* A size with an optional K, M, G or T suffix (binary) */
+static bool parse_size(const char *s, uint64_t *v)
+{
+    char *end;
+    unsigned int shift = 0;
+
+    if (!*s || *s == '-') {
+        return false;
+    }
+    errno = 0;
+    *v = g_ascii_strtoull(s, &end, 10);
+    if (errno || end == s) {
+        return false;
+    }
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k': case 'K':
+        shift = 10;
+        break;
+    case 'm': case 'M':
+        shift = 20;
+        break;
+    case 'g': case 'G':
+        shift = 30;
+        break;
+    case 't': case 'T':
+        shift = 40;
+        break;
+    default:
+        return false;
+    }
+    if (*end && end[1]) {
+        return false;
+    }
+    if (shift && *v > (UINT64_MAX >> shift)) {
+        return false;
+    }
+    *v <<= shift;
+    return true;
+}
+
+static bool parse_cache(VfsdOptions *o, const char *v, char **err)
+{
+    if (!strcmp(v, "never") || !strcmp(v, "none")) {
+        o->cache = VFSD_CACHE_NEVER;
+    } else if (!strcmp(v, "metadata")) {
+        o->cache = VFSD_CACHE_METADATA;
+    } else if (!strcmp(v, "auto")) {
+        o->cache = VFSD_CACHE_AUTO;
+    } else if (!strcmp(v, "always")) {
+        o->cache = VFSD_CACHE_ALWAYS;
+    } else {
+        *err = g_strdup_printf("invalid cache mode '%s' (never, metadata, "
+                               "auto or always)", v);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_sandbox(VfsdOptions *o, const char *v, char **err)
+{
+    if (!strcmp(v, "namespace")) {
+        o->sandbox = VFSD_SANDBOX_NAMESPACE;
+    } else if (!strcmp(v, "chroot")) {
+        o->sandbox = VFSD_SANDBOX_CHROOT;
+    } else if (!strcmp(v, "none")) {
+        o->sandbox = VFSD_SANDBOX_NONE;
+    } else {
+        *err = g_strdup_printf("invalid sandbox mode '%s' (namespace, "
+                               "chroot or none)", v);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_dax_policy(VfsdOptions *o, const char *v, char **err)
+{
+    if (!strcmp(v, "never")) {
+        o->dax_policy = VFSD_DAX_NEVER;
+    } else if (!strcmp(v, "always")) {
+        o->dax_policy = VFSD_DAX_ALWAYS;
+    } else if (!strcmp(v, "xattr")) {
+        o->dax_policy = VFSD_DAX_XATTR;
+    } else if (g_str_has_prefix(v, "size:") &&
+               parse_size(v + 5, &o->dax_min_size)) {
+        o->dax_policy = VFSD_DAX_SIZE;
+    } else {
+        *err = g_strdup_printf("invalid DAX policy '%s' (never, always, "
+                               "size:N or xattr)", v);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_log_level(VfsdOptions *o, const char *v, char **err)
+{
+    if (!vfsd_log_parse_level(v, &o->log_level)) {
+        *err = g_strdup_printf("invalid log level '%s' (error, warn, info "
+                               "or debug)", v);
+        return false;
+    }
+    return true;
+}
+
+static bool set_shared_dir(VfsdOptions *o, const char *v, char **err)
+{
+    if (!*v) {
+        *err = g_strdup("the shared directory must not be empty");
+        return false;
+    }
+    g_free(o->shared_dir);
+    o->shared_dir = g_strdup(v);
+    return true;
+}
+
+/* One item of the "-o" list */
+static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
+{
+    static const struct {
+        const char *name;
+        size_t offset;
+        bool value;
+    } flags[] = {
+        { "xattr", offsetof(VfsdOptions, xattr), true },
+        { "no_xattr", offsetof(VfsdOptions, xattr), false },
+        { "flock", offsetof(VfsdOptions, flock), true },
+        { "no_flock", offsetof(VfsdOptions, flock), false },
+        { "posix_lock", offsetof(VfsdOptions, posix_lock), true },
+        { "no_posix_lock", offsetof(VfsdOptions, posix_lock), false },
+        { "writeback", offsetof(VfsdOptions, writeback), true },
+        { "no_writeback", offsetof(VfsdOptions, writeback), false },
+        { "announce_submounts", offsetof(VfsdOptions, announce_submounts),
+          true },
+        { "readonly", offsetof(VfsdOptions, readonly), true },
+        { "killpriv_v2", offsetof(VfsdOptions, killpriv_v2), true },
+        { "no_killpriv_v2", offsetof(VfsdOptions, killpriv_v2), false },
+        { "allow_mmap", offsetof(VfsdOptions, allow_mmap), true },
+    };
+    const char *eq = strchr(item, '=');
+    g_autofree char *key = eq ? g_strndup(item, eq - item) : g_strdup(item);
+    const char *val = eq ? eq + 1 : NULL;
+    unsigned int i;
+
+    for (i = 0; i < G_N_ELEMENTS(flags); i++) {
+        if (!strcmp(key, flags[i].name) && !val) {
+            *(bool *)((char *)o + flags[i].offset) = flags[i].value;
+            return true;
+        }
+    }
+    if (!strcmp(key, "source") && val) {
+        return set_shared_dir(o, val, err);
+    } else if (!strcmp(key, "cache") && val) {
+        return parse_cache(o, val, err);
+    } else if (!strcmp(key, "sandbox") && val) {
+        return parse_sandbox(o, val, err);
+    } else if (!strcmp(key, "log_level") && val) {
+        return parse_log_level(o, val, err);
+    } else if (!strcmp(key, "dax_policy") && val) {
+        return parse_dax_policy(o, val, err);
+    }
+    *err = g_strdup_printf("unknown or malformed option '-o %s'", item);
+    return false;
+}
+
+void vfsd_options_free(VfsdOptions *opts)
+{
+    g_free(opts->socket_path);
+    g_free(opts->shared_dir);
+    opts->socket_path = opts->shared_dir = NULL;
+}
+
+/* Options that take a value, as --name=value or --name value */
+enum {
+    OPT_SOCKET_PATH,
+    OPT_FD,
+    OPT_SHARED_DIR,
+    OPT_CACHE,
+    OPT_SANDBOX,
+    OPT_SECCOMP,
+    OPT_THREAD_POOL_SIZE,
+    OPT_RLIMIT_NOFILE,
+    OPT_LOG_LEVEL,
+    OPT_DAX_POLICY,
+    OPT_UID_MAP,
+    OPT_GID_MAP,
+    OPT_O,
+    OPT_FLAG_FIRST,
+    OPT_XATTR = OPT_FLAG_FIRST,
+    OPT_NO_XATTR,
+    OPT_POSIX_LOCK,
+    OPT_FLOCK,
+    OPT_WRITEBACK,
+    OPT_ANNOUNCE_SUBMOUNTS,
+    OPT_READONLY,
+    OPT_NO_KILLPRIV_V2,
+    OPT_KILLPRIV_V2,
+    OPT_SYSLOG,
+    OPT_PRINT_CAPS,
+    OPT_FOREGROUND,
+    OPT_DEBUG,
+    OPT_HELP,
+    OPT_VERSION,
+    OPT_POSIX_ACL,
+    OPT_ALLOW_MMAP,
+};
+
+static const struct {
+    const char *name;
+    int id;
+} option_names[] = {
+    { "--socket-path", OPT_SOCKET_PATH },
+    { "--socket", OPT_SOCKET_PATH },
+    { "--fd", OPT_FD },
+    { "--shared-dir", OPT_SHARED_DIR },
+    { "--cache", OPT_CACHE },
+    { "--sandbox", OPT_SANDBOX },
+    { "--seccomp", OPT_SECCOMP },
+    { "--thread-pool-size", OPT_THREAD_POOL_SIZE },
+    { "--rlimit-nofile", OPT_RLIMIT_NOFILE },
+    { "--log-level", OPT_LOG_LEVEL },
+    { "--dax-policy", OPT_DAX_POLICY },
+    { "--uid-map", OPT_UID_MAP },
+    { "--gid-map", OPT_GID_MAP },
+    { "-o", OPT_O },
+    { "--xattr", OPT_XATTR },
+    { "--no-xattr", OPT_NO_XATTR },
+    { "--posix-lock", OPT_POSIX_LOCK },
+    { "--flock", OPT_FLOCK },
+    { "--writeback", OPT_WRITEBACK },
+    { "--announce-submounts", OPT_ANNOUNCE_SUBMOUNTS },
+    { "--readonly", OPT_READONLY },
+    { "--no-killpriv-v2", OPT_NO_KILLPRIV_V2 },
+    { "--killpriv-v2", OPT_KILLPRIV_V2 },
+    { "--syslog", OPT_SYSLOG },
+    { "--print-capabilities", OPT_PRINT_CAPS },
+    { "-f", OPT_FOREGROUND },
+    { "-d", OPT_DEBUG },
+    { "--debug", OPT_DEBUG },
+    { "-h", OPT_HELP },
+    { "--help", OPT_HELP },
+    { "-V", OPT_VERSION },
+    { "--version", OPT_VERSION },
+    { "--posix-acl", OPT_POSIX_ACL },
+    { "--allow-mmap", OPT_ALLOW_MMAP },
+};
+
+static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
+{
+    uint64_t n;
+
+    switch (id) {
+    case OPT_SOCKET_PATH:
+        if (!*val) {
+            *err = g_strdup("the socket path must not be empty");
+            return false;
+        }
+        g_free(o->socket_path);
+        o->socket_path = g_strdup(val);
+        return true;
+    case OPT_FD:
+        if (!parse_u64(val, &n, INT_MAX)) {
+            *err = g_strdup_printf("invalid file descriptor '%s'", val);
+            return false;
+        }
+        o->fd = n;
+        return true;
+    case OPT_SHARED_DIR:
+        return set_shared_dir(o, val, err);
+    case OPT_CACHE:
+        return parse_cache(o, val, err);
+    case OPT_SANDBOX:
+        return parse_sandbox(o, val, err);
+    case OPT_SECCOMP:
+        if (!strcmp(val, "kill")) {
+            o->seccomp = true;
+        } else if (!strcmp(val, "none")) {
+            o->seccomp = false;
+        } else {
+            *err = g_strdup_printf("invalid seccomp action '%s' (kill or "
+                                   "none)", val);
+            return false;
+        }
+        return true;
+    case OPT_THREAD_POOL_SIZE:
+        if (!parse_u64(val, &n, VFSD_MAX_THREAD_POOL)) {
+            *err = g_strdup_printf("invalid thread pool size '%s' (0 to %d)",
+                                   val, VFSD_MAX_THREAD_POOL);
+            return false;
+        }
+        o->thread_pool_size = n;
+        return true;
+    case OPT_RLIMIT_NOFILE:
+        if (!parse_u64(val, &n, INT_MAX) || n == 0) {
+            *err = g_strdup_printf("invalid file limit '%s'", val);
+            return false;
+        }
+        o->rlimit_nofile = n;
+        return true;
+    case OPT_LOG_LEVEL:
+        return parse_log_level(o, val, err);
+    case OPT_DAX_POLICY:
+        return parse_dax_policy(o, val, err);
+    case OPT_UID_MAP:
+    case OPT_GID_MAP:
+        *err = g_strdup_printf("%s is not supported: run virtiofsd in the "
+                               "user namespace you need instead",
+                               id == OPT_UID_MAP ? "--uid-map" : "--gid-map");
+        return false;
+    case OPT_O: {
+        g_auto(GStrv) items = g_strsplit(val, ",", -1);
+        unsigned int i;
+
+        for (i = 0; items[i]; i++) {
+            if (*items[i] && !parse_legacy(o, items[i], err)) {
+                return false;
+            }
+        }
+        return true;
+    }
+    case OPT_XATTR:
+        o->xattr = true;
+        return true;
+    case OPT_NO_XATTR:
+        o->xattr = false;
+        return true;
+    case OPT_POSIX_LOCK:
+        o->posix_lock = true;
+        return true;
+    case OPT_FLOCK:
+        o->flock = true;
+        return true;
+    case OPT_WRITEBACK:
+        o->writeback = true;
+        return true;
+    case OPT_ANNOUNCE_SUBMOUNTS:
+        o->announce_submounts = true;
+        return true;
+    case OPT_READONLY:
+        o->readonly = true;
+        return true;
+    case OPT_NO_KILLPRIV_V2:
+        o->killpriv_v2 = false;
+        return true;
+    case OPT_KILLPRIV_V2:
+        o->killpriv_v2 = true;
+        return true;
+    case OPT_SYSLOG:
+        o->syslog = true;
+        return true;
+    case OPT_PRINT_CAPS:
+        o->print_capabilities = true;
+        return true;
+    case OPT_FOREGROUND:
+        /* We always run in the foreground */
+        return true;
+    case OPT_DEBUG:
+        o->log_level = VFSD_LOG_DEBUG;
+        return true;
+    case OPT_HELP:
+        o->help = true;
+        return true;
+    case OPT_VERSION:
+        o->version = true;
+        return true;
+    case OPT_POSIX_ACL:
+        *err = g_strdup("--posix-acl is not supported");
+        return false;
+    case OPT_ALLOW_MMAP:
+        o->allow_mmap = true;
+        return true;
+    }
+    g_assert_not_reached();
+}
+
+bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
+{
+    int i;
+
+    memset(o, 0, sizeof(*o));
+    o->fd = -1;
+    o->cache = VFSD_CACHE_AUTO;
+    o->sandbox = VFSD_SANDBOX_NAMESPACE;
+    o->seccomp = true;
+    o->killpriv_v2 = true;
+    o->log_level = VFSD_LOG_INFO;
+    o->dax_policy = VFSD_DAX_ALWAYS;
+
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *eq = g_str_has_prefix(arg, "--") ? strchr(arg, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const char *val = NULL;
+        unsigned int j;
+        int id = -1;
+
+        for (j = 0; j < G_N_ELEMENTS(option_names); j++) {
+            if (strlen(option_names[j].name) == len &&
+                !strncmp(arg, option_names[j].name, len)) {
+                id = option_names[j].id;
+                break;
+            }
+        }
+        if (id < 0) {
+            *err = g_strdup_printf("unknown option '%s' (see --help)", arg);
+            return false;
+        }
+        if (id >= OPT_FLAG_FIRST) {
+            if (eq) {
+                *err = g_strdup_printf("option '%.*s' takes no value",
+                                       (int)len, arg);
+                return false;
+            }
+        } else if (eq) {
+            val = eq + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            *err = g_strdup_printf("option '%s' needs a value", arg);
+            return false;
+        }
+        if (!apply_option(o, id, val, err)) {
+            return false;
+        }
+    }
+
+    if (o->help || o->version || o->print_capabilities) {
+        return true;
+    }
+    if (!o->shared_dir) {
+        *err = g_strdup("no shared directory: use --shared-dir=DIR "
+                        "(or -o source=DIR)");
+        return false;
+    }
+    if ((o->socket_path != NULL) == (o->fd >= 0)) {
+        *err = g_strdup("give exactly one of --socket-path=PATH and --fd=N");
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,76 @@
+/*
+ * virtiofsd: command line
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#ifndef VIRTIOFSD_OPTIONS_H
+#define VIRTIOFSD_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "log.h"
+
+typedef enum VfsdCache {
+    VFSD_CACHE_NEVER,
+    VFSD_CACHE_METADATA,
+    VFSD_CACHE_AUTO,
+    VFSD_CACHE_ALWAYS,
+} VfsdCache;
+
+typedef enum VfsdSandbox {
+    VFSD_SANDBOX_NAMESPACE,
+    VFSD_SANDBOX_CHROOT,
+    VFSD_SANDBOX_NONE,
+} VfsdSandbox;
+
+typedef enum VfsdDaxPolicy {
+    VFSD_DAX_NEVER,
+    VFSD_DAX_ALWAYS,
+    VFSD_DAX_SIZE,      /* regular files of at least dax_min_size bytes */
+    VFSD_DAX_XATTR,     /* files carrying VFSD_DAX_XATTR_NAME */
+} VfsdDaxPolicy;
+
+#define VFSD_DAX_XATTR_NAME "user.virtiofsd.dax"
+
+typedef struct VfsdOptions {
+    char *socket_path;
+    int fd;                     /* -1: listen on socket_path */
+    char *shared_dir;
+    VfsdCache cache;
+    VfsdSandbox sandbox;
+    bool seccomp;
+    bool xattr;
+    bool flock;
+    bool posix_lock;
+    bool writeback;
+    bool announce_submounts;
+    bool readonly;
+    bool killpriv_v2;
+    bool allow_mmap;
+    unsigned int thread_pool_size;
+    uint64_t rlimit_nofile;     /* 0: leave the limit alone */
+    VfsdLogLevel log_level;
+    bool syslog;
+    VfsdDaxPolicy dax_policy;
+    uint64_t dax_min_size;
+    bool print_capabilities;
+    bool help;
+    bool version;
+} VfsdOptions;
+
+/*
+ * Parses argv into @opts (which it initializes with the defaults).
+ * Returns false with a one-line message in @err (to be g_free'd).
+ */
+bool vfsd_options_parse(VfsdOptions *opts, int argc, char **argv,
+                        char **err);
+void vfsd_options_free(VfsdOptions *opts);
+void vfsd_options_usage(const char *prog);
+/* What --print-capabilities prints, for libvirt */
+const char *vfsd_options_capabilities(void);
+
+#endif /* VIRTIOFSD_OPTIONS_H */

@@ -1,0 +1,103 @@
+/*
+ * virtiofsd: system call allow-list
+ *
+ * Everything the daemon, glib and glibc need once serving, nothing more:
+ * any other call kills the process.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <glib.h>
+#include <seccomp.h>
+#include <string.h>
+
+#include "sandbox.h"
+
+static const int allowed[] = {
+    /* File system operations */
+    SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(close),
+    SCMP_SYS(statx), SCMP_SYS(fstat), SCMP_SYS(newfstatat),
+    SCMP_SYS(fstatfs), SCMP_SYS(getdents64), SCMP_SYS(lseek),
+    SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev),
+    SCMP_SYS(pread64), SCMP_SYS(pwrite64), SCMP_SYS(preadv),
+    SCMP_SYS(pwritev), SCMP_SYS(preadv2), SCMP_SYS(pwritev2),
+    SCMP_SYS(fsync), SCMP_SYS(fdatasync), SCMP_SYS(syncfs),
+    SCMP_SYS(ftruncate), SCMP_SYS(fallocate), SCMP_SYS(copy_file_range),
+    SCMP_SYS(mkdirat), SCMP_SYS(mknodat), SCMP_SYS(symlinkat),
+    SCMP_SYS(linkat), SCMP_SYS(unlinkat), SCMP_SYS(renameat),
+    SCMP_SYS(renameat2),
+    SCMP_SYS(readlinkat), SCMP_SYS(fchmodat), SCMP_SYS(fchownat),
+    SCMP_SYS(fchmod), SCMP_SYS(fchown), SCMP_SYS(utimensat),
+    SCMP_SYS(faccessat), SCMP_SYS(faccessat2),
+    SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr), SCMP_SYS(flistxattr),
+    SCMP_SYS(fremovexattr), SCMP_SYS(getxattr), SCMP_SYS(setxattr),
+    SCMP_SYS(listxattr), SCMP_SYS(removexattr),
+    SCMP_SYS(fcntl), SCMP_SYS(flock),
+    /* Credentials and capabilities, per thread */
+    SCMP_SYS(setfsuid), SCMP_SYS(setfsgid), SCMP_SYS(capget),
+    SCMP_SYS(capset), SCMP_SYS(getuid), SCMP_SYS(geteuid),
+    SCMP_SYS(getgid), SCMP_SYS(getegid),
+    /* vhost-user and queues */
+    SCMP_SYS(recvmsg), SCMP_SYS(sendmsg), SCMP_SYS(poll), SCMP_SYS(ppoll),
+    SCMP_SYS(eventfd2), SCMP_SYS(mmap), SCMP_SYS(munmap),
+    SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(mremap), SCMP_SYS(brk),
+    SCMP_SYS(dup), SCMP_SYS(dup3),
+    /* Threads */
+    SCMP_SYS(clone), SCMP_SYS(clone3), SCMP_SYS(futex),
+    SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(exit),
+    SCMP_SYS(exit_group), SCMP_SYS(gettid), SCMP_SYS(getpid),
+    SCMP_SYS(tgkill), SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
+    SCMP_SYS(sched_getattr), SCMP_SYS(sched_setattr),
+    SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
+    SCMP_SYS(rt_sigaction), SCMP_SYS(restart_syscall),
+    SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
+    SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday),
+    SCMP_SYS(getrandom), SCMP_SYS(prctl), SCMP_SYS(getrlimit),
+    SCMP_SYS(prlimit64),
+    /* Logging (syslog) */
+    SCMP_SYS(sendto), SCMP_SYS(socket), SCMP_SYS(connect),
+};
+
+bool vfsd_seccomp_install(char **err)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+    unsigned int i;
+    int ret = 0;
+
+    if (!ctx) {
+        *err = g_strdup("seccomp: cannot create a filter");
+        return false;
+    }
+    for (i = 0; i < G_N_ELEMENTS(allowed) && ret == 0; i++) {
+        /* A call this kernel and libseccomp do not know is skipped */
+        if (allowed[i] < 0) {
+            continue;
+        }
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+    }
+    /*
+     * libvhost-user probes userfaultfd for postcopy migration, which we
+     * do not offer: it just finds it missing.
+     */
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+                               SCMP_SYS(userfaultfd), 0);
+    }
+    /* The filter applies to every thread, including glib's */
+    if (ret == 0) {
+        ret = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+    }
+    if (ret == 0) {
+        ret = seccomp_load(ctx);
+    }
+    seccomp_release(ctx);
+    if (ret < 0) {
+        *err = g_strdup_printf("seccomp: cannot install the filter: %s",
+                               strerror(-ret));
+        return false;
+    }
+    return true;
+}

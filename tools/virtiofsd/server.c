@@ -1,0 +1,1000 @@
+/*
+ * virtiofsd: FUSE request decoding and dispatch
+ *
+ * Everything here comes from the guest and is checked against the real
+ * buffer lengths: the lengths inside the FUSE headers are claims, not
+ * facts.  A request that does not decode gets an error reply and a
+ * rate-limited log line; it never takes the daemon down.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+
+#include "server.h"
+#include "dax.h"
+#include "log.h"
+
+/* Same as fs-file.c: what INIT announces */
+#define VFSD_MAX_WRITE (1024 * 1024)
+#define VFSD_MAX_PAGES (VFSD_MAX_WRITE / 4096)
+#define VFSD_MAX_XATTR_SIZE (64 * 1024)
+/* FUSE_REMOVEMAPPING_MAX_ENTRY of a 4 KiB-page guest */
+#define VFSD_MAX_REMOVEMAPPING 256
+#define VFSD_MAX_BATCH_FORGET 65536
+
+typedef struct VfsdReq {
+    VfsdFs *fs;
+    VfsdBuf *in;
+    VfsdBuf *out;
+    struct fuse_in_header h;
+    VfsdCtx ctx;
+    size_t written;
+} VfsdReq;
+
+static const char *opname(uint32_t op)
+{
+    static const char *const names[] = {
+        [FUSE_LOOKUP] = "LOOKUP", [FUSE_FORGET] = "FORGET",
+        [FUSE_GETATTR] = "GETATTR", [FUSE_SETATTR] = "SETATTR",
+        [FUSE_READLINK] = "READLINK", [FUSE_SYMLINK] = "SYMLINK",
+        [FUSE_MKNOD] = "MKNOD", [FUSE_MKDIR] = "MKDIR",
+        [FUSE_UNLINK] = "UNLINK", [FUSE_RMDIR] = "RMDIR",
+        [FUSE_RENAME] = "RENAME", [FUSE_LINK] = "LINK",
+        [FUSE_OPEN] = "OPEN", [FUSE_READ] = "READ", [FUSE_WRITE] = "WRITE",
+        [FUSE_STATFS] = "STATFS", [FUSE_RELEASE] = "RELEASE",
+        [FUSE_FSYNC] = "FSYNC", [FUSE_SETXATTR] = "SETXATTR",
+        [FUSE_GETXATTR] = "GETXATTR", [FUSE_LISTXATTR] = "LISTXATTR",
+        [FUSE_REMOVEXATTR] = "REMOVEXATTR", [FUSE_FLUSH] = "FLUSH",
+        [FUSE_INIT] = "INIT", [FUSE_OPENDIR] = "OPENDIR",
+        [FUSE_READDIR] = "READDIR", [FUSE_RELEASEDIR] = "RELEASEDIR",
+        [FUSE_FSYNCDIR] = "FSYNCDIR", [FUSE_GETLK] = "GETLK",
+        [FUSE_SETLK] = "SETLK", [FUSE_SETLKW] = "SETLKW",
+        [FUSE_ACCESS] = "ACCESS", [FUSE_CREATE] = "CREATE",
+        [FUSE_INTERRUPT] = "INTERRUPT", [FUSE_BMAP] = "BMAP",
+        [FUSE_DESTROY] = "DESTROY", [FUSE_IOCTL] = "IOCTL",
+        [FUSE_POLL] = "POLL", [FUSE_NOTIFY_REPLY] = "NOTIFY_REPLY",
+        [FUSE_BATCH_FORGET] = "BATCH_FORGET",
+        [FUSE_FALLOCATE] = "FALLOCATE", [FUSE_READDIRPLUS] = "READDIRPLUS",
+        [FUSE_RENAME2] = "RENAME2", [FUSE_LSEEK] = "LSEEK",
+        [FUSE_COPY_FILE_RANGE] = "COPY_FILE_RANGE",
+        [FUSE_SETUPMAPPING] = "SETUPMAPPING",
+        [FUSE_REMOVEMAPPING] = "REMOVEMAPPING", [FUSE_SYNCFS] = "SYNCFS",
+        [FUSE_TMPFILE] = "TMPFILE", [FUSE_STATX] = "STATX",
+    };
+
+    return op < G_N_ELEMENTS(names) && names[op] ? names[op] : "unknown";
+}
+
+/*
+ * Sends the reply: a header and up to two pieces of payload.  An error
+ * carries no payload.  A reply that does not fit the guest's buffer
+ * becomes an error reply, if even that fits.
+ */
+static void reply_full(VfsdReq *r, int err, const void *a, size_t alen,
+                       const void *b, size_t blen)
+{
+    struct fuse_out_header oh = {
+        .unique = r->h.unique,
+    };
+    VfsdBuf *out = r->out;
+
+    if (err) {
+        alen = blen = 0;
+    } else if (vfsd_buf_remaining(out) < sizeof(oh) + alen + blen) {
+        vfsd_guest_error("%s: reply of %zu bytes does not fit in %zu",
+                         opname(r->h.opcode), sizeof(oh) + alen + blen,
+                         vfsd_buf_remaining(out));
+        err = -EIO;
+        alen = blen = 0;
+    }
+    oh.error = err;
+    oh.len = sizeof(oh) + alen + blen;
+    if (!vfsd_buf_write(out, &oh, sizeof(oh)) ||
+        (alen && !vfsd_buf_write(out, a, alen)) ||
+        (blen && !vfsd_buf_write(out, b, blen))) {
+        vfsd_guest_error("%s: cannot write the reply (%zu bytes of room)",
+                         opname(r->h.opcode), vfsd_buf_remaining(out));
+        r->written = 0;
+        return;
+    }
+    r->written = oh.len;
+}
+
+static void reply_err(VfsdReq *r, int err)
+{
+    reply_full(r, err, NULL, 0, NULL, 0);
+}
+
+static void reply(VfsdReq *r, const void *p, size_t len)
+{
+    reply_full(r, 0, p, len, NULL, 0);
+}
+
+/* For operations that return a byte count or a negative errno */
+static void reply_status(VfsdReq *r, int ret)
+{
+    reply_err(r, ret < 0 ? ret : 0);
+}
+
+/* Fixed-size arguments; false (and an EINVAL reply) if truncated */
+static bool get_arg(VfsdReq *r, void *p, size_t len)
+{
+    if (!vfsd_buf_read(r->in, p, len)) {
+        vfsd_guest_error("%s: truncated request (%zu of %zu argument bytes)",
+                         opname(r->h.opcode), vfsd_buf_remaining(r->in), len);
+        reply_err(r, -EINVAL);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * A NUL-terminated string of at most @max bytes (without the NUL).
+ * Consumes exactly the string and its NUL.
+ */
+static bool get_string(VfsdReq *r, char *buf, size_t max)
+{
+    VfsdBuf peek = *r->in;
+    size_t n = MIN(vfsd_buf_remaining(&peek), max + 1);
+    char *nul = NULL;
+
+    if (vfsd_buf_read(&peek, buf, n)) {
+        nul = memchr(buf, '\0', n);
+    }
+    if (!nul) {
+        vfsd_guest_error("%s: string argument is not terminated within %zu "
+                         "bytes", opname(r->h.opcode), n);
+        reply_err(r, -EINVAL);
+        return false;
+    }
+    vfsd_buf_skip(r->in, nul - buf + 1);
+    return true;
+}
+
+/* A name in a directory: one path component */
+static bool get_name(VfsdReq *r, char *buf)
+{
+    if (!get_string(r, buf, NAME_MAX)) {
+        return false;
+    }
+    if (!vfsd_valid_name(buf)) {
+        vfsd_guest_error("%s: refused name \"%.64s\"", opname(r->h.opcode),
+                         buf);
+        reply_err(r, -EINVAL);
+        return false;
+    }
+    return true;
+}
+
+static void reply_entry(VfsdReq *r, int ret, const struct fuse_entry_out *e)
+{
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply(r, e, sizeof(*e));
+    }
+}
+
+static void do_init(VfsdReq *r)
+{
+    VfsdFs *fs = r->fs;
+    struct fuse_init_in in = { 0 };
+    struct fuse_init_out out = { 0 };
+    uint64_t flags, supported, want;
+    size_t compat = offsetof(struct fuse_init_in, flags2);
+
+    if (!get_arg(r, &in, compat)) {
+        return;
+    }
+    if (vfsd_buf_remaining(r->in) >= sizeof(in) - compat) {
+        vfsd_buf_read(r->in, (uint8_t *)&in + compat, sizeof(in) - compat);
+    }
+    if (fs->initialized) {
+        vfsd_guest_error("INIT on an initialized session");
+        reply_err(r, -EPROTO);
+        return;
+    }
+    if (in.major != FUSE_KERNEL_VERSION || in.minor < VFSD_MIN_MINOR) {
+        vfsd_err("guest speaks FUSE %u.%u, we need %u.%u or later",
+                 in.major, in.minor, FUSE_KERNEL_VERSION, VFSD_MIN_MINOR);
+        if (in.major > FUSE_KERNEL_VERSION) {
+            /* The guest retries with our major version */
+            out.major = FUSE_KERNEL_VERSION;
+            out.minor = FUSE_KERNEL_MINOR_VERSION;
+            reply(r, &out, sizeof(out));
+        } else {
+            reply_err(r, -EPROTO);
+        }
+        return;
+    }
+
+    flags = in.flags;
+    if (flags & FUSE_INIT_EXT) {
+        flags |= (uint64_t)in.flags2 << 32;
+    }
+    supported = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
+                FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
+                FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
+                FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO;
+    if (fs->opts->posix_lock) {
+        supported |= FUSE_POSIX_LOCKS;
+    }
+    if (fs->opts->flock) {
+        supported |= FUSE_FLOCK_LOCKS;
+    }
+    if (fs->opts->writeback) {
+        supported |= FUSE_WRITEBACK_CACHE;
+    }
+    if (fs->opts->killpriv_v2) {
+        supported |= FUSE_HANDLE_KILLPRIV_V2;
+    }
+    if (fs->opts->announce_submounts) {
+        supported |= FUSE_SUBMOUNTS;
+    }
+    if (fs->opts->xattr) {
+        supported |= FUSE_SETXATTR_EXT;
+    }
+    if (fs->opts->cache == VFSD_CACHE_AUTO) {
+        supported |= FUSE_AUTO_INVAL_DATA;
+    }
+    if (fs->opts->dax_policy != VFSD_DAX_NEVER) {
+        supported |= FUSE_HAS_INODE_DAX;
+    }
+    if (fs->opts->allow_mmap) {
+        /* Shared mmap of FOPEN_DIRECT_IO files, through the page cache */
+        supported |= FUSE_DIRECT_IO_ALLOW_MMAP;
+    }
+    want = flags & supported;
+
+    fs->proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
+    fs->conn_flags = want;
+    fs->initialized = true;
+
+    out.major = FUSE_KERNEL_VERSION;
+    out.minor = FUSE_KERNEL_MINOR_VERSION;
+    out.max_readahead = in.max_readahead;
+    out.flags = want & 0xffffffff;
+    out.flags2 = want >> 32;
+    out.max_background = 64;
+    out.congestion_threshold = 48;
+    out.max_write = VFSD_MAX_WRITE;
+    out.time_gran = 1;
+    out.max_pages = VFSD_MAX_PAGES;
+    /* log2 of the alignment SETUPMAPPING offsets need: the page size */
+    out.map_alignment = 12;
+    vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64, in.major, in.minor, want);
+    reply(r, &out, sizeof(out));
+}
+
+static void do_lookup(VfsdReq *r)
+{
+    char name[NAME_MAX + 1];
+    struct fuse_entry_out e;
+
+    if (get_name(r, name)) {
+        reply_entry(r, vfsd_op_lookup(r->fs, r->h.nodeid, name, &e), &e);
+    }
+}
+
+static void do_forget(VfsdReq *r)
+{
+    struct fuse_forget_in in;
+
+    if (vfsd_buf_read(r->in, &in, sizeof(in))) {
+        vfsd_inode_forget(r->fs, r->h.nodeid, in.nlookup);
+    } else {
+        vfsd_guest_error("FORGET: truncated request");
+    }
+}
+
+static void do_batch_forget(VfsdReq *r)
+{
+    struct fuse_batch_forget_in in;
+    struct fuse_forget_one one;
+    uint32_t i;
+
+    if (!vfsd_buf_read(r->in, &in, sizeof(in))) {
+        vfsd_guest_error("BATCH_FORGET: truncated request");
+        return;
+    }
+    if (in.count > VFSD_MAX_BATCH_FORGET ||
+        (uint64_t)in.count * sizeof(one) > vfsd_buf_remaining(r->in)) {
+        vfsd_guest_error("BATCH_FORGET: count %u does not match the request",
+                         in.count);
+    }
+    for (i = 0; i < in.count && vfsd_buf_read(r->in, &one, sizeof(one));
+         i++) {
+        vfsd_inode_forget(r->fs, one.nodeid, one.nlookup);
+    }
+}
+
+static void do_getattr(VfsdReq *r)
+{
+    struct fuse_getattr_in in;
+    struct fuse_attr_out out;
+    int ret;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    ret = vfsd_op_getattr(r->fs, r->h.nodeid, &out);
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply(r, &out, sizeof(out));
+    }
+}
+
+static void do_setattr(VfsdReq *r)
+{
+    struct fuse_setattr_in in;
+    struct fuse_attr_out out;
+    int ret;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    ret = vfsd_op_setattr(r->fs, &r->ctx, r->h.nodeid, &in, &out);
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply(r, &out, sizeof(out));
+    }
+}
+
+static void do_readlink(VfsdReq *r)
+{
+    char buf[PATH_MAX];
+    int ret = vfsd_op_readlink(r->fs, r->h.nodeid, buf, sizeof(buf));
+
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply(r, buf, ret);
+    }
+}
+
+static void do_symlink(VfsdReq *r)
+{
+    char name[NAME_MAX + 1];
+    g_autofree char *target = g_malloc(PATH_MAX);
+    struct fuse_entry_out e;
+
+    /* FUSE_SYMLINK: the new name, then the target */
+    if (!get_name(r, name) || !get_string(r, target, PATH_MAX - 1)) {
+        return;
+    }
+    if (!target[0]) {
+        reply_err(r, -ENOENT);
+        return;
+    }
+    reply_entry(r, vfsd_op_mknod(r->fs, &r->ctx, r->h.nodeid, name,
+                                 S_IFLNK | 0777, 0, 0, target, &e), &e);
+}
+
+static void do_mknod(VfsdReq *r)
+{
+    struct fuse_mknod_in in;
+    char name[NAME_MAX + 1];
+    struct fuse_entry_out e;
+
+    if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
+        return;
+    }
+    if (S_ISDIR(in.mode) || S_ISLNK(in.mode)) {
+        reply_err(r, -EINVAL);
+        return;
+    }
+    reply_entry(r, vfsd_op_mknod(r->fs, &r->ctx, r->h.nodeid, name, in.mode,
+                                 makedev(major(in.rdev), minor(in.rdev)),
+                                 in.umask, NULL, &e), &e);
+}
+
+static void do_mkdir(VfsdReq *r)
+{
+    struct fuse_mkdir_in in;
+    char name[NAME_MAX + 1];
+    struct fuse_entry_out e;
+
+    if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
+        return;
+    }
+    reply_entry(r, vfsd_op_mknod(r->fs, &r->ctx, r->h.nodeid, name,
+                                 S_IFDIR | (in.mode & 07777), 0, in.umask,
+                                 NULL, &e), &e);
+}
+
+static void do_unlink(VfsdReq *r, bool is_dir)
+{
+    char name[NAME_MAX + 1];
+
+    if (get_name(r, name)) {
+        reply_status(r, vfsd_op_unlink(r->fs, r->h.nodeid, name, is_dir));
+    }
+}
+
+static void do_rename(VfsdReq *r, bool v2)
+{
+    struct fuse_rename2_in in = { 0 };
+    char name[NAME_MAX + 1], newname[NAME_MAX + 1];
+
+    if (!get_arg(r, &in, v2 ? sizeof(in) :
+                 sizeof(struct fuse_rename_in)) ||
+        !get_name(r, name) || !get_name(r, newname)) {
+        return;
+    }
+    reply_status(r, vfsd_op_rename(r->fs, r->h.nodeid, name, in.newdir,
+                                   newname, in.flags));
+}
+
+static void do_link(VfsdReq *r)
+{
+    struct fuse_link_in in;
+    char name[NAME_MAX + 1];
+    struct fuse_entry_out e;
+
+    if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
+        return;
+    }
+    reply_entry(r, vfsd_op_link(r->fs, in.oldnodeid, r->h.nodeid, name, &e),
+                &e);
+}
+
+static void do_open(VfsdReq *r, bool is_dir)
+{
+    struct fuse_open_in in;
+    struct fuse_open_out out;
+    int ret;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    if (is_dir) {
+        ret = vfsd_op_opendir(r->fs, r->h.nodeid, in.flags, &out);
+    } else {
+        ret = vfsd_op_open(r->fs, &r->ctx, r->h.nodeid, in.flags,
+                           in.open_flags, &out);
+    }
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply(r, &out, sizeof(out));
+    }
+}
+
+static void do_create(VfsdReq *r, bool tmpfile)
+{
+    struct fuse_create_in in;
+    char name[NAME_MAX + 1];
+    struct fuse_entry_out e;
+    struct fuse_open_out o;
+    int ret;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    /* The guest names an O_TMPFILE dentry "/": nothing to check or use */
+    if (tmpfile ? !get_string(r, name, NAME_MAX) : !get_name(r, name)) {
+        return;
+    }
+    if (!S_ISREG(in.mode) && (in.mode & S_IFMT)) {
+        reply_err(r, -EINVAL);
+        return;
+    }
+    ret = vfsd_op_create(r->fs, &r->ctx, r->h.nodeid, name, in.flags,
+                         in.mode, in.umask, tmpfile, &e, &o);
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply_full(r, 0, &e, sizeof(e), &o, sizeof(o));
+    }
+}
+
+static void do_read(VfsdReq *r)
+{
+    struct fuse_read_in in;
+    struct fuse_out_header oh = { .unique = r->h.unique };
+    VfsdBuf hdr;
+    ssize_t n;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    if (vfsd_buf_remaining(r->out) < sizeof(oh)) {
+        reply_err(r, -EIO);
+        return;
+    }
+    /* The data goes straight behind the header, written last */
+    hdr = *r->out;
+    vfsd_buf_skip(r->out, sizeof(oh));
+    n = vfsd_op_read(r->fs, in.fh, in.offset, in.size, r->out);
+    if (n < 0) {
+        *r->out = hdr;
+        reply_err(r, n);
+        return;
+    }
+    oh.len = sizeof(oh) + n;
+    vfsd_buf_write(&hdr, &oh, sizeof(oh));
+    r->written = oh.len;
+}
+
+static void do_write(VfsdReq *r)
+{
+    struct fuse_write_in in;
+    struct fuse_write_out out = { 0 };
+    ssize_t n;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    n = vfsd_op_write(r->fs, in.fh, in.offset, in.size, in.write_flags,
+                      r->in);
+    if (n < 0) {
+        reply_err(r, n);
+        return;
+    }
+    out.size = n;
+    reply(r, &out, sizeof(out));
+}
+
+static void do_statfs(VfsdReq *r)
+{
+    struct fuse_statfs_out out;
+    int ret = vfsd_op_statfs(r->fs, r->h.nodeid, &out.st);
+
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply(r, &out, sizeof(out));
+    }
+}
+
+static void do_release(VfsdReq *r, bool is_dir)
+{
+    struct fuse_release_in in;
+
+    if (get_arg(r, &in, sizeof(in))) {
+        reply_status(r, vfsd_op_release(r->fs, in.fh, in.release_flags,
+                                        in.lock_owner, is_dir));
+    }
+}
+
+static void do_fsync(VfsdReq *r, bool is_dir)
+{
+    struct fuse_fsync_in in;
+
+    if (get_arg(r, &in, sizeof(in))) {
+        reply_status(r, vfsd_op_fsync(r->fs, r->h.nodeid, in.fh,
+                                      in.fsync_flags & FUSE_FSYNC_FDATASYNC,
+                                      is_dir));
+    }
+}
+
+static void do_flush(VfsdReq *r)
+{
+    struct fuse_flush_in in;
+
+    if (get_arg(r, &in, sizeof(in))) {
+        reply_status(r, vfsd_op_flush(r->fs, in.fh, in.lock_owner));
+    }
+}
+
+static void do_setxattr(VfsdReq *r)
+{
+    struct fuse_setxattr_in in = { 0 };
+    size_t insize = (r->fs->conn_flags & FUSE_SETXATTR_EXT) ?
+                    sizeof(in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
+    char name[XATTR_NAME_MAX + 1];
+    g_autofree void *value = NULL;
+
+    if (!get_arg(r, &in, insize) ||
+        !get_string(r, name, XATTR_NAME_MAX)) {
+        return;
+    }
+    if (in.size > VFSD_MAX_XATTR_SIZE) {
+        reply_err(r, -E2BIG);
+        return;
+    }
+    value = g_malloc(in.size ? in.size : 1);
+    if (!get_arg(r, value, in.size)) {
+        return;
+    }
+    reply_status(r, vfsd_op_setxattr(r->fs, r->h.nodeid, name, value,
+                                     in.size, in.flags));
+}
+
+/* GETXATTR and LISTXATTR: size 0 asks for the size only */
+static void do_getxattr(VfsdReq *r, bool list)
+{
+    struct fuse_getxattr_in in;
+    char name[XATTR_NAME_MAX + 1];
+    g_autofree void *value = NULL;
+    ssize_t ret;
+
+    if (!get_arg(r, &in, sizeof(in)) ||
+        (!list && !get_string(r, name, XATTR_NAME_MAX))) {
+        return;
+    }
+    if (in.size > VFSD_MAX_XATTR_SIZE) {
+        in.size = VFSD_MAX_XATTR_SIZE;
+    }
+    if (in.size) {
+        value = g_malloc(in.size);
+    }
+    ret = list ? vfsd_op_listxattr(r->fs, r->h.nodeid, value, in.size) :
+                 vfsd_op_getxattr(r->fs, r->h.nodeid, name, value, in.size);
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else if (!in.size) {
+        struct fuse_getxattr_out out = { .size = ret };
+
+        reply(r, &out, sizeof(out));
+    } else {
+        reply(r, value, ret);
+    }
+}
+
+static void do_removexattr(VfsdReq *r)
+{
+    char name[XATTR_NAME_MAX + 1];
+
+    if (get_string(r, name, XATTR_NAME_MAX)) {
+        reply_status(r, vfsd_op_removexattr(r->fs, r->h.nodeid, name));
+    }
+}
+
+static void do_readdir(VfsdReq *r, bool plus)
+{
+    struct fuse_read_in in;
+    struct fuse_out_header oh = { .unique = r->h.unique };
+    VfsdBuf hdr;
+    ssize_t n;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    if (vfsd_buf_remaining(r->out) < sizeof(oh)) {
+        reply_err(r, -EIO);
+        return;
+    }
+    hdr = *r->out;
+    vfsd_buf_skip(r->out, sizeof(oh));
+    n = vfsd_op_readdir(r->fs, in.fh, in.offset, in.size, plus, r->out);
+    if (n < 0) {
+        *r->out = hdr;
+        reply_err(r, n);
+        return;
+    }
+    oh.len = sizeof(oh) + n;
+    vfsd_buf_write(&hdr, &oh, sizeof(oh));
+    r->written = oh.len;
+}
+
+static void do_getlk(VfsdReq *r)
+{
+    struct fuse_lk_in in;
+    struct fuse_lk_out out = { 0 };
+    int ret;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    ret = vfsd_op_getlk(r->fs, in.fh, &in, &out.lk);
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply(r, &out, sizeof(out));
+    }
+}
+
+static void do_setlk(VfsdReq *r, bool sleep)
+{
+    struct fuse_lk_in in;
+
+    if (get_arg(r, &in, sizeof(in))) {
+        reply_status(r, vfsd_op_setlk(r->fs, in.fh, &in, sleep));
+    }
+}
+
+static void do_access(VfsdReq *r)
+{
+    struct fuse_access_in in;
+
+    if (get_arg(r, &in, sizeof(in))) {
+        reply_status(r, vfsd_op_access(r->fs, &r->ctx, r->h.nodeid,
+                                       in.mask));
+    }
+}
+
+static void do_fallocate(VfsdReq *r)
+{
+    struct fuse_fallocate_in in;
+
+    if (get_arg(r, &in, sizeof(in))) {
+        reply_status(r, vfsd_op_fallocate(r->fs, r->h.nodeid, in.fh,
+                                          in.offset, in.length, in.mode));
+    }
+}
+
+static void do_lseek(VfsdReq *r)
+{
+    struct fuse_lseek_in in;
+    struct fuse_lseek_out out = { 0 };
+    int ret;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    ret = vfsd_op_lseek(r->fs, in.fh, in.offset, in.whence, &out.offset);
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply(r, &out, sizeof(out));
+    }
+}
+
+static void do_copy_file_range(VfsdReq *r)
+{
+    struct fuse_copy_file_range_in in;
+    struct fuse_write_out out = { 0 };
+    ssize_t n;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    n = vfsd_op_copy_file_range(r->fs, &in);
+    if (n < 0) {
+        reply_err(r, n);
+        return;
+    }
+    /* fuse_write_out.size is 32 bits: the guest loops for the rest */
+    out.size = MIN((uint64_t)n, (uint64_t)UINT32_MAX & ~4095ULL);
+    reply(r, &out, sizeof(out));
+}
+
+static void do_syncfs(VfsdReq *r)
+{
+    struct fuse_syncfs_in in;
+
+    if (get_arg(r, &in, sizeof(in))) {
+        reply_status(r, vfsd_op_syncfs(r->fs, r->h.nodeid));
+    }
+}
+
+static void do_setupmapping(VfsdReq *r)
+{
+    struct fuse_setupmapping_in in;
+
+    if (get_arg(r, &in, sizeof(in))) {
+        reply_status(r, vfsd_op_setupmapping(r->fs, r->h.nodeid, &in));
+    }
+}
+
+static void do_removemapping(VfsdReq *r)
+{
+    struct fuse_removemapping_in in;
+    g_autofree struct fuse_removemapping_one *ranges = NULL;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    if (in.count == 0 || in.count > VFSD_MAX_REMOVEMAPPING) {
+        vfsd_guest_error("REMOVEMAPPING: bad count %u", in.count);
+        reply_err(r, -EINVAL);
+        return;
+    }
+    ranges = g_new(struct fuse_removemapping_one, in.count);
+    if (!get_arg(r, ranges, in.count * sizeof(*ranges))) {
+        return;
+    }
+    reply_status(r, vfsd_op_removemapping(r->fs, ranges, in.count));
+}
+
+static void do_destroy(VfsdReq *r)
+{
+    vfsd_fs_reset(r->fs);
+    reply_err(r, 0);
+}
+
+bool vfsd_request_may_block(const VfsdBuf *in)
+{
+    VfsdBuf peek = *in;
+    struct fuse_in_header h;
+
+    return vfsd_buf_read(&peek, &h, sizeof(h)) && h.opcode == FUSE_SETLKW;
+}
+
+size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+{
+    VfsdReq req = {
+        .fs = fs,
+        .in = in,
+        .out = out,
+    };
+    VfsdReq *r = &req;
+    size_t avail = vfsd_buf_remaining(in);
+
+    if (!vfsd_buf_read(in, &r->h, sizeof(r->h))) {
+        vfsd_guest_error("request of %zu bytes has no FUSE header", avail);
+        reply_err(r, -EINVAL);
+        return r->written;
+    }
+    if (r->h.len < sizeof(r->h) || r->h.len > avail) {
+        vfsd_guest_error("%s: header says %u bytes, request has %zu",
+                         opname(r->h.opcode), r->h.len, avail);
+        reply_err(r, -EINVAL);
+        return r->written;
+    }
+    /* Nothing past the length the guest announced belongs to the request */
+    in->remaining = r->h.len - sizeof(r->h);
+
+    r->ctx.uid = r->h.uid;
+    r->ctx.gid = r->h.gid;
+    r->ctx.pid = r->h.pid;
+
+    vfsd_debug("%s unique %" PRIu64 " nodeid %" PRIu64 " len %u",
+               opname(r->h.opcode), (uint64_t)r->h.unique,
+               (uint64_t)r->h.nodeid, r->h.len);
+
+    if (!fs->initialized && r->h.opcode != FUSE_INIT) {
+        vfsd_guest_error("%s before INIT", opname(r->h.opcode));
+        reply_err(r, -EIO);
+        return r->written;
+    }
+
+    switch (r->h.opcode) {
+    case FUSE_INIT:
+        do_init(r);
+        break;
+    case FUSE_DESTROY:
+        do_destroy(r);
+        break;
+    case FUSE_LOOKUP:
+        do_lookup(r);
+        break;
+    case FUSE_FORGET:
+        do_forget(r);
+        return 0;
+    case FUSE_BATCH_FORGET:
+        do_batch_forget(r);
+        return 0;
+    case FUSE_INTERRUPT:
+        /*
+         * Linux's virtio-fs driver does not send it; requests here finish
+         * on their own, so there is nothing to interrupt.
+         */
+        return 0;
+    case FUSE_GETATTR:
+        do_getattr(r);
+        break;
+    case FUSE_SETATTR:
+        do_setattr(r);
+        break;
+    case FUSE_READLINK:
+        do_readlink(r);
+        break;
+    case FUSE_SYMLINK:
+        do_symlink(r);
+        break;
+    case FUSE_MKNOD:
+        do_mknod(r);
+        break;
+    case FUSE_MKDIR:
+        do_mkdir(r);
+        break;
+    case FUSE_UNLINK:
+        do_unlink(r, false);
+        break;
+    case FUSE_RMDIR:
+        do_unlink(r, true);
+        break;
+    case FUSE_RENAME:
+        do_rename(r, false);
+        break;
+    case FUSE_RENAME2:
+        do_rename(r, true);
+        break;
+    case FUSE_LINK:
+        do_link(r);
+        break;
+    case FUSE_OPEN:
+        do_open(r, false);
+        break;
+    case FUSE_OPENDIR:
+        do_open(r, true);
+        break;
+    case FUSE_CREATE:
+        do_create(r, false);
+        break;
+    case FUSE_TMPFILE:
+        do_create(r, true);
+        break;
+    case FUSE_READ:
+        do_read(r);
+        break;
+    case FUSE_WRITE:
+        do_write(r);
+        break;
+    case FUSE_STATFS:
+        do_statfs(r);
+        break;
+    case FUSE_RELEASE:
+        do_release(r, false);
+        break;
+    case FUSE_RELEASEDIR:
+        do_release(r, true);
+        break;
+    case FUSE_FSYNC:
+        do_fsync(r, false);
+        break;
+    case FUSE_FSYNCDIR:
+        do_fsync(r, true);
+        break;
+    case FUSE_FLUSH:
+        do_flush(r);
+        break;
+    case FUSE_SETXATTR:
+        do_setxattr(r);
+        break;
+    case FUSE_GETXATTR:
+        do_getxattr(r, false);
+        break;
+    case FUSE_LISTXATTR:
+        do_getxattr(r, true);
+        break;
+    case FUSE_REMOVEXATTR:
+        do_removexattr(r);
+        break;
+    case FUSE_READDIR:
+        do_readdir(r, false);
+        break;
+    case FUSE_READDIRPLUS:
+        do_readdir(r, true);
+        break;
+    case FUSE_GETLK:
+        do_getlk(r);
+        break;
+    case FUSE_SETLK:
+        do_setlk(r, false);
+        break;
+    case FUSE_SETLKW:
+        do_setlk(r, true);
+        break;
+    case FUSE_ACCESS:
+        do_access(r);
+        break;
+    case FUSE_FALLOCATE:
+        do_fallocate(r);
+        break;
+    case FUSE_LSEEK:
+        do_lseek(r);
+        break;
+    case FUSE_COPY_FILE_RANGE:
+        do_copy_file_range(r);
+        break;
+    case FUSE_SYNCFS:
+        do_syncfs(r);
+        break;
+    case FUSE_SETUPMAPPING:
+        do_setupmapping(r);
+        break;
+    case FUSE_REMOVEMAPPING:
+        do_removemapping(r);
+        break;
+    default:
+        /* BMAP, IOCTL, POLL, STATX...: the guest has fallbacks */
+        vfsd_debug("unsupported opcode %u (%s)", r->h.opcode,
+                   opname(r->h.opcode));
+        reply_err(r, -ENOSYS);
+        break;
+    }
+    return r->written;
+}

@@ -1,0 +1,532 @@
+/*
+ * virtiofsd: the vhost-user transport
+ *
+ * The main thread handles the front-end's vhost-user messages; each
+ * started virtqueue (0 is hiprio, 1..N carry requests) has a thread that
+ * waits for kicks and pops requests.  libvhost-user is not thread-safe:
+ * the main thread holds dispatch_lock for writing while it processes a
+ * message, queue threads and workers hold it for reading while they touch
+ * a virtqueue or guest memory, and each queue's lock orders pops and
+ * pushes.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "libvhost-user.h"
+#include "standard-headers/linux/virtio_config.h"
+#include "standard-headers/linux/virtio_ring.h"
+
+#include "vhost.h"
+#include "dax.h"
+#include "log.h"
+#include "server.h"
+
+/* Queue 0 is hiprio; QEMU enables as many request queues as it wants */
+#define VFSD_MAX_QUEUES (1 + 64)
+/* Concurrent blocking requests (SETLKW) */
+#define VFSD_MAX_BLOCKING 64
+
+typedef struct VfsdDev VfsdDev;
+
+typedef struct VfsdQueue {
+    VfsdDev *dev;
+    int qidx;
+    uint64_t gen;
+    pthread_t thread;
+    int stop_fd;
+    GMutex lock;                /* pops and pushes */
+    /* Requests handed to the thread pool, waited for when stopping */
+    GMutex inflight_lock;
+    GCond inflight_cond;
+    unsigned int inflight;
+} VfsdQueue;
+
+struct VfsdDev {
+    VuDev vu;
+    VfsdFs *fs;
+    pthread_rwlock_t dispatch_lock;
+    VfsdQueue *queues[VFSD_MAX_QUEUES];
+    GThreadPool *pool;
+    GThreadPool *blocking_pool;
+    uint64_t next_gen;
+};
+
+typedef struct VfsdElem {
+    VuVirtqElement elem;
+    VfsdDev *dev;
+    int qidx;
+    uint64_t gen;               /* of the queue it came from */
+    bool counted;               /* in the queue's inflight */
+} VfsdElem;
+
+static bool mem_access(void *opaque, uint64_t addr, void *buf, size_t len,
+                       bool is_write)
+{
+    VfsdDev *dev = opaque;
+
+    return is_write ? vu_mem_write(&dev->vu, addr, buf, len) :
+                      vu_mem_read(&dev->vu, addr, buf, len);
+}
+
+static VfsdSeg *elem_segs(VuVirtqElement *e, bool in)
+{
+    unsigned int n = in ? e->in_num : e->out_num;
+    struct iovec *iov = in ? e->in_sg : e->out_sg;
+    uint64_t *addr = in ? e->in_addr : e->out_addr;
+    VfsdSeg *segs = g_new(VfsdSeg, n ? n : 1);
+    unsigned int i;
+
+    for (i = 0; i < n; i++) {
+        segs[i].base = iov[i].iov_base;
+        segs[i].len = iov[i].iov_len;
+        segs[i].addr = addr ? addr[i] : 0;
+    }
+    return segs;
+}
+
+/*
+ * Called with dispatch_lock held for reading.  A request that outlived
+ * its queue (a SETLKW still blocked when the front-end stopped the
+ * device) is dropped: that queue's state is gone.
+ */
+static void complete(VfsdElem *el, size_t written)
+{
+    VfsdDev *dev = el->dev;
+    VfsdQueue *q = dev->queues[el->qidx];
+    VuDev *vu = &dev->vu;
+    VuVirtq *vq = vu_get_queue(vu, el->qidx);
+
+    if (!q || q->gen != el->gen) {
+        free(el);
+        return;
+    }
+    g_mutex_lock(&q->lock);
+    vu_queue_push(vu, vq, &el->elem, written);
+    vu_queue_notify(vu, vq);
+    g_mutex_unlock(&q->lock);
+    if (el->counted) {
+        g_mutex_lock(&q->inflight_lock);
+        if (--q->inflight == 0) {
+            g_cond_broadcast(&q->inflight_cond);
+        }
+        g_mutex_unlock(&q->inflight_lock);
+    }
+    free(el);
+}
+
+/* Called with dispatch_lock held for reading: guest memory stays mapped */
+static void process_elem(VfsdElem *el)
+{
+    VfsdDev *dev = el->dev;
+    g_autofree VfsdSeg *out_segs = elem_segs(&el->elem, false);
+    g_autofree VfsdSeg *in_segs = elem_segs(&el->elem, true);
+    VfsdBuf in, out;
+    size_t written;
+
+    if (el->elem.in_addr || el->elem.out_addr) {
+        vfsd_debug("queue %d: request with buffers outside the memory we "
+                   "map", el->qidx);
+    }
+    /* The guest's out buffers are our input */
+    vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
+    vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
+    written = vfsd_process_request(dev->fs, &in, &out);
+    complete(el, written);
+}
+
+static void pool_worker(gpointer data, gpointer user_data)
+{
+    VfsdElem *el = data;
+    VfsdDev *dev = el->dev;
+
+    pthread_rwlock_rdlock(&dev->dispatch_lock);
+    process_elem(el);
+    pthread_rwlock_unlock(&dev->dispatch_lock);
+}
+
+/*
+ * A request that may wait forever (SETLKW) must not hold dispatch_lock
+ * meanwhile, or the front-end could not even stop the device: it works
+ * on copies of its buffers.
+ */
+static void blocking_worker(gpointer data, gpointer user_data)
+{
+    VfsdElem *el = data;
+    VfsdDev *dev = el->dev;
+    g_autofree VfsdSeg *out_segs = NULL;
+    g_autofree VfsdSeg *in_segs = NULL;
+    g_autofree void *req = NULL, *rep = NULL;
+    VfsdSeg req_seg, rep_seg;
+    VfsdBuf in, out, guest;
+    size_t req_len, rep_len, written;
+
+    pthread_rwlock_rdlock(&dev->dispatch_lock);
+    out_segs = elem_segs(&el->elem, false);
+    in_segs = elem_segs(&el->elem, true);
+    vfsd_buf_init(&guest, out_segs, el->elem.out_num, mem_access, dev);
+    req_len = MIN(vfsd_buf_remaining(&guest), (size_t)4096);
+    req = g_malloc(req_len);
+    if (!vfsd_buf_read(&guest, req, req_len)) {
+        req_len = 0;
+    }
+    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
+    rep_len = MIN(vfsd_buf_remaining(&guest), (size_t)4096);
+    pthread_rwlock_unlock(&dev->dispatch_lock);
+
+    rep = g_malloc0(rep_len ? rep_len : 1);
+    req_seg = (VfsdSeg) { .base = req, .len = req_len };
+    rep_seg = (VfsdSeg) { .base = rep, .len = rep_len };
+    vfsd_buf_init(&in, &req_seg, 1, NULL, NULL);
+    vfsd_buf_init(&out, &rep_seg, 1, NULL, NULL);
+    written = vfsd_process_request(dev->fs, &in, &out);
+
+    pthread_rwlock_rdlock(&dev->dispatch_lock);
+    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
+    if (!vfsd_buf_write(&guest, rep, written)) {
+        written = 0;
+    }
+    complete(el, written);
+    pthread_rwlock_unlock(&dev->dispatch_lock);
+}
+
+/*
+ * Whether the element is a request that may block indefinitely.  The
+ * header may be split over descriptors: a guest must not be able to hide
+ * a SETLKW from this check and so hold up its queue, and dispatch_lock
+ * with it (the front-end's next message would wait for it).
+ */
+static bool elem_may_block(VfsdDev *dev, VuVirtqElement *e)
+{
+    g_autofree VfsdSeg *segs = elem_segs(e, false);
+    VfsdBuf in;
+
+    vfsd_buf_init(&in, segs, e->out_num, mem_access, dev);
+    return vfsd_request_may_block(&in);
+}
+
+/*
+ * Pops what the guest queued.  dispatch_lock is taken per request, so
+ * that a busy queue cannot keep the main thread from the front-end's
+ * messages.
+ */
+static void drain_queue(VfsdQueue *q)
+{
+    VfsdDev *dev = q->dev;
+    VuDev *vu = &dev->vu;
+    VfsdElem *el;
+
+    for (;;) {
+        pthread_rwlock_rdlock(&dev->dispatch_lock);
+        g_mutex_lock(&q->lock);
+        el = vu_queue_pop(vu, vu_get_queue(vu, q->qidx), sizeof(VfsdElem));
+        g_mutex_unlock(&q->lock);
+        if (!el) {
+            pthread_rwlock_unlock(&dev->dispatch_lock);
+            break;
+        }
+        el->dev = dev;
+        el->qidx = q->qidx;
+        el->gen = q->gen;
+        el->counted = false;
+
+        if (q->qidx > 0 && elem_may_block(dev, &el->elem)) {
+            g_thread_pool_push(dev->blocking_pool, el, NULL);
+        } else if (dev->pool && q->qidx > 0) {
+            el->counted = true;
+            g_mutex_lock(&q->inflight_lock);
+            q->inflight++;
+            g_mutex_unlock(&q->inflight_lock);
+            g_thread_pool_push(dev->pool, el, NULL);
+        } else {
+            /* Also FORGETs on hiprio: quick, no need to hand them over */
+            process_elem(el);
+        }
+        pthread_rwlock_unlock(&dev->dispatch_lock);
+    }
+}
+
+static void *queue_thread(void *opaque)
+{
+    VfsdQueue *q = opaque;
+    VfsdDev *dev = q->dev;
+    int kick_fd;
+
+    pthread_rwlock_rdlock(&dev->dispatch_lock);
+    kick_fd = vu_get_queue(&dev->vu, q->qidx)->kick_fd;
+    pthread_rwlock_unlock(&dev->dispatch_lock);
+
+    for (;;) {
+        struct pollfd pfd[2] = {
+            { .fd = kick_fd, .events = POLLIN },
+            { .fd = q->stop_fd, .events = POLLIN },
+        };
+        eventfd_t v;
+
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            vfsd_err("queue %d: poll: %s", q->qidx, strerror(errno));
+            break;
+        }
+        if (pfd[1].revents) {
+            break;
+        }
+        if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+            vfsd_err("queue %d: kick fd failed", q->qidx);
+            break;
+        }
+        if (pfd[0].revents & POLLIN) {
+            eventfd_read(kick_fd, &v);
+            drain_queue(q);
+        }
+    }
+    return NULL;
+}
+
+/* Called by the main thread, with dispatch_lock held for writing */
+static void queue_stop(VfsdDev *dev, int qidx)
+{
+    VfsdQueue *q = dev->queues[qidx];
+
+    if (!q) {
+        return;
+    }
+    eventfd_write(q->stop_fd, 1);
+    /* The thread may be waiting for the lock to finish a request */
+    pthread_rwlock_unlock(&dev->dispatch_lock);
+    pthread_join(q->thread, NULL);
+    /*
+     * Requests handed to the pool finish before the front-end learns
+     * where the queue stopped.
+     */
+    g_mutex_lock(&q->inflight_lock);
+    while (q->inflight) {
+        g_cond_wait(&q->inflight_cond, &q->inflight_lock);
+    }
+    g_mutex_unlock(&q->inflight_lock);
+    pthread_rwlock_wrlock(&dev->dispatch_lock);
+    close(q->stop_fd);
+    g_mutex_clear(&q->lock);
+    g_mutex_clear(&q->inflight_lock);
+    g_cond_clear(&q->inflight_cond);
+    g_free(q);
+    dev->queues[qidx] = NULL;
+}
+
+static void queue_set_started(VuDev *vu, int qidx, bool started)
+{
+    VfsdDev *dev = (VfsdDev *)vu;   /* vu is the first member */
+    VfsdQueue *q;
+    int err;
+
+    if (qidx < 0 || qidx >= VFSD_MAX_QUEUES) {
+        return;
+    }
+    queue_stop(dev, qidx);
+    if (!started) {
+        return;
+    }
+
+    q = g_new0(VfsdQueue, 1);
+    q->dev = dev;
+    q->qidx = qidx;
+    q->gen = ++dev->next_gen;
+    g_mutex_init(&q->lock);
+    g_mutex_init(&q->inflight_lock);
+    g_cond_init(&q->inflight_cond);
+    q->stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (q->stop_fd < 0) {
+        vfsd_err("queue %d: eventfd: %s", qidx, strerror(errno));
+        g_free(q);
+        return;
+    }
+    err = pthread_create(&q->thread, NULL, queue_thread, q);
+    if (err) {
+        vfsd_err("queue %d: cannot start its thread: %s", qidx,
+                 strerror(err));
+        close(q->stop_fd);
+        g_free(q);
+        return;
+    }
+    dev->queues[qidx] = q;
+}
+
+static uint64_t get_features(VuDev *vu)
+{
+    return 1ULL << VIRTIO_F_VERSION_1 |
+           1ULL << VIRTIO_RING_F_INDIRECT_DESC |
+           1ULL << VIRTIO_RING_F_EVENT_IDX;
+}
+
+static uint64_t get_protocol_features(VuDev *vu)
+{
+    return 1ULL << VHOST_USER_PROTOCOL_F_SHMEM |
+           1ULL << VHOST_USER_PROTOCOL_F_SHMEM_REPLACE |
+           1ULL << VHOST_USER_PROTOCOL_F_MEM_RW;
+}
+
+static void panic_cb(VuDev *vu, const char *err)
+{
+    vfsd_err("vhost-user: %s", err ? err : "unknown error");
+}
+
+/* Kick fds are polled by the queue threads, never by libvhost-user */
+static void set_watch(VuDev *vu, int fd, int condition, vu_watch_cb cb,
+                      void *data)
+{
+}
+
+static void remove_watch(VuDev *vu, int fd)
+{
+}
+
+/*
+ * libvhost-user reads a closed connection as a VHOST_USER_NONE message and
+ * ends the process (the front-end has dropped its mappings already).
+ */
+static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
+{
+    if (vmsg->request == VHOST_USER_NONE) {
+        vfsd_info("front-end disconnected, exiting");
+    }
+    return 0;
+}
+
+static const VuDevIface iface = {
+    .process_msg = process_msg,
+    .get_features = get_features,
+    .get_protocol_features = get_protocol_features,
+    .queue_set_started = queue_set_started,
+};
+
+static bool has_protocol_feature(VfsdDev *dev, unsigned int bit)
+{
+    return dev->vu.protocol_features & (1ULL << bit);
+}
+
+static bool dax_available(void *opaque)
+{
+    VfsdDev *dev = opaque;
+
+    return has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
+           dev->vu.backend_fd >= 0;
+}
+
+static bool dax_can_replace(void *opaque)
+{
+    VfsdDev *dev = opaque;
+
+    return has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
+}
+
+static bool dax_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
+                    uint64_t len, uint64_t flags, int fd)
+{
+    VfsdDev *dev = opaque;
+
+    return vu_shmem_map(&dev->vu, VFSD_DAX_SHMID, fd_offset, shm_offset, len,
+                        flags, fd);
+}
+
+static bool dax_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
+{
+    VfsdDev *dev = opaque;
+
+    return vu_shmem_unmap(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
+}
+
+bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
+{
+    VfsdDev *dev = g_new0(VfsdDev, 1);
+    VfsdDaxBackend be = {
+        .available = dax_available,
+        .can_replace = dax_can_replace,
+        .map = dax_map,
+        .unmap = dax_unmap,
+        .opaque = dev,
+    };
+    pthread_rwlockattr_t attr;
+    bool ok = true;
+    unsigned int i;
+
+    dev->fs = fs;
+    /* The main thread must not starve behind busy queues */
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&dev->dispatch_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    if (!vu_init(&dev->vu, VFSD_MAX_QUEUES, conn_fd, panic_cb, NULL,
+                 set_watch, remove_watch, &iface)) {
+        vfsd_err("cannot initialize the vhost-user device");
+        g_free(dev);
+        return false;
+    }
+    vu_set_unmapped_buffers_allowed(&dev->vu, true);
+    fs->dax = vfsd_dax_new(&be);
+    if (fs->opts->thread_pool_size) {
+        dev->pool = g_thread_pool_new(pool_worker, dev,
+                                      fs->opts->thread_pool_size, FALSE,
+                                      NULL);
+    }
+    dev->blocking_pool = g_thread_pool_new(blocking_worker, dev,
+                                           VFSD_MAX_BLOCKING, FALSE, NULL);
+
+    for (;;) {
+        struct pollfd pfd = { .fd = conn_fd, .events = POLLIN };
+        bool more;
+
+        if (poll(&pfd, 1, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            vfsd_err("poll: %s", strerror(errno));
+            ok = false;
+            break;
+        }
+        pthread_rwlock_wrlock(&dev->dispatch_lock);
+        more = vu_dispatch(&dev->vu);
+        pthread_rwlock_unlock(&dev->dispatch_lock);
+        if (!more) {
+            vfsd_info("front-end disconnected");
+            break;
+        }
+        if (dev->vu.broken) {
+            vfsd_err("vhost-user device broken, disconnecting");
+            ok = false;
+            break;
+        }
+    }
+
+    pthread_rwlock_wrlock(&dev->dispatch_lock);
+    for (i = 0; i < VFSD_MAX_QUEUES; i++) {
+        queue_stop(dev, i);
+    }
+    pthread_rwlock_unlock(&dev->dispatch_lock);
+    if (dev->pool) {
+        g_thread_pool_free(dev->pool, FALSE, TRUE);
+    }
+    /* Blocked lock waiters cannot be joined; they die with the process */
+    g_thread_pool_free(dev->blocking_pool, TRUE, FALSE);
+
+    /* The front-end drops its mappings on disconnect */
+    vfsd_dax_forget_all(fs);
+    vfsd_fs_reset(fs);
+    vfsd_dax_free(fs->dax);
+    fs->dax = NULL;
+    vu_deinit(&dev->vu);
+    pthread_rwlock_destroy(&dev->dispatch_lock);
+    g_free(dev);
+    return ok;
+}
