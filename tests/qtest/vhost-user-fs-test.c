@@ -18,6 +18,7 @@
 #include <poll.h>
 #include "qemu/units.h"
 #include "libqtest.h"
+#include "qobject/qdict.h"
 #include "libqos/libqos-pc.h"
 #include "libqos/pci-pc.h"
 #include "libqos/vhost-user-fs.h"
@@ -52,8 +53,10 @@ enum {
 #define VU_REPLY_MASK (1u << 2)
 #define VU_NEED_REPLY_MASK (1u << 3)
 #define VU_F_PROTOCOL_FEATURES 30
+#define VU_F_LOG_ALL 26
 
 #define VU_PF_MQ 0
+#define VU_PF_LOG_SHMFD 1
 #define VU_PF_REPLY_ACK 3
 #define VU_PF_BACKEND_REQ 5
 #define VU_PF_BACKEND_SEND_FD 10
@@ -228,7 +231,8 @@ static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
     switch (hdr->request) {
     case VU_GET_FEATURES:
         be_reply_u64(be->conn_fd, hdr, (1ULL << VIRTIO_F_VERSION_1) |
-                     (1ULL << VU_F_PROTOCOL_FEATURES));
+                     (1ULL << VU_F_PROTOCOL_FEATURES) |
+                     (1ULL << VU_F_LOG_ALL));
         replied = true;
         break;
     case VU_SET_FEATURES:
@@ -1350,6 +1354,27 @@ static unsigned int count_anon_of_size(QTestState *qts, uint64_t size)
     return n;
 }
 
+static void test_migration_blocked(void)
+{
+    QDict *rsp;
+    const char *desc;
+    TestCtx t;
+
+    /* With LOG_ALL and LOG_SHMFD, vhost adds no blocker of its own */
+    setup_full(&t, "64M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES |
+               (1ULL << VU_PF_LOG_SHMFD), NULL);
+    rsp = qtest_qmp(t.qts, "{ 'execute': 'migrate', 'arguments': "
+                    "{ 'uri': 'exec:cat > /dev/null' } }");
+    g_assert_true(qdict_haskey(rsp, "error"));
+    desc = qdict_get_str(qdict_get_qdict(rsp, "error"), "desc");
+    g_test_message("%s", desc);
+    g_assert_nonnull(strstr(desc, "vhost-user-fs device with tag \"myfs\" "
+                            "has a DAX cache window (cache-size) and cannot "
+                            "be migrated"));
+    qobject_unref(rsp);
+    teardown(&t);
+}
+
 /*
  * A back-end mapping page-sized pieces hits the cap on live mappings
  * (16384 for a small window) long before the host's VMA limit.
@@ -1569,6 +1594,8 @@ int main(int argc, char **argv)
                    test_disconnect_drops_mappings);
     qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
     qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
+    qtest_add_func("/vhost-user-fs/window/migration-blocked",
+                   test_migration_blocked);
     qtest_add_func("/vhost-user-fs/window/hotplug-unplug",
                    test_hotplug_unplug);
     for (i = 0; i < ARRAY_SIZE(bad_options); i++) {
