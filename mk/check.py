@@ -112,6 +112,8 @@ SUITES = [
     # Hardening of the window: a host-side truncate of a mapped file, and
     # code executed from the window after a remap (TCG's translation cache).
     guest("guest: DAX survives host truncate", "dax-truncate.sh"),
+    guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
+          "--daemon", "ours", timeout=240),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
 ]
 
