@@ -138,7 +138,8 @@ def run_config(name, conf, wls, args, shared, progress):
         f.write(script)
         path = f.name
     daemon = [] if any(a in vm_args for a in ("--daemon",)) else ["--daemon", "none"]
-    cmd = [sys.executable, VM, "--quiet", "--mem", GUEST_MEM, "--shared", shared,
+    cmd = [sys.executable, VM, "--quiet", "--daemon-must-live",
+           "--mem", GUEST_MEM, "--shared", shared,
            "--timeout", str(args.config_timeout)] + daemon + vm_args + [path]
     results, errors = {}, []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

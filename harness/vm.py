@@ -304,6 +304,10 @@ def run_guest(args, sink=None):
                     f"\n--- guest console (tail)\n"
                     f"{tail(os.path.join(logdir, 'console.log'))}"
                     + (f"--- virtiofsd.log\n{tail(dlog)}" if daemon else ""))
+            if daemon is not None and daemon.poll() is not None and args.daemon_must_live:
+                raise HarnessError(
+                    f"virtiofsd exited with status {daemon.returncode} while "
+                    f"the guest was running.\n--- virtiofsd.log\n{tail(dlog)}")
             if daemon is not None and daemon.poll() is not None and not args.allow_daemon_exit:
                 # A dead back-end is reported, but the guest may still finish
                 # (a test may kill the daemon on purpose).
@@ -360,6 +364,9 @@ def build_parser():
     p.add_argument("--show-console", action="store_true",
                    help="print the guest console's tail afterwards")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--daemon-must-live", action="store_true",
+                   help="fail at once if the daemon exits before the guest "
+                        "script finishes (default: note it and go on)")
     p.add_argument("--allow-daemon-exit", action="store_true",
                    help=argparse.SUPPRESS)
     return p
