@@ -90,6 +90,9 @@ SUITES = [
         f"{VHOST_USER_PATH}/virtio-serial-pci",
         f"{VHOST_USER_PATH}/virtio-9p-pci",
     ]),
+    # The device half of DAX: vhost-user-fs-pci, its cache window and the
+    # shared memory back-end requests, against an in-test back-end.
+    qtest("qtest: vhost-user-fs DAX window", "vhost-user-fs-test"),
     guest("guest: virtio-fs smoke (Rust virtiofsd)", "smoke.sh",
           "--daemon", "rust", "--cache-mode", "never"),
     # Our virtiofsd: its dispatch layer and libvhost-user's shared memory

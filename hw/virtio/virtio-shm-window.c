@@ -1,0 +1,440 @@
+/*
+ * Virtio shared memory window
+ *
+ * The window is one RAM memory region over a host range that is reserved
+ * once, when the device is realized.  Mapping a file range into it is a
+ * single mmap(MAP_FIXED) over part of that range: the guest physical
+ * layout, the KVM memory slots and the vhost memory tables all stay the
+ * same, so a guest can keep thousands of mappings and churn through them
+ * quickly.  Holes are private anonymous memory: they read as zeros, and
+ * what the guest writes there stays in QEMU.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qapi/error.h"
+#include "qemu/cutils.h"
+#include "qemu/error-report.h"
+#include "qemu/madvise.h"
+#include "exec/exec-all.h"
+#include "system/tcg.h"
+#include "system/cpus.h"
+#include "hw/virtio/virtio-shm-window.h"
+#include "trace.h"
+
+typedef struct VirtioShmMapping {
+    /* start and last are offsets in the window */
+    IntervalTreeNode node;
+} VirtioShmMapping;
+
+/*
+ * The host ranges of all windows, for the SIGBUS fixup.  It runs in
+ * signal context and reads them without a lock; they are written under
+ * the BQL, size last when adding and first when removing.
+ */
+#define SHM_WINDOW_MAX_RANGES 64
+static struct {
+    uintptr_t start;
+    uintptr_t size;
+} shm_window_ranges[SHM_WINDOW_MAX_RANGES];
+
+/* Pages the fixup filled with zeros since the last report */
+static unsigned int shm_window_sigbus_pages;
+
+bool virtio_shm_window_check_size(const char *prop, uint64_t size,
+                                  Error **errp)
+{
+    g_autofree char *min = size_to_str(VIRTIO_SHM_WINDOW_MIN_SIZE);
+    g_autofree char *max = size_to_str(VIRTIO_SHM_WINDOW_MAX_SIZE);
+
+    if (!is_power_of_2(size)) {
+        error_setg(errp, "%s must be a power of two, got %" PRIu64 " bytes",
+                   prop, size);
+        return false;
+    }
+    if (size < VIRTIO_SHM_WINDOW_MIN_SIZE) {
+        error_setg(errp, "%s must be at least %s", prop, min);
+        return false;
+    }
+    if (size > VIRTIO_SHM_WINDOW_MAX_SIZE) {
+        error_setg(errp, "%s must be at most %s", prop, max);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * A file mapped into a window can shrink under the guest, e.g. truncated
+ * by another program on the host; a guest access to a page past its new
+ * end then raises SIGBUS, which would kill QEMU.  Put a page of zeros
+ * there instead: the guest reads zeros, as it would past the end of a
+ * file, and what it writes there is discarded.  Async-signal-safe.
+ */
+static bool shm_window_sigbus_fixup(void *addr)
+{
+    uintptr_t page_mask = qemu_real_host_page_size() - 1;
+    uintptr_t a = (uintptr_t)addr;
+    unsigned int i;
+
+    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
+        uintptr_t size = qatomic_read(&shm_window_ranges[i].size);
+        uintptr_t start;
+        int saved_errno;
+        void *p;
+
+        /* Read the size before the start it publishes */
+        smp_rmb();
+        start = qatomic_read(&shm_window_ranges[i].start);
+        if (!size || a - start >= size) {
+            continue;
+        }
+        saved_errno = errno;
+        p = mmap((void *)(a & ~page_mask), page_mask + 1,
+                 PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                 -1, 0);
+        errno = saved_errno;
+        if (p == MAP_FAILED) {
+            return false;
+        }
+        qatomic_inc(&shm_window_sigbus_pages);
+        return true;
+    }
+    return false;
+}
+
+/* Say, outside signal context, that the fixup had to step in. */
+static void shm_window_report_sigbus(void)
+{
+    unsigned int pages = qatomic_xchg(&shm_window_sigbus_pages, 0);
+
+    if (pages) {
+        trace_virtio_shm_window_sigbus(pages);
+        warn_report_once("the guest accessed pages past the end of files "
+                         "mapped into a virtio shared memory window (files "
+                         "truncated on the host?); they now read as zeros");
+    }
+}
+
+static void shm_window_add_range(VirtioShmWindow *win)
+{
+    unsigned int i;
+
+    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
+        if (!qatomic_read(&shm_window_ranges[i].size)) {
+            qatomic_set(&shm_window_ranges[i].start, (uintptr_t)win->host);
+            /* A non-zero size publishes the start (pairs with the fixup) */
+            smp_wmb();
+            qatomic_set(&shm_window_ranges[i].size, win->size);
+            qemu_set_sigbus_fixup(shm_window_sigbus_fixup);
+            return;
+        }
+    }
+    warn_report("too many virtio shared memory windows: a file truncated "
+                "under %s will crash QEMU", memory_region_name(&win->mr));
+}
+
+static void shm_window_remove_range(VirtioShmWindow *win)
+{
+    unsigned int i;
+
+    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
+        if (qatomic_read(&shm_window_ranges[i].start) ==
+            (uintptr_t)win->host) {
+            qatomic_set(&shm_window_ranges[i].size, 0);
+            /* Retire the size before the start can be reused */
+            smp_wmb();
+            qatomic_set(&shm_window_ranges[i].start, 0);
+            return;
+        }
+    }
+}
+
+/*
+ * Put fresh anonymous memory over part of the window, dropping whatever
+ * was mapped there.  MAP_NORESERVE because the guest only ever touches a
+ * fraction of the holes: reserving swap for all of them would make large
+ * windows fail on hosts with strict overcommit accounting.
+ */
+static void *shm_window_mmap_anon(void *addr, uint64_t len, int flags)
+{
+    return mmap(addr, len, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+}
+
+/*
+ * Under TCG, translated code is looked up by RAM address and only
+ * invalidated when QEMU sees a write to its page.  A remap changes the
+ * bytes behind the same host address without such a write, so translated
+ * blocks from the old file (think: a binary executed from a DAX mapping)
+ * must be dropped here.  The softmmu TLB needs nothing: it caches the host
+ * address, which never changes.  KVM needs nothing either: the kernel's
+ * MMU notifiers zap the guest mappings of the replaced pages.
+ */
+static void shm_window_invalidate_code(VirtioShmWindow *win, uint64_t offset,
+                                       uint64_t len)
+{
+#ifdef CONFIG_TCG
+    if (tcg_enabled()) {
+        ram_addr_t base = memory_region_get_ram_addr(&win->mr) + offset;
+
+        tb_invalidate_phys_range(base, base + len - 1);
+    }
+#endif
+}
+
+/* Forget the mappings that overlap [offset, last] */
+static void shm_window_forget(VirtioShmWindow *win, uint64_t offset,
+                              uint64_t last)
+{
+    IntervalTreeNode *node;
+
+    while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
+        interval_tree_remove(node, &win->mappings);
+        g_free(container_of(node, VirtioShmMapping, node));
+        win->nr_mappings--;
+    }
+}
+
+/*
+ * Check that [offset, offset + len) is a non-empty, page-aligned range
+ * inside the window, without overflowing.
+ */
+static bool shm_window_range_valid(VirtioShmWindow *win, uint64_t offset,
+                                   uint64_t len)
+{
+    uint64_t page_mask = qemu_real_host_page_size() - 1;
+
+    return len != 0 && !(offset & page_mask) && !(len & page_mask) &&
+           len <= win->size && offset <= win->size - len;
+}
+
+/*
+ * After a failed mmap(MAP_FIXED) Linux may have removed part of the old
+ * mappings.  A hole in the window would make the next guest access
+ * through it fault in QEMU, so detect that (msync() fails with ENOMEM on
+ * unmapped pages, and with MS_ASYNC it does nothing else) and fill the
+ * range with zeros, forgetting the mappings that were there.
+ */
+static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
+                              uint64_t len)
+{
+    if (msync(win->host + offset, len, MS_ASYNC) == 0 ||
+        errno != ENOMEM) {
+        return;
+    }
+
+    error_report("virtio shared memory window %s: a failed mapping left a "
+                 "hole at offset 0x%" PRIx64 "; dropping the mappings there",
+                 memory_region_name(&win->mr), offset);
+    if (shm_window_mmap_anon(win->host + offset, len, MAP_FIXED) ==
+        MAP_FAILED) {
+        /* Only an exhausted host gets here; a guest access may crash QEMU. */
+        error_report("cannot repair virtio shared memory window %s: %s",
+                     memory_region_name(&win->mr), strerror(errno));
+        return;
+    }
+    shm_window_forget(win, offset, offset + len - 1);
+    shm_window_invalidate_code(win, offset, len);
+}
+
+static unsigned int shm_window_max_mappings(const char *name, uint64_t size)
+{
+    uint64_t want = MAX(VIRTIO_SHM_WINDOW_MIN_MAPPINGS,
+                        size / VIRTIO_SHM_WINDOW_GRANULE);
+    uint64_t limit = 65530;
+    g_autofree char *text = NULL;
+
+    if (g_file_get_contents("/proc/sys/vm/max_map_count", &text, NULL,
+                            NULL)) {
+        limit = g_ascii_strtoull(text, NULL, 10);
+    }
+    if (want <= limit / 2) {
+        return want;
+    }
+    warn_report("%s: the guest may need %" PRIu64 " mappings, but with "
+                "vm.max_map_count=%" PRIu64 " QEMU accepts %" PRIu64
+                "; raise vm.max_map_count to %" PRIu64 " or more",
+                name, want, limit, limit / 2, want * 2);
+    return limit / 2;
+}
+
+bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
+                            const char *name, uint64_t size, Error **errp)
+{
+    void *host;
+
+    host = shm_window_mmap_anon(NULL, size, 0);
+    if (host == MAP_FAILED) {
+        g_autofree char *sz = size_to_str(size);
+
+        error_setg_errno(errp, errno,
+                         "cannot reserve %s of host address space for %s",
+                         sz, name);
+        return false;
+    }
+    /*
+     * The window's content is the back-end's files (or zeros): keep it
+     * out of core dumps like any other memory that is not the guest's.
+     */
+    qemu_madvise(host, size, QEMU_MADV_DONTDUMP);
+
+    win->host = host;
+    win->size = size;
+    win->mappings = (IntervalTreeRoot) { };
+    win->nr_mappings = 0;
+    win->max_mappings = shm_window_max_mappings(name, size);
+    memory_region_init_ram_ptr(&win->mr, owner, name, size, host);
+    shm_window_add_range(win);
+    trace_virtio_shm_window_init(name, size, host);
+    return true;
+}
+
+int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
+                          int fd, uint64_t fd_offset, bool writable,
+                          bool replace)
+{
+    uint64_t last = offset + len - 1;
+    IntervalTreeNode *node;
+    VirtioShmMapping *m;
+    unsigned int replaced = 0;
+    int prot = PROT_READ | PROT_WRITE;
+    int flags;
+    void *p;
+
+    shm_window_report_sigbus();
+    if (!virtio_shm_window_exists(win) ||
+        !shm_window_range_valid(win, offset, len) ||
+        (fd_offset & (qemu_real_host_page_size() - 1)) ||
+        fd_offset > (uint64_t)INT64_MAX - len) {
+        return -EINVAL;
+    }
+
+    for (node = interval_tree_iter_first(&win->mappings, offset, last);
+         node; node = interval_tree_iter_next(node, offset, last)) {
+        if (!replace) {
+            return -EEXIST;
+        }
+        if (node->start < offset || node->last > last) {
+            return -EBUSY;
+        }
+        replaced++;
+    }
+    if (win->nr_mappings - replaced >= win->max_mappings) {
+        return -ENOSPC;
+    }
+
+    /*
+     * A read-only mapping is private but writable: guest writes must not
+     * reach the file, and must not fault either, since under TCG the
+     * fault would be QEMU's own and kill it.  Pages the guest has not
+     * written keep following the file.  No swap is reserved for the
+     * copies, as for the holes.
+     */
+    flags = writable ? MAP_SHARED : MAP_PRIVATE | MAP_NORESERVE;
+    flags |= MAP_FIXED;
+    p = mmap(win->host + offset, len, prot, flags, fd, fd_offset);
+    if (p == MAP_FAILED) {
+        int err = errno;
+
+        shm_window_repair(win, offset, len);
+        return -err;
+    }
+
+    shm_window_forget(win, offset, last);
+    m = g_new0(VirtioShmMapping, 1);
+    m->node.start = offset;
+    m->node.last = last;
+    interval_tree_insert(&m->node, &win->mappings);
+    win->nr_mappings++;
+
+    shm_window_invalidate_code(win, offset, len);
+    trace_virtio_shm_window_map(memory_region_name(&win->mr), offset, len,
+                                fd_offset, writable, replaced);
+    return 0;
+}
+
+int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
+                            uint64_t len)
+{
+    uint64_t last = offset + len - 1;
+    uint64_t next = offset;
+    IntervalTreeNode *node;
+
+    shm_window_report_sigbus();
+    if (!virtio_shm_window_exists(win) ||
+        !shm_window_range_valid(win, offset, len)) {
+        return -EINVAL;
+    }
+
+    /* The mappings in the range, in order, must tile it exactly. */
+    for (node = interval_tree_iter_first(&win->mappings, offset, last);
+         node; node = interval_tree_iter_next(node, offset, last)) {
+        if (node->start != next || node->last > last) {
+            return -EINVAL;
+        }
+        next = node->last + 1;
+    }
+    if (next == offset) {
+        return -ENOENT;
+    }
+    if (next != last + 1) {
+        return -EINVAL;
+    }
+
+    if (shm_window_mmap_anon(win->host + offset, len, MAP_FIXED) ==
+        MAP_FAILED) {
+        int err = errno;
+
+        shm_window_repair(win, offset, len);
+        return -err;
+    }
+    shm_window_forget(win, offset, last);
+
+    shm_window_invalidate_code(win, offset, len);
+    trace_virtio_shm_window_unmap(memory_region_name(&win->mr), offset, len);
+    return 0;
+}
+
+void virtio_shm_window_reset(VirtioShmWindow *win)
+{
+    if (!virtio_shm_window_exists(win)) {
+        return;
+    }
+    shm_window_report_sigbus();
+
+    trace_virtio_shm_window_reset(memory_region_name(&win->mr),
+                                  win->nr_mappings);
+    /*
+     * One mmap() over the whole window drops the mappings, and with them
+     * the back-end's files, and also frees what the guest wrote into the
+     * holes.
+     */
+    if (shm_window_mmap_anon(win->host, win->size, MAP_FIXED) == MAP_FAILED) {
+        /* Only an exhausted host gets here: keep the mappings we know of. */
+        error_report("cannot reset virtio shared memory window %s: %s",
+                     memory_region_name(&win->mr), strerror(errno));
+        return;
+    }
+    shm_window_forget(win, 0, win->size - 1);
+    shm_window_invalidate_code(win, 0, win->size);
+}
+
+void virtio_shm_window_finalize(VirtioShmWindow *win)
+{
+    if (!virtio_shm_window_exists(win)) {
+        return;
+    }
+    /*
+     * The memory region is gone already (it is finalized with its owner,
+     * before the owner's own finalize), so leave it alone: munmap() alone
+     * drops whatever is still mapped.
+     */
+    shm_window_forget(win, 0, win->size - 1);
+    shm_window_remove_range(win);
+    munmap(win->host, win->size);
+    win->host = NULL;
+}

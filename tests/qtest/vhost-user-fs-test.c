@@ -1,0 +1,1583 @@
+/*
+ * QTest for vhost-user-fs and its DAX cache window
+ *
+ * The test plays the vhost-user back-end itself: a thread answers QEMU's
+ * front-end requests on the vhost-user socket, and the test body sends
+ * back-end requests (SHMEM_MAP, SHMEM_UNMAP, MEM_READ, MEM_WRITE) on the
+ * back-end channel and checks what the guest sees through the BAR.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/uio.h>
+#include <poll.h>
+#include "qemu/units.h"
+#include "libqtest.h"
+#include "libqos/libqos-pc.h"
+#include "libqos/pci-pc.h"
+#include "libqos/vhost-user-fs.h"
+#include "standard-headers/linux/pci_regs.h"
+#include "standard-headers/linux/virtio_config.h"
+#include "standard-headers/linux/virtio_pci.h"
+
+/* vhost-user protocol, front-end requests */
+enum {
+    VU_GET_FEATURES = 1,
+    VU_SET_FEATURES = 2,
+    VU_SET_MEM_TABLE = 5,
+    VU_SET_VRING_KICK = 12,
+    VU_SET_VRING_CALL = 13,
+    VU_SET_VRING_ERR = 14,
+    VU_GET_VRING_BASE = 11,
+    VU_GET_PROTOCOL_FEATURES = 15,
+    VU_SET_PROTOCOL_FEATURES = 16,
+    VU_GET_QUEUE_NUM = 17,
+    VU_SET_BACKEND_REQ_FD = 21,
+};
+
+/* back-end requests */
+enum {
+    VU_BACKEND_SHMEM_MAP = 9,
+    VU_BACKEND_SHMEM_UNMAP = 10,
+    VU_BACKEND_MEM_READ = 11,
+    VU_BACKEND_MEM_WRITE = 12,
+};
+
+#define VU_VERSION 0x1
+#define VU_REPLY_MASK (1u << 2)
+#define VU_NEED_REPLY_MASK (1u << 3)
+#define VU_F_PROTOCOL_FEATURES 30
+
+#define VU_PF_MQ 0
+#define VU_PF_REPLY_ACK 3
+#define VU_PF_BACKEND_REQ 5
+#define VU_PF_BACKEND_SEND_FD 10
+#define VU_PF_SHMEM 22
+#define VU_PF_SHMEM_REPLACE 40
+#define VU_PF_MEM_RW 41
+#define VU_SHM_FEATURES ((1ULL << VU_PF_SHMEM) | \
+                         (1ULL << VU_PF_SHMEM_REPLACE) | \
+                         (1ULL << VU_PF_MEM_RW))
+#define VU_BASE_FEATURES ((1ULL << VU_PF_MQ) | (1ULL << VU_PF_REPLY_ACK) | \
+                          (1ULL << VU_PF_BACKEND_REQ) | \
+                          (1ULL << VU_PF_BACKEND_SEND_FD))
+
+#define VU_MAP_RW (1ULL << 0)
+#define VU_MAP_REPLACE (1ULL << 1)
+#define VU_MEM_RW_MAX 65536
+
+#define MAX_QUEUES 16
+#define MAX_REGIONS 8
+#define PAGE 4096
+#define TWO_MB (2 * MiB)
+/* Enough for a Linux guest's page structures of a 16 GiB window */
+#define RAM_SIZE (1 * GiB)
+#define FS_DEVFN QPCI_DEVFN(4, 0)
+/* Where the test puts BAR 2: far above RAM, aligned for any window size */
+#define CACHE_BAR_ADDR (512 * GiB)
+#define TIMEOUT_MS 10000
+
+typedef struct QEMU_PACKED VuHeader {
+    uint32_t request;
+    uint32_t flags;
+    uint32_t size;
+} VuHeader;
+
+typedef struct VuMemRegion {
+    uint64_t guest_phys_addr;
+    uint64_t memory_size;
+    uint64_t userspace_addr;
+    uint64_t mmap_offset;
+} VuMemRegion;
+
+typedef struct VuMMap {
+    uint8_t shmid;
+    uint8_t padding[7];
+    uint64_t fd_offset;
+    uint64_t shm_offset;
+    uint64_t len;
+    uint64_t flags;
+} VuMMap;
+
+typedef struct VuMemRW {
+    uint64_t guest_address;
+    uint32_t size;
+    uint32_t status;
+} VuMemRW;
+
+/* The in-test back-end: a thread serving the front-end's requests */
+typedef struct TestBackend {
+    char *dir;
+    char *sock_path;
+    int listen_fd;
+    int conn_fd;
+    GThread *thread;
+    uint64_t offered_protocol_features;
+
+    GMutex lock;
+    GCond cond;
+    /* Protected by lock */
+    uint64_t acked_features;
+    uint64_t acked_protocol_features;
+    bool protocol_features_set;
+    int backend_req_fd;
+    int kick_fd[MAX_QUEUES];
+    unsigned int mem_tables;
+    unsigned int nregions;
+    VuMemRegion regions[MAX_REGIONS];
+} TestBackend;
+
+typedef struct TestCtx {
+    TestBackend *be;
+    QOSState *qs;
+    QTestState *qts;
+    QVhostUserFSPCI *fs;
+    QVirtQueue *vq[MAX_QUEUES];
+    unsigned int nvqs;
+} TestCtx;
+
+static void be_reply(int fd, VuHeader *hdr, const void *payload,
+                     uint32_t size)
+{
+    VuHeader r = {
+        .request = hdr->request,
+        .flags = VU_VERSION | VU_REPLY_MASK,
+        .size = size,
+    };
+    struct iovec iov[2] = {
+        { .iov_base = &r, .iov_len = sizeof(r) },
+        { .iov_base = (void *)payload, .iov_len = size },
+    };
+    ssize_t n = writev(fd, iov, 2);
+
+    g_assert_cmpint(n, ==, sizeof(r) + size);
+}
+
+static void be_reply_u64(int fd, VuHeader *hdr, uint64_t val)
+{
+    be_reply(fd, hdr, &val, sizeof(val));
+}
+
+static bool read_all(int fd, void *buf, size_t len)
+{
+    while (len) {
+        ssize_t n = read(fd, buf, len);
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return false;
+        }
+        buf = (char *)buf + n;
+        len -= n;
+    }
+    return true;
+}
+
+/* Read one message; returns false on EOF. */
+static bool recv_msg(int fd, VuHeader *hdr, void *payload, size_t max,
+                     int *fds, size_t *nfds)
+{
+    char control[CMSG_SPACE(8 * sizeof(int))];
+    struct iovec iov = { .iov_base = hdr, .iov_len = sizeof(*hdr) };
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control,
+        .msg_controllen = sizeof(control),
+    };
+    struct cmsghdr *cmsg;
+    ssize_t n;
+
+    *nfds = 0;
+    do {
+        n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        return false;
+    }
+    g_assert_cmpint(n, ==, sizeof(*hdr));
+    for (cmsg = CMSG_FIRSTHDR(&msg); cmsg; cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+        if (cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+            size_t len = cmsg->cmsg_len - CMSG_LEN(0);
+
+            memcpy(fds, CMSG_DATA(cmsg), len);
+            *nfds = len / sizeof(int);
+        }
+    }
+    g_assert_cmpuint(hdr->size, <=, max);
+    return read_all(fd, payload, hdr->size);
+}
+
+static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
+                      int *fds, size_t nfds)
+{
+    uint64_t u64 = 0;
+    bool replied = false;
+    size_t i;
+
+    memcpy(&u64, payload, MIN(hdr->size, sizeof(u64)));
+
+    g_mutex_lock(&be->lock);
+    switch (hdr->request) {
+    case VU_GET_FEATURES:
+        be_reply_u64(be->conn_fd, hdr, (1ULL << VIRTIO_F_VERSION_1) |
+                     (1ULL << VU_F_PROTOCOL_FEATURES));
+        replied = true;
+        break;
+    case VU_SET_FEATURES:
+        be->acked_features = u64;
+        break;
+    case VU_GET_PROTOCOL_FEATURES:
+        be_reply_u64(be->conn_fd, hdr, be->offered_protocol_features);
+        replied = true;
+        break;
+    case VU_SET_PROTOCOL_FEATURES:
+        be->acked_protocol_features = u64;
+        be->protocol_features_set = true;
+        break;
+    case VU_GET_QUEUE_NUM:
+        be_reply_u64(be->conn_fd, hdr, MAX_QUEUES);
+        replied = true;
+        break;
+    case VU_GET_VRING_BASE: {
+        uint32_t state[2] = { (uint32_t)u64, 0 };
+
+        be_reply(be->conn_fd, hdr, state, sizeof(state));
+        replied = true;
+        break;
+    }
+    case VU_SET_MEM_TABLE: {
+        uint32_t n;
+
+        memcpy(&n, payload, sizeof(n));
+        g_assert_cmpuint(n, <=, MAX_REGIONS);
+        be->nregions = n;
+        memcpy(be->regions, payload + 8, n * sizeof(VuMemRegion));
+        be->mem_tables++;
+        break;
+    }
+    case VU_SET_VRING_KICK: {
+        unsigned int idx = u64 & 0xff;
+
+        g_assert_cmpuint(idx, <, MAX_QUEUES);
+        if (be->kick_fd[idx] >= 0) {
+            close(be->kick_fd[idx]);
+            be->kick_fd[idx] = -1;
+        }
+        if (nfds) {
+            be->kick_fd[idx] = fds[0];
+            nfds = 0;
+        }
+        break;
+    }
+    case VU_SET_BACKEND_REQ_FD:
+        g_assert_cmpuint(nfds, ==, 1);
+        be->backend_req_fd = fds[0];
+        nfds = 0;
+        break;
+    default:
+        break;
+    }
+    if ((hdr->flags & VU_NEED_REPLY_MASK) && !replied) {
+        be_reply_u64(be->conn_fd, hdr, 0);
+    }
+    g_cond_broadcast(&be->cond);
+    g_mutex_unlock(&be->lock);
+
+    for (i = 0; i < nfds; i++) {
+        close(fds[i]);
+    }
+}
+
+static gpointer be_thread(gpointer opaque)
+{
+    TestBackend *be = opaque;
+    g_autofree uint8_t *payload = g_malloc(4096);
+    VuHeader hdr;
+    int fds[8];
+    size_t nfds;
+
+    be->conn_fd = accept(be->listen_fd, NULL, NULL);
+    if (be->conn_fd < 0) {
+        return NULL;
+    }
+    while (recv_msg(be->conn_fd, &hdr, payload, 4096, fds, &nfds)) {
+        be_handle(be, &hdr, payload, fds, nfds);
+    }
+    return NULL;
+}
+
+static TestBackend *be_new(uint64_t protocol_features)
+{
+    TestBackend *be = g_new0(TestBackend, 1);
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    int i;
+
+    be->dir = g_dir_make_tmp("vhost-user-fs-test-XXXXXX", NULL);
+    g_assert(be->dir);
+    be->sock_path = g_strdup_printf("%s/vhost.sock", be->dir);
+    be->offered_protocol_features = protocol_features;
+    be->backend_req_fd = -1;
+    be->conn_fd = -1;
+    for (i = 0; i < MAX_QUEUES; i++) {
+        be->kick_fd[i] = -1;
+    }
+    g_mutex_init(&be->lock);
+    g_cond_init(&be->cond);
+
+    be->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    g_assert_cmpint(be->listen_fd, >=, 0);
+    g_strlcpy(addr.sun_path, be->sock_path, sizeof(addr.sun_path));
+    g_assert_cmpint(bind(be->listen_fd, (struct sockaddr *)&addr,
+                         sizeof(addr)), ==, 0);
+    g_assert_cmpint(listen(be->listen_fd, 1), ==, 0);
+    be->thread = g_thread_new("vhost-user-fs-backend", be_thread, be);
+    return be;
+}
+
+/* Close the back-end's sockets as a dying back-end would. */
+static void be_disconnect(TestBackend *be)
+{
+    g_mutex_lock(&be->lock);
+    if (be->backend_req_fd >= 0) {
+        close(be->backend_req_fd);
+        be->backend_req_fd = -1;
+    }
+    g_mutex_unlock(&be->lock);
+    if (be->conn_fd >= 0) {
+        shutdown(be->conn_fd, SHUT_RDWR);
+    }
+}
+
+static void be_free(TestBackend *be)
+{
+    int i;
+
+    be_disconnect(be);
+    shutdown(be->listen_fd, SHUT_RDWR);
+    g_thread_join(be->thread);
+    close(be->listen_fd);
+    if (be->conn_fd >= 0) {
+        close(be->conn_fd);
+    }
+    for (i = 0; i < MAX_QUEUES; i++) {
+        if (be->kick_fd[i] >= 0) {
+            close(be->kick_fd[i]);
+        }
+    }
+    unlink(be->sock_path);
+    rmdir(be->dir);
+    g_free(be->sock_path);
+    g_free(be->dir);
+    g_mutex_clear(&be->lock);
+    g_cond_clear(&be->cond);
+    g_free(be);
+}
+
+static int be_req_fd(TestBackend *be)
+{
+    int fd;
+
+    g_mutex_lock(&be->lock);
+    fd = be->backend_req_fd;
+    g_mutex_unlock(&be->lock);
+    g_assert_cmpint(fd, >=, 0);
+    return fd;
+}
+
+/* Send a back-end request with optional fds and extra data. */
+static void be_send(TestBackend *be, uint32_t request, bool need_reply,
+                    const void *payload, uint32_t size,
+                    const void *data, uint32_t data_size,
+                    const int *fds, size_t nfds)
+{
+    int fd = be_req_fd(be);
+    VuHeader hdr = {
+        .request = request,
+        .flags = VU_VERSION | (need_reply ? VU_NEED_REPLY_MASK : 0),
+        .size = size + data_size,
+    };
+    struct iovec iov[3] = {
+        { .iov_base = &hdr, .iov_len = sizeof(hdr) },
+        { .iov_base = (void *)payload, .iov_len = size },
+        { .iov_base = (void *)data, .iov_len = data_size },
+    };
+    char control[CMSG_SPACE(8 * sizeof(int))] = { };
+    struct msghdr msg = {
+        .msg_iov = iov,
+        .msg_iovlen = 3,
+    };
+    ssize_t n;
+
+    if (nfds) {
+        struct cmsghdr *cmsg;
+
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(cmsg), fds, nfds * sizeof(int));
+    }
+    n = sendmsg(fd, &msg, 0);
+    g_assert_cmpint(n, ==, sizeof(hdr) + size + data_size);
+}
+
+static void be_recv_reply(TestBackend *be, uint32_t request, void *payload,
+                          uint32_t max, uint32_t *size)
+{
+    int fd = be_req_fd(be);
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    VuHeader hdr;
+    int fds[8];
+    size_t nfds;
+
+    g_assert_cmpint(poll(&pfd, 1, TIMEOUT_MS), ==, 1);
+    g_assert_true(recv_msg(fd, &hdr, payload, max, fds, &nfds));
+    g_assert_cmpuint(nfds, ==, 0);
+    g_assert_cmpuint(hdr.request, ==, request);
+    g_assert_cmphex(hdr.flags, ==, VU_VERSION | VU_REPLY_MASK);
+    *size = hdr.size;
+}
+
+static uint64_t be_recv_u64(TestBackend *be, uint32_t request)
+{
+    uint64_t val = 0;
+    uint32_t size;
+
+    be_recv_reply(be, request, &val, sizeof(val), &size);
+    g_assert_cmpuint(size, ==, sizeof(val));
+    return val;
+}
+
+static uint64_t shmem_map_full(TestBackend *be, uint8_t shmid, int fd,
+                               uint64_t fd_offset, uint64_t shm_offset,
+                               uint64_t len, uint64_t flags)
+{
+    VuMMap m = {
+        .shmid = shmid,
+        .fd_offset = fd_offset,
+        .shm_offset = shm_offset,
+        .len = len,
+        .flags = flags,
+    };
+
+    be_send(be, VU_BACKEND_SHMEM_MAP, true, &m, sizeof(m), NULL, 0,
+            &fd, fd >= 0 ? 1 : 0);
+    return be_recv_u64(be, VU_BACKEND_SHMEM_MAP);
+}
+
+static uint64_t shmem_map(TestBackend *be, int fd, uint64_t fd_offset,
+                          uint64_t shm_offset, uint64_t len, uint64_t flags)
+{
+    return shmem_map_full(be, 0, fd, fd_offset, shm_offset, len, flags);
+}
+
+static uint64_t shmem_unmap_full(TestBackend *be, uint8_t shmid,
+                                 uint64_t shm_offset, uint64_t len, int fd)
+{
+    VuMMap m = {
+        .shmid = shmid,
+        .shm_offset = shm_offset,
+        .len = len,
+    };
+
+    be_send(be, VU_BACKEND_SHMEM_UNMAP, true, &m, sizeof(m), NULL, 0,
+            &fd, fd >= 0 ? 1 : 0);
+    return be_recv_u64(be, VU_BACKEND_SHMEM_UNMAP);
+}
+
+static uint64_t shmem_unmap(TestBackend *be, uint64_t shm_offset,
+                            uint64_t len)
+{
+    return shmem_unmap_full(be, 0, shm_offset, len, -1);
+}
+
+static uint64_t mem_write(TestBackend *be, uint64_t addr, const void *data,
+                          uint32_t size)
+{
+    VuMemRW rw = { .guest_address = addr, .size = size };
+
+    be_send(be, VU_BACKEND_MEM_WRITE, true, &rw, sizeof(rw), data, size,
+            NULL, 0);
+    return be_recv_u64(be, VU_BACKEND_MEM_WRITE);
+}
+
+/* Returns the status; on success @buf holds @size bytes. */
+static uint32_t mem_read(TestBackend *be, uint64_t addr, void *buf,
+                         uint32_t size)
+{
+    VuMemRW rw = { .guest_address = addr, .size = size };
+    g_autofree uint8_t *reply = g_malloc(sizeof(rw) + VU_MEM_RW_MAX);
+    uint32_t reply_size;
+
+    be_send(be, VU_BACKEND_MEM_READ, false, &rw, sizeof(rw), NULL, 0,
+            NULL, 0);
+    be_recv_reply(be, VU_BACKEND_MEM_READ, reply,
+                  sizeof(rw) + VU_MEM_RW_MAX, &reply_size);
+    g_assert_cmpuint(reply_size, >=, sizeof(rw));
+    memcpy(&rw, reply, sizeof(rw));
+    if (rw.status) {
+        g_assert_cmpuint(rw.size, ==, 0);
+        g_assert_cmpuint(reply_size, ==, sizeof(rw));
+        return rw.status;
+    }
+    g_assert_cmpuint(rw.size, ==, size);
+    g_assert_cmpuint(reply_size, ==, sizeof(rw) + size);
+    memcpy(buf, reply + sizeof(rw), size);
+    return 0;
+}
+
+/* A memfd of @size bytes whose every 64-bit word holds @seed ^ offset */
+static int make_file(const char *name, uint64_t size, uint64_t seed)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    g_autofree uint64_t *buf = g_malloc(TWO_MB);
+    uint64_t off, i;
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    for (off = 0; off < size; off += TWO_MB) {
+        uint64_t n = MIN(TWO_MB, size - off);
+
+        for (i = 0; i < n / 8; i++) {
+            buf[i] = seed ^ (off + i * 8);
+        }
+        g_assert_cmpint(pwrite(fd, buf, n, off), ==, n);
+    }
+    return fd;
+}
+
+static uint64_t file_word(uint64_t seed, uint64_t file_offset)
+{
+    return seed ^ file_offset;
+}
+
+static uint64_t bar_readq(TestCtx *t, uint64_t offset)
+{
+    return qtest_readq(t->qts, CACHE_BAR_ADDR + offset);
+}
+
+/* How many mappings of memfd @name QEMU has */
+static unsigned int count_maps(TestCtx *t, const char *name)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/maps",
+                                            qtest_pid(t->qts));
+    g_autofree char *pattern = g_strdup_printf("/memfd:%s ", name);
+    g_autofree char *maps = NULL;
+    unsigned int n = 0;
+    char *p;
+
+    g_assert_true(g_file_get_contents(path, &maps, NULL, NULL));
+    for (p = strstr(maps, pattern); p; p = strstr(p + 1, pattern)) {
+        n++;
+    }
+    return n;
+}
+
+/* How many file descriptors QEMU has open */
+static unsigned int count_fds(TestCtx *t)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/fd", qtest_pid(t->qts));
+    GDir *dir = g_dir_open(path, 0, NULL);
+    unsigned int n = 0;
+
+    g_assert_nonnull(dir);
+    while (g_dir_read_name(dir)) {
+        n++;
+    }
+    g_dir_close(dir);
+    return n;
+}
+
+static void wait_no_maps(TestCtx *t, const char *name)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    while (count_maps(t, name)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        /* A qtest round trip lets QEMU's main loop run. */
+        qtest_readb(t->qts, 0);
+        g_usleep(10 * 1000);
+    }
+}
+
+static void setup_machine(TestCtx *t, const char *machine,
+                          const char *cache_size,
+                          unsigned int nr_request_queues,
+                          uint64_t protocol_features, const char *extra)
+{
+    g_autofree char *cache_opt = cache_size ?
+        g_strdup_printf(",cache-size=%s", cache_size) : g_strdup("");
+    QPCIAddress addr = { .devfn = FS_DEVFN };
+    QVirtioDevice *vdev;
+    uint64_t features;
+    unsigned int i;
+
+    memset(t, 0, sizeof(*t));
+    t->be = be_new(protocol_features);
+    t->qs = qtest_pc_boot("-machine %s -m %" PRIu64 "M -nodefaults "
+                          "-object memory-backend-memfd,id=mem,"
+                          "size=%" PRIu64 "M,share=on -numa node,memdev=mem "
+                          "-chardev socket,id=vuf,path=%s "
+                          "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
+                          "num-request-queues=%u,addr=04.0%s%s",
+                          machine, RAM_SIZE / MiB, RAM_SIZE / MiB,
+                          t->be->sock_path, nr_request_queues, cache_opt,
+                          extra ? extra : "");
+    t->qts = t->qs->qts;
+    t->nvqs = 1 + nr_request_queues;
+    t->fs = qvhost_user_fs_pci_new(t->qs->pcibus, &addr);
+    g_assert_nonnull(t->fs);
+    vdev = t->fs->fs.vdev;
+
+    /* Place BAR 2 by hand: libqos only allocates 32-bit MMIO. */
+    qpci_config_writel(t->fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2,
+                       (uint32_t)CACHE_BAR_ADDR);
+    qpci_config_writel(t->fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2 + 4,
+                       CACHE_BAR_ADDR >> 32);
+
+    qvirtio_pci_device_enable(&t->fs->pci_vdev);
+    qvirtio_start_device(vdev);
+    features = qvirtio_get_features(vdev);
+    g_assert_true(features & (1ULL << VIRTIO_F_VERSION_1));
+    qvirtio_set_features(vdev, 1ULL << VIRTIO_F_VERSION_1);
+    for (i = 0; i < t->nvqs; i++) {
+        t->vq[i] = qvirtqueue_setup(vdev, &t->qs->alloc, i);
+    }
+    qvirtio_set_driver_ok(vdev);
+
+    /* The back-end channel exists once vhost_dev_init() is done. */
+    g_mutex_lock(&t->be->lock);
+    while (t->be->backend_req_fd < 0) {
+        g_assert_true(g_cond_wait_until(&t->be->cond, &t->be->lock,
+                                        g_get_monotonic_time() +
+                                        TIMEOUT_MS * 1000));
+    }
+    g_mutex_unlock(&t->be->lock);
+}
+
+static void setup_full(TestCtx *t, const char *cache_size,
+                       unsigned int nr_request_queues,
+                       uint64_t protocol_features, const char *extra)
+{
+    setup_machine(t, "pc", cache_size, nr_request_queues, protocol_features,
+                  extra);
+}
+
+static void setup(TestCtx *t, const char *cache_size)
+{
+    setup_full(t, cache_size, 1, VU_BASE_FEATURES | VU_SHM_FEATURES, NULL);
+}
+
+static void teardown(TestCtx *t)
+{
+    unsigned int i;
+
+    for (i = 0; i < t->nvqs; i++) {
+        qvirtqueue_cleanup(t->fs->fs.vdev->bus, t->vq[i], &t->qs->alloc);
+    }
+    qvhost_user_fs_pci_free(t->fs);
+    qtest_shutdown(t->qs);
+    be_free(t->be);
+}
+
+/* Exchanging a request with QEMU proves it is still serving us. */
+static void assert_alive(TestCtx *t)
+{
+    int fd = make_file("vuf-alive", TWO_MB, 7);
+
+    g_assert_cmpuint(shmem_map(t->be, fd, 0, 0, TWO_MB, 0), ==, 0);
+    g_assert_cmphex(bar_readq(t, 8), ==, file_word(7, 8));
+    g_assert_cmpuint(shmem_unmap(t->be, 0, TWO_MB), ==, 0);
+    close(fd);
+}
+
+/*
+ * Device basics: config space, negotiated features, queues
+ */
+
+static void test_config_and_queues(void)
+{
+    char tag[QVIRTIO_FS_TAG_LEN + 1];
+    uint64_t acked;
+    TestCtx t;
+    unsigned int i;
+
+    setup_full(&t, "64M", 3, VU_BASE_FEATURES | VU_SHM_FEATURES, NULL);
+
+    qvhost_user_fs_get_tag(&t.fs->fs, tag);
+    g_assert_cmpstr(tag, ==, "myfs");
+    g_assert_cmpuint(qvhost_user_fs_get_num_request_queues(&t.fs->fs), ==, 3);
+
+    g_mutex_lock(&t.be->lock);
+    acked = t.be->acked_protocol_features;
+    g_assert_true(t.be->protocol_features_set);
+    g_assert_true(t.be->acked_features & (1ULL << VIRTIO_F_VERSION_1));
+    g_assert_true(t.be->acked_features & (1ULL << VU_F_PROTOCOL_FEATURES));
+    g_mutex_unlock(&t.be->lock);
+    g_assert_cmphex(acked, ==, VU_BASE_FEATURES | VU_SHM_FEATURES);
+
+    /* hiprio and three request queues, each kicked through to us */
+    for (i = 0; i < t.nvqs; i++) {
+        uint64_t req = guest_alloc(&t.qs->alloc, 64);
+        struct pollfd pfd = { .events = POLLIN };
+        uint64_t cnt;
+        uint32_t head;
+
+        g_mutex_lock(&t.be->lock);
+        pfd.fd = t.be->kick_fd[i];
+        g_mutex_unlock(&t.be->lock);
+        g_assert_cmpint(pfd.fd, >=, 0);
+
+        head = qvirtqueue_add(t.qts, t.vq[i], req, 64, false, false);
+        qvirtqueue_kick(t.qts, t.fs->fs.vdev, t.vq[i], head);
+        g_assert_cmpint(poll(&pfd, 1, TIMEOUT_MS), ==, 1);
+        g_assert_cmpint(read(pfd.fd, &cnt, sizeof(cnt)), ==, sizeof(cnt));
+        g_assert_cmpuint(cnt, >=, 1);
+        guest_free(&t.qs->alloc, req);
+    }
+    teardown(&t);
+}
+
+static void test_no_cache(void)
+{
+    uint8_t bar;
+    uint64_t offset, length;
+    int fd = make_file("vuf-nocache", TWO_MB, 1);
+    TestCtx t;
+
+    setup_full(&t, NULL, 1, VU_BASE_FEATURES | VU_SHM_FEATURES, NULL);
+
+    /* Exactly upstream's device: no window, no shared memory features */
+    g_mutex_lock(&t.be->lock);
+    g_assert_cmphex(t.be->acked_protocol_features, ==, VU_BASE_FEATURES);
+    g_mutex_unlock(&t.be->lock);
+    g_assert_cmpuint(qvirtio_pci_find_shm_cap(&t.fs->pci_vdev, 0, &bar,
+                                              &offset, &length), ==, 0);
+    qpci_config_writel(t.fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2, 0xffffffff);
+    g_assert_cmphex(qpci_config_readl(t.fs->pci_vdev.pdev,
+                                      PCI_BASE_ADDRESS_2), ==, 0);
+
+    /* ...and it refuses shared memory requests. */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, 0), ==, EINVAL);
+    g_assert_cmpuint(count_maps(&t, "vuf-nocache"), ==, 0);
+    close(fd);
+    teardown(&t);
+}
+
+/*
+ * The window as the guest sees it
+ */
+
+static void test_window_bar_and_cap(void)
+{
+    QPCIDevice *pdev;
+    uint64_t offset, length, mask;
+    uint32_t lo, hi;
+    uint8_t bar;
+    TestCtx t;
+
+    setup(&t, "16G");
+    pdev = t.fs->pci_vdev.pdev;
+
+    g_assert_cmpuint(qvirtio_pci_find_shm_cap(&t.fs->pci_vdev, 0, &bar,
+                                              &offset, &length), !=, 0);
+    g_assert_cmpuint(bar, ==, 2);
+    g_assert_cmpuint(offset, ==, 0);
+    g_assert_cmpuint(length, ==, 16 * GiB);
+
+    lo = qpci_config_readl(pdev, PCI_BASE_ADDRESS_2);
+    g_assert_cmphex(lo & 0xf, ==, PCI_BASE_ADDRESS_SPACE_MEMORY |
+                    PCI_BASE_ADDRESS_MEM_TYPE_64 |
+                    PCI_BASE_ADDRESS_MEM_PREFETCH);
+    g_assert_cmphex(lo & ~0xfULL, ==, (uint32_t)CACHE_BAR_ADDR);
+    hi = qpci_config_readl(pdev, PCI_BASE_ADDRESS_2 + 4);
+    g_assert_cmphex(hi, ==, CACHE_BAR_ADDR >> 32);
+
+    /* Size the BAR the way firmware does */
+    qpci_config_writel(pdev, PCI_BASE_ADDRESS_2, 0xffffffff);
+    qpci_config_writel(pdev, PCI_BASE_ADDRESS_2 + 4, 0xffffffff);
+    mask = qpci_config_readl(pdev, PCI_BASE_ADDRESS_2) |
+           (uint64_t)qpci_config_readl(pdev, PCI_BASE_ADDRESS_2 + 4) << 32;
+    g_assert_cmphex(~(mask & ~0xfULL) + 1, ==, 16 * GiB);
+    qpci_config_writel(pdev, PCI_BASE_ADDRESS_2, lo);
+    qpci_config_writel(pdev, PCI_BASE_ADDRESS_2 + 4, hi);
+
+    /* An empty window reads as zeros, start to end */
+    g_assert_cmphex(bar_readq(&t, 0), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 16 * GiB - 8), ==, 0);
+    teardown(&t);
+}
+
+/* The same window on q35, whose PCI host has its own 64-bit hole */
+static void test_window_q35(void)
+{
+    int fd = make_file("vuf-q35", TWO_MB, 0x35);
+    uint64_t offset, length;
+    uint8_t bar;
+    TestCtx t;
+
+    setup_machine(&t, "q35", "16G", 1, VU_BASE_FEATURES | VU_SHM_FEATURES,
+                  NULL);
+    g_assert_cmpuint(qvirtio_pci_find_shm_cap(&t.fs->pci_vdev, 0, &bar,
+                                              &offset, &length), !=, 0);
+    g_assert_cmpuint(bar, ==, 2);
+    g_assert_cmpuint(length, ==, 16 * GiB);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 16 * GiB - TWO_MB, TWO_MB, 0),
+                     ==, 0);
+    g_assert_cmphex(bar_readq(&t, 16 * GiB - 8), ==,
+                    file_word(0x35, TWO_MB - 8));
+    g_assert_cmpuint(shmem_unmap(t.be, 16 * GiB - TWO_MB, TWO_MB), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 16 * GiB - 8), ==, 0);
+    close(fd);
+    teardown(&t);
+}
+
+static void test_window_not_in_mem_table(void)
+{
+    unsigned int i, tables;
+    int fd = make_file("vuf-memtable", TWO_MB, 3);
+    TestCtx t;
+
+    setup(&t, "1G");
+
+    g_mutex_lock(&t.be->lock);
+    tables = t.be->mem_tables;
+    g_assert_cmpuint(tables, >=, 1);
+    for (i = 0; i < t.be->nregions; i++) {
+        VuMemRegion *r = &t.be->regions[i];
+
+        g_assert_cmphex(r->guest_phys_addr + r->memory_size, <=,
+                        CACHE_BAR_ADDR);
+    }
+    g_mutex_unlock(&t.be->lock);
+
+    /* Mapping changes nothing the back-end's memory table depends on */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, VU_MAP_RW), ==, 0);
+    g_assert_cmpuint(shmem_unmap(t.be, 0, TWO_MB), ==, 0);
+    g_mutex_lock(&t.be->lock);
+    g_assert_cmpuint(t.be->mem_tables, ==, tables);
+    g_mutex_unlock(&t.be->lock);
+    close(fd);
+    teardown(&t);
+}
+
+static void test_map_read_write_unmap(void)
+{
+    int fd = make_file("vuf-data", 8 * MiB, 0x1111);
+    uint64_t word;
+    TestCtx t;
+
+    setup(&t, "64M");
+
+    /* File offset 4M..6M, read-only, at window offset 10M */
+    g_assert_cmpuint(shmem_map(t.be, fd, 4 * MiB, 10 * MiB, TWO_MB, 0),
+                     ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-data"), ==, 1);
+    g_assert_cmphex(bar_readq(&t, 10 * MiB), ==,
+                    file_word(0x1111, 4 * MiB));
+    g_assert_cmphex(bar_readq(&t, 12 * MiB - 8), ==,
+                    file_word(0x1111, 6 * MiB - 8));
+    /* Around the mapping, the window still reads zeros */
+    g_assert_cmphex(bar_readq(&t, 10 * MiB - 8), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 12 * MiB), ==, 0);
+
+    /* A guest write to a read-only mapping must not reach the file */
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + 10 * MiB + 64, 0xdeadbeef);
+    g_assert_cmpint(pread(fd, &word, 8, 4 * MiB + 64), ==, 8);
+    g_assert_cmphex(word, ==, file_word(0x1111, 4 * MiB + 64));
+
+    g_assert_cmpuint(shmem_unmap(t.be, 10 * MiB, TWO_MB), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-data"), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 10 * MiB), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 10 * MiB + 64), ==, 0);
+
+    /* Read-write: guest writes reach the file and back */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, 4 * MiB, VU_MAP_RW), ==, 0);
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + 3 * MiB + 16, 0xfeedface);
+    g_assert_cmpint(pread(fd, &word, 8, 3 * MiB + 16), ==, 8);
+    g_assert_cmphex(word, ==, 0xfeedface);
+    word = 0xc0ffee;
+    g_assert_cmpint(pwrite(fd, &word, 8, 24), ==, 8);
+    g_assert_cmphex(bar_readq(&t, 24), ==, 0xc0ffee);
+    g_assert_cmpuint(shmem_unmap(t.be, 0, 4 * MiB), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 3 * MiB + 16), ==, 0);
+
+    /* Guest writes into a hole never reach a file and vanish on map */
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + 20 * MiB, 0x5a5a);
+    g_assert_cmphex(bar_readq(&t, 20 * MiB), ==, 0x5a5a);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 20 * MiB, TWO_MB, 0), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 20 * MiB), ==, file_word(0x1111, 0));
+    g_assert_cmpuint(shmem_unmap(t.be, 20 * MiB, TWO_MB), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 20 * MiB), ==, 0);
+
+    /* Several adjacent mappings go in one unmap */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, 0), ==, 0);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, TWO_MB, PAGE, 0), ==, 0);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, TWO_MB + PAGE, PAGE, 0), ==, 0);
+    g_assert_cmpuint(shmem_unmap(t.be, 0, TWO_MB + 2 * PAGE), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-data"), ==, 0);
+
+    close(fd);
+    teardown(&t);
+}
+
+static void test_replace(void)
+{
+    int a = make_file("vuf-old", 4 * MiB, 0xa);
+    int b = make_file("vuf-new", 4 * MiB, 0xb);
+    TestCtx t;
+
+    setup(&t, "64M");
+
+    /* The guest's read-only to read-write upgrade */
+    g_assert_cmpuint(shmem_map(t.be, a, 0, 0, TWO_MB, 0), ==, 0);
+    g_assert_cmpuint(shmem_map(t.be, b, 0, 0, TWO_MB, VU_MAP_RW),
+                     ==, EEXIST);
+    g_assert_cmphex(bar_readq(&t, 0), ==, file_word(0xa, 0));
+    g_assert_cmpuint(shmem_map(t.be, b, 0, 0, TWO_MB,
+                               VU_MAP_RW | VU_MAP_REPLACE), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 0), ==, file_word(0xb, 0));
+    g_assert_cmpuint(count_maps(&t, "vuf-old"), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-new"), ==, 1);
+
+    /* Replacing two mappings and a hole with one */
+    g_assert_cmpuint(shmem_map(t.be, a, 0, TWO_MB, PAGE, 0), ==, 0);
+    g_assert_cmpuint(shmem_map(t.be, a, 0, 4 * MiB, 4 * MiB,
+                               VU_MAP_REPLACE), ==, 0);
+    g_assert_cmpuint(shmem_map(t.be, a, 0, 0, 4 * MiB, VU_MAP_REPLACE),
+                     ==, 0);
+    g_assert_cmphex(bar_readq(&t, 3 * MiB), ==, file_word(0xa, 3 * MiB));
+
+    /* A mapping that sticks out of the range makes REPLACE fail */
+    g_assert_cmpuint(shmem_map(t.be, b, 0, TWO_MB, 4 * MiB,
+                               VU_MAP_REPLACE), ==, EBUSY);
+    g_assert_cmphex(bar_readq(&t, 3 * MiB), ==, file_word(0xa, 3 * MiB));
+    g_assert_cmphex(bar_readq(&t, 5 * MiB), ==, file_word(0xa, 1 * MiB));
+
+    g_assert_cmpuint(shmem_unmap(t.be, 0, 8 * MiB), ==, 0);
+    close(a);
+    close(b);
+    teardown(&t);
+}
+
+typedef struct ReplaceReader {
+    int mem_fd;
+    uint64_t host_addr;
+    uint64_t seeds[2];
+    gint stop;
+    unsigned long reads;
+    unsigned long bad;
+} ReplaceReader;
+
+static gpointer replace_reader(gpointer opaque)
+{
+    ReplaceReader *r = opaque;
+
+    while (!g_atomic_int_get(&r->stop)) {
+        uint64_t word = 0;
+
+        if (pread(r->mem_fd, &word, 8, r->host_addr + 4096) != 8 ||
+            (word != file_word(r->seeds[0], 4096) &&
+             word != file_word(r->seeds[1], 4096))) {
+            r->bad++;
+        }
+        r->reads++;
+    }
+    return NULL;
+}
+
+/*
+ * While the back-end replaces a mapping again and again, another thread
+ * reads the window through QEMU's own address space: it must only ever
+ * see the old file or the new one, never the zeros of a hole.
+ */
+static void test_replace_atomic(void)
+{
+    int a = make_file("vuf-ping", TWO_MB, 0x1);
+    int b = make_file("vuf-pong", TWO_MB, 0x2);
+    g_autofree char *maps_path = NULL;
+    g_autofree char *mem_path = NULL;
+    g_autofree char *maps = NULL;
+    ReplaceReader r = { .seeds = { 0x1, 0x2 } };
+    GThread *thread;
+    char *line;
+    TestCtx t;
+    int i;
+
+    setup(&t, "64M");
+    g_assert_cmpuint(shmem_map(t.be, a, 0, 0, TWO_MB, 0), ==, 0);
+
+    maps_path = g_strdup_printf("/proc/%d/maps", qtest_pid(t.qts));
+    g_assert_true(g_file_get_contents(maps_path, &maps, NULL, NULL));
+    line = strstr(maps, "/memfd:vuf-ping ");
+    g_assert_nonnull(line);
+    while (line > maps && line[-1] != '\n') {
+        line--;
+    }
+    r.host_addr = g_ascii_strtoull(line, NULL, 16);
+    mem_path = g_strdup_printf("/proc/%d/mem", qtest_pid(t.qts));
+    r.mem_fd = open(mem_path, O_RDONLY);
+    if (r.mem_fd < 0) {
+        g_test_skip("cannot read QEMU's memory");
+        goto out;
+    }
+
+    thread = g_thread_new("reader", replace_reader, &r);
+    for (i = 0; i < 2000; i++) {
+        g_assert_cmpuint(shmem_map(t.be, i % 2 ? a : b, 0, 0, TWO_MB,
+                                   VU_MAP_REPLACE | (i % 2 ? 0 : VU_MAP_RW)),
+                         ==, 0);
+    }
+    g_atomic_int_set(&r.stop, 1);
+    g_thread_join(thread);
+    close(r.mem_fd);
+    g_test_message("%lu reads during 2000 replacements", r.reads);
+    g_assert_cmpuint(r.reads, >, 0);
+    g_assert_cmpuint(r.bad, ==, 0);
+
+out:
+    g_assert_cmpuint(shmem_unmap(t.be, 0, TWO_MB), ==, 0);
+    close(a);
+    close(b);
+    teardown(&t);
+}
+
+/*
+ * Requests a back-end must not get away with
+ */
+
+static void test_invalid_map_requests(void)
+{
+    int fd = make_file("vuf-bad", 8 * MiB, 5);
+    int fds[2] = { fd, fd };
+    VuMMap m = { .len = TWO_MB };
+    VuMemRW rw = { .size = 8 };
+    unsigned int fds_before;
+    TestCtx t;
+
+    setup(&t, "64M");
+    fds_before = count_fds(&t);
+
+    /* shmid that names no region */
+    g_assert_cmpuint(shmem_map_full(t.be, 1, fd, 0, 0, TWO_MB, 0), ==, EINVAL);
+    g_assert_cmpuint(shmem_map_full(t.be, 255, fd, 0, 0, TWO_MB, 0),
+                     ==, EINVAL);
+    /* no fd, and two fds */
+    g_assert_cmpuint(shmem_map(t.be, -1, 0, 0, TWO_MB, 0), ==, EINVAL);
+    be_send(t.be, VU_BACKEND_SHMEM_MAP, true, &m, sizeof(m), NULL, 0,
+            fds, 2);
+    g_assert_cmpuint(be_recv_u64(t.be, VU_BACKEND_SHMEM_MAP), ==, EINVAL);
+    /* a short payload */
+    be_send(t.be, VU_BACKEND_SHMEM_MAP, true, &m, sizeof(m) - 8, NULL, 0,
+            &fd, 1);
+    g_assert_cmpuint(be_recv_u64(t.be, VU_BACKEND_SHMEM_MAP), ==, EINVAL);
+    /* out of range, and arithmetic that would wrap */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 64 * MiB, PAGE, 0), ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 63 * MiB, TWO_MB, 0), ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, 128 * MiB, 0), ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, -(uint64_t)PAGE, 2 * PAGE, 0),
+                     ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, PAGE, -(uint64_t)PAGE, 0),
+                     ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, -(uint64_t)PAGE, 0, 2 * PAGE, 0),
+                     ==, EINVAL);
+    /* unaligned offset, length, file offset; empty */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 512, PAGE, 0), ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, PAGE + 1, 0), ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 100, 0, PAGE, 0), ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, 0, 0), ==, EINVAL);
+    /* unknown flags */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, PAGE, 1ULL << 2), ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, PAGE, 1ULL << 63), ==, EINVAL);
+    /* an fd that cannot be mapped */
+    {
+        int pipefd[2];
+
+        g_assert_cmpint(pipe(pipefd), ==, 0);
+        g_assert_cmpuint(shmem_map(t.be, pipefd[0], 0, 0, PAGE, 0), !=, 0);
+        close(pipefd[0]);
+        close(pipefd[1]);
+    }
+    g_assert_cmpuint(count_maps(&t, "vuf-bad"), ==, 0);
+
+    /* overlap, with and without REPLACE */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 4 * MiB, TWO_MB, 0), ==, 0);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 4 * MiB, TWO_MB, 0), ==, EEXIST);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 5 * MiB, TWO_MB, 0), ==, EEXIST);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 3 * MiB, TWO_MB, 0), ==, EEXIST);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 5 * MiB, PAGE, VU_MAP_REPLACE),
+                     ==, EBUSY);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 3 * MiB, TWO_MB, VU_MAP_REPLACE),
+                     ==, EBUSY);
+    g_assert_cmphex(bar_readq(&t, 5 * MiB), ==, file_word(5, MiB));
+
+    /* partial unmaps, unmaps of nothing, unmaps with an fd */
+    g_assert_cmpuint(shmem_unmap(t.be, 4 * MiB, MiB), ==, EINVAL);
+    g_assert_cmpuint(shmem_unmap(t.be, 5 * MiB, MiB), ==, EINVAL);
+    g_assert_cmpuint(shmem_unmap(t.be, 3 * MiB, 4 * MiB), ==, EINVAL);
+    g_assert_cmpuint(shmem_unmap(t.be, 4 * MiB, 4 * MiB), ==, EINVAL);
+    g_assert_cmpuint(shmem_unmap(t.be, 8 * MiB, TWO_MB), ==, ENOENT);
+    g_assert_cmpuint(shmem_unmap(t.be, 4 * MiB + 1, TWO_MB), ==, EINVAL);
+    g_assert_cmpuint(shmem_unmap(t.be, -(uint64_t)PAGE, 2 * PAGE), ==,
+                     EINVAL);
+    g_assert_cmpuint(shmem_unmap_full(t.be, 1, 4 * MiB, TWO_MB, -1), ==,
+                     EINVAL);
+    g_assert_cmpuint(shmem_unmap_full(t.be, 0, 4 * MiB, TWO_MB, fd), ==,
+                     EINVAL);
+    /* memory access requests carry no fds either */
+    rw.guest_address = MiB;
+    be_send(t.be, VU_BACKEND_MEM_WRITE, true, &rw, sizeof(rw), &rw, 8,
+            fds, 2);
+    g_assert_cmpuint(be_recv_u64(t.be, VU_BACKEND_MEM_WRITE), ==, EINVAL);
+    /* a gap between two mappings is not covered */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 8 * MiB, TWO_MB, 0), ==, 0);
+    g_assert_cmpuint(shmem_unmap(t.be, 4 * MiB, 6 * MiB), ==, EINVAL);
+    g_assert_cmpuint(count_maps(&t, "vuf-bad"), ==, 2);
+    g_assert_cmphex(bar_readq(&t, 8 * MiB), ==, file_word(5, 0));
+
+    g_assert_cmpuint(shmem_unmap(t.be, 4 * MiB, TWO_MB), ==, 0);
+    g_assert_cmpuint(shmem_unmap(t.be, 8 * MiB, TWO_MB), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-bad"), ==, 0);
+
+    /* Through all of that, no fd leaked into QEMU and it kept serving */
+    g_assert_cmpuint(count_fds(&t), ==, fds_before);
+    close(fd);
+    assert_alive(&t);
+    teardown(&t);
+}
+
+static void test_replace_needs_feature(void)
+{
+    int fd = make_file("vuf-norepl", TWO_MB, 9);
+    TestCtx t;
+
+    setup_full(&t, "64M", 1, VU_BASE_FEATURES | (1ULL << VU_PF_SHMEM), NULL);
+    g_mutex_lock(&t.be->lock);
+    g_assert_cmphex(t.be->acked_protocol_features, ==,
+                    VU_BASE_FEATURES | (1ULL << VU_PF_SHMEM));
+    g_mutex_unlock(&t.be->lock);
+
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, VU_MAP_REPLACE),
+                     ==, EINVAL);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, 0), ==, 0);
+    g_assert_cmpuint(shmem_unmap(t.be, 0, TWO_MB), ==, 0);
+
+    /* MEM_READ and MEM_WRITE are refused without F_MEM_RW */
+    {
+        uint8_t buf[16] = { 1 };
+
+        g_assert_cmpuint(mem_read(t.be, MiB, buf, sizeof(buf)), ==, EINVAL);
+        g_assert_cmpuint(mem_write(t.be, MiB, buf, sizeof(buf)), ==, EINVAL);
+    }
+    close(fd);
+    teardown(&t);
+}
+
+static void test_mem_rw(void)
+{
+    g_autofree uint8_t *out = g_malloc(VU_MEM_RW_MAX + 1);
+    g_autofree uint8_t *in = g_malloc(VU_MEM_RW_MAX + 1);
+    int fd = make_file("vuf-memrw", TWO_MB, 0x77);
+    uint64_t gpa, word;
+    TestCtx t;
+    int i;
+
+    setup(&t, "64M");
+    gpa = guest_alloc(&t.qs->alloc, VU_MEM_RW_MAX);
+
+    for (i = 0; i < VU_MEM_RW_MAX + 1; i++) {
+        out[i] = i * 7 + 3;
+    }
+    /* Guest RAM: written by the back-end, seen by the guest and back */
+    g_assert_cmpuint(mem_write(t.be, gpa, out, VU_MEM_RW_MAX), ==, 0);
+    qtest_memread(t.qts, gpa, in, VU_MEM_RW_MAX);
+    g_assert_cmpmem(in, VU_MEM_RW_MAX, out, VU_MEM_RW_MAX);
+    memset(in, 0, VU_MEM_RW_MAX);
+    g_assert_cmpuint(mem_read(t.be, gpa, in, VU_MEM_RW_MAX), ==, 0);
+    g_assert_cmpmem(in, VU_MEM_RW_MAX, out, VU_MEM_RW_MAX);
+
+    /* A buffer inside the window, which the back-end cannot map */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, VU_MAP_RW), ==, 0);
+    g_assert_cmpuint(mem_read(t.be, CACHE_BAR_ADDR + 8, in, 8), ==, 0);
+    memcpy(&word, in, 8);
+    g_assert_cmphex(word, ==, file_word(0x77, 8));
+    g_assert_cmpuint(mem_write(t.be, CACHE_BAR_ADDR + 64, out, 8), ==, 0);
+    g_assert_cmpint(pread(fd, in, 8, 64), ==, 8);
+    g_assert_cmpmem(in, 8, out, 8);
+    g_assert_cmpuint(shmem_unmap(t.be, 0, TWO_MB), ==, 0);
+
+    /* Too large, in both directions; QEMU stays in sync and answers */
+    g_assert_cmpuint(mem_read(t.be, gpa, in, VU_MEM_RW_MAX + 1), ==, EINVAL);
+    g_assert_cmpuint(mem_write(t.be, gpa, out, VU_MEM_RW_MAX + 1), ==,
+                     EINVAL);
+    /* Header and data that disagree; a short header */
+    {
+        VuMemRW rw = { .guest_address = gpa, .size = 32 };
+
+        be_send(t.be, VU_BACKEND_MEM_WRITE, true, &rw, sizeof(rw), out, 16,
+                NULL, 0);
+        g_assert_cmpuint(be_recv_u64(t.be, VU_BACKEND_MEM_WRITE), ==, EINVAL);
+        be_send(t.be, VU_BACKEND_MEM_WRITE, true, &rw, 8, NULL, 0, NULL, 0);
+        g_assert_cmpuint(be_recv_u64(t.be, VU_BACKEND_MEM_WRITE), ==, EINVAL);
+    }
+    /* Addresses that wrap or hit nothing */
+    g_assert_cmpuint(mem_read(t.be, -8ULL, in, 16), ==, EINVAL);
+    g_assert_cmpuint(mem_read(t.be, 1ULL << 62, in, 16), ==, EFAULT);
+    g_assert_cmpuint(mem_write(t.be, 1ULL << 62, out, 16), ==, EFAULT);
+    /* Device registers (here: this device's own) are not guest memory */
+    g_assert_cmpuint(mem_read(t.be, t.fs->pci_vdev.bar.addr, in, 4), ==,
+                     EFAULT);
+    memset(out, 0, 4);
+    g_assert_cmpuint(mem_write(t.be, t.fs->pci_vdev.bar.addr, out, 4), ==,
+                     EFAULT);
+    /* A buffer that runs from RAM into a hole is refused as a whole */
+    g_assert_cmpuint(mem_read(t.be, RAM_SIZE - 8, in, 16), ==, EFAULT);
+
+    guest_free(&t.qs->alloc, gpa);
+    close(fd);
+    assert_alive(&t);
+    teardown(&t);
+}
+
+/*
+ * Lifetime of mappings
+ */
+
+static void test_reset_drops_mappings(void)
+{
+    int fd = make_file("vuf-reset", 4 * MiB, 0x33);
+    TestCtx t;
+
+    setup(&t, "64M");
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, VU_MAP_RW), ==, 0);
+    g_assert_cmpuint(shmem_map(t.be, fd, TWO_MB, 32 * MiB, TWO_MB, 0), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-reset"), ==, 2);
+
+    qvirtio_reset(t.fs->fs.vdev);
+    g_assert_cmpuint(count_maps(&t, "vuf-reset"), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 0), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 32 * MiB), ==, 0);
+    /* The old ranges are free again */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, 0), ==, 0);
+
+    /* A system reset drops them too */
+    qtest_system_reset(t.qts);
+    g_assert_cmpuint(count_maps(&t, "vuf-reset"), ==, 0);
+
+    close(fd);
+    teardown(&t);
+}
+
+static void test_disconnect_drops_mappings(void)
+{
+    int fd = make_file("vuf-disconnect", 4 * MiB, 0x44);
+    TestCtx t;
+
+    setup(&t, "64M");
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, 4 * MiB, VU_MAP_RW), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-disconnect"), ==, 1);
+    close(fd);
+
+    be_disconnect(t.be);
+    wait_no_maps(&t, "vuf-disconnect");
+    g_assert_cmphex(bar_readq(&t, 0), ==, 0);
+    teardown(&t);
+}
+
+static void test_many_mappings(void)
+{
+    int fd = make_file("vuf-many", TWO_MB, 0x55);
+    const unsigned int n = 8192;
+    unsigned int i;
+    TestCtx t;
+
+    setup(&t, "16G");
+    for (i = 0; i < n; i++) {
+        g_assert_cmpuint(shmem_map(t.be, fd, 0, (uint64_t)i * TWO_MB, TWO_MB,
+                                   i % 2 ? VU_MAP_RW : 0), ==, 0);
+    }
+    g_assert_cmpuint(count_maps(&t, "vuf-many"), ==, n);
+    for (i = 0; i < n; i += 1021) {
+        g_assert_cmphex(bar_readq(&t, (uint64_t)i * TWO_MB + 4096), ==,
+                        file_word(0x55, 4096));
+    }
+    g_assert_cmphex(bar_readq(&t, 16 * GiB - 8), ==,
+                    file_word(0x55, TWO_MB - 8));
+
+    /* One unmap of the whole window removes all of them */
+    g_assert_cmpuint(shmem_unmap(t.be, 0, 16 * GiB), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-many"), ==, 0);
+    close(fd);
+    teardown(&t);
+}
+
+/*
+ * How many anonymous mappings of at least @size bytes QEMU has (the
+ * kernel may merge the window's reservation with a neighbour)
+ */
+static unsigned int count_anon_of_size(QTestState *qts, uint64_t size)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/maps", qtest_pid(qts));
+    g_autofree char *maps = NULL;
+    g_auto(GStrv) lines = NULL;
+    unsigned int n = 0;
+    char **l;
+
+    g_assert_true(g_file_get_contents(path, &maps, NULL, NULL));
+    lines = g_strsplit(maps, "\n", -1);
+    for (l = lines; *l; l++) {
+        uint64_t start, end;
+        char name[64] = "";
+
+        if (sscanf(*l, "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %*s %63s",
+                   &start, &end, name) >= 2 &&
+            end - start >= size && !name[0]) {
+            n++;
+        }
+    }
+    return n;
+}
+
+/*
+ * A back-end mapping page-sized pieces hits the cap on live mappings
+ * (16384 for a small window) long before the host's VMA limit.
+ */
+static void test_mapping_limit(void)
+{
+    int fd = make_file("vuf-limit", TWO_MB, 0x77);
+    const unsigned int max = 16384;
+    unsigned int i;
+    TestCtx t;
+
+    setup(&t, "128M");
+    for (i = 0; i < max; i++) {
+        g_assert_cmpuint(shmem_map(t.be, fd, 0, (uint64_t)i * PAGE, PAGE, 0),
+                         ==, 0);
+    }
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, (uint64_t)max * PAGE, PAGE, 0),
+                     ==, ENOSPC);
+    /* Replacing one mapping by another stays possible at the limit */
+    g_assert_cmpuint(shmem_map(t.be, fd, PAGE, 0, PAGE, VU_MAP_REPLACE),
+                     ==, 0);
+    g_assert_cmphex(bar_readq(&t, 0), ==, file_word(0x77, PAGE));
+    g_assert_cmpuint(shmem_unmap(t.be, 0, (uint64_t)max * PAGE), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-limit"), ==, 0);
+    close(fd);
+    teardown(&t);
+}
+
+/*
+ * Hot-plug and hot-unplug: the window's mappings and its reserved
+ * address space go with the device, and QEMU carries on.
+ */
+static void test_hotplug_unplug(void)
+{
+    TestBackend *be = be_new(VU_BASE_FEATURES | VU_SHM_FEATURES);
+    int fd = make_file("vuf-hotplug", TWO_MB, 0x66);
+    QTestState *qts;
+    TestCtx t = { .be = be };
+
+    qts = qtest_initf("-machine pc -m 1G -nodefaults "
+                      "-object memory-backend-memfd,id=mem,size=1G,"
+                      "share=on -numa node,memdev=mem "
+                      "-chardev socket,id=vuf,path=%s", be->sock_path);
+    t.qts = qts;
+    g_assert_cmpuint(count_anon_of_size(qts, 32 * GiB), ==, 0);
+
+    qtest_qmp_device_add(qts, "vhost-user-fs-pci", "fs1",
+                         "{'chardev': 'vuf', 'tag': 'hot', "
+                         "'cache-size': %" PRIu64 ", 'addr': '05.0'}",
+                         (uint64_t)(32 * GiB));
+    g_assert_cmpuint(count_anon_of_size(qts, 32 * GiB), ==, 1);
+
+    g_mutex_lock(&be->lock);
+    while (be->backend_req_fd < 0) {
+        g_assert_true(g_cond_wait_until(&be->cond, &be->lock,
+                                        g_get_monotonic_time() +
+                                        TIMEOUT_MS * 1000));
+    }
+    g_mutex_unlock(&be->lock);
+    g_assert_cmpuint(shmem_map(be, fd, 0, 0, TWO_MB, VU_MAP_RW), ==, 0);
+    g_assert_cmpuint(count_maps(&t, "vuf-hotplug"), ==, 1);
+
+    qpci_unplug_acpi_device_test(qts, "fs1", 5);
+    g_assert_cmpuint(count_maps(&t, "vuf-hotplug"), ==, 0);
+    g_assert_cmpuint(count_anon_of_size(qts, 32 * GiB), ==, 0);
+
+    close(fd);
+    qtest_quit(qts);
+    be_free(be);
+}
+
+/*
+ * Command line validation
+ */
+
+typedef struct BadOption {
+    const char *name;
+    const char *opts;
+    const char *error;
+    /* NULL for -machine pc and vhost-user-fs-pci */
+    const char *machine;
+    const char *driver;
+    /* More QEMU options, or NULL */
+    const char *extra;
+} BadOption;
+
+static const BadOption bad_options[] = {
+    { "not-power-of-two", "cache-size=3M",
+      "cache-size must be a power of two" },
+    { "too-small", "cache-size=1M", "cache-size must be at least 2 MiB" },
+    { "too-large", "cache-size=2T", "cache-size must be at most 1 TiB" },
+    { "modern-pio-notify", "cache-size=2M,modern-pio-notify=on",
+      "cache-size cannot be used with modern-pio-notify=on" },
+    /* The default CPU model has phys-bits=40: a 1 TiB BAR lands at 1 TiB */
+    { "beyond-phys-bits", "cache-size=1T",
+      "cache-size=1 TiB does not fit in the guest physical address space" },
+    /*
+     * Not an error, only a warning (QEMU then fails for want of a
+     * back-end): 128 MiB of RAM cannot hold the page structures.
+     */
+    { "guest-ram-warning", "cache-size=64G",
+      "warning: vhost-user-fs: a Linux guest needs about 1 GiB of its RAM "
+      "for cache-size=64 GiB, but the machine has 128 MiB" },
+    /* Locking every future mapping would pin the whole window */
+    { "mem-lock", "cache-size=16M",
+      "cache-size cannot be used with -overcommit mem-lock=on",
+      NULL, NULL, "-overcommit mem-lock=on" },
+    /* QEMU's virtio-mmio cannot expose a shared memory region */
+    { "virtio-mmio", "cache-size=16M",
+      "cache-size needs a PCI transport: use vhost-user-fs-pci",
+      "microvm", "vhost-user-fs-device" },
+};
+
+static void test_bad_option(const void *opaque)
+{
+    const BadOption *o = opaque;
+    g_autofree char *dir = g_dir_make_tmp("vhost-user-fs-test-XXXXXX", NULL);
+    g_autofree char *sock = g_strdup_printf("%s/s", dir);
+    g_autofree char *chardev = g_strdup_printf(
+        "socket,id=vuf,path=%s,server=on,wait=off", sock);
+    g_autofree char *device = g_strdup_printf(
+        "%s,chardev=vuf,tag=myfs,%s", o->driver ?: "vhost-user-fs-pci",
+        o->opts);
+    g_autofree char *err = NULL;
+    g_autofree char *cmd = g_strdup_printf(
+        "%s -machine %s -m 128M -nodefaults -display none -accel qtest "
+        "-chardev %s -device %s %s", g_getenv("QTEST_QEMU_BINARY"),
+        o->machine ?: "pc", chardev, device, o->extra ?: "");
+    g_auto(GStrv) argv = NULL;
+    int status;
+
+    /* Like libqtest, allow extra options in QTEST_QEMU_BINARY */
+    g_assert_nonnull(g_getenv("QTEST_QEMU_BINARY"));
+    g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+    g_assert_true(g_spawn_sync(NULL, argv, NULL, 0, NULL, NULL,
+                               NULL, &err, &status, NULL));
+    g_test_message("%s", err);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), !=, 0);
+    g_assert_nonnull(strstr(err, o->error));
+    unlink(sock);
+    rmdir(dir);
+}
+
+/*
+ * Benchmark (-m perf): map+unmap pairs per second
+ */
+
+static void bench_pairs(TestCtx *t, int fd, uint64_t offset,
+                        const char *what)
+{
+    const unsigned int n = 20000;
+    gint64 start = g_get_monotonic_time();
+    double secs;
+    unsigned int i;
+
+    for (i = 0; i < n; i++) {
+        g_assert_cmpuint(shmem_map(t->be, fd, 0, offset, TWO_MB, VU_MAP_RW),
+                         ==, 0);
+        g_assert_cmpuint(shmem_unmap(t->be, offset, TWO_MB), ==, 0);
+    }
+    secs = (g_get_monotonic_time() - start) / 1e6;
+    g_test_minimized_result(secs, "%s: %u map+unmap pairs in %.3f s, "
+                            "%.0f pairs/s", what, n, secs, n / secs);
+    g_printerr("# %s: %.0f map+unmap pairs/s\n", what, n / secs);
+}
+
+static void test_bench(void)
+{
+    int fd = make_file("vuf-bench", TWO_MB, 1);
+    unsigned int i;
+    TestCtx t;
+
+    setup(&t, "16G");
+    bench_pairs(&t, fd, 0, "1 live mapping");
+    for (i = 1; i < 8192; i++) {
+        g_assert_cmpuint(shmem_map(t.be, fd, 0, (uint64_t)i * TWO_MB, TWO_MB,
+                                   0), ==, 0);
+    }
+    bench_pairs(&t, fd, 0, "8192 live mappings");
+    g_assert_cmpuint(shmem_unmap(t.be, TWO_MB, 16 * GiB - TWO_MB), ==, 0);
+    close(fd);
+    teardown(&t);
+}
+
+int main(int argc, char **argv)
+{
+    size_t i;
+
+    g_test_init(&argc, &argv, NULL);
+
+    if (!qtest_has_device("vhost-user-fs-pci")) {
+        g_test_skip("vhost-user-fs-pci is not built in");
+        return g_test_run();
+    }
+
+    qtest_add_func("/vhost-user-fs/config-and-queues", test_config_and_queues);
+    qtest_add_func("/vhost-user-fs/no-cache-is-upstream", test_no_cache);
+    qtest_add_func("/vhost-user-fs/window/bar-and-capability",
+                   test_window_bar_and_cap);
+    qtest_add_func("/vhost-user-fs/window/q35", test_window_q35);
+    qtest_add_func("/vhost-user-fs/window/not-in-memory-table",
+                   test_window_not_in_mem_table);
+    qtest_add_func("/vhost-user-fs/window/map-read-write-unmap",
+                   test_map_read_write_unmap);
+    qtest_add_func("/vhost-user-fs/window/replace", test_replace);
+    qtest_add_func("/vhost-user-fs/window/replace-never-shows-zeros",
+                   test_replace_atomic);
+    qtest_add_func("/vhost-user-fs/window/replace-needs-feature",
+                   test_replace_needs_feature);
+    qtest_add_func("/vhost-user-fs/window/invalid-requests",
+                   test_invalid_map_requests);
+    qtest_add_func("/vhost-user-fs/window/mem-read-write", test_mem_rw);
+    qtest_add_func("/vhost-user-fs/window/reset-drops-mappings",
+                   test_reset_drops_mappings);
+    qtest_add_func("/vhost-user-fs/window/disconnect-drops-mappings",
+                   test_disconnect_drops_mappings);
+    qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
+    qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
+    qtest_add_func("/vhost-user-fs/window/hotplug-unplug",
+                   test_hotplug_unplug);
+    for (i = 0; i < ARRAY_SIZE(bad_options); i++) {
+        g_autofree char *path = g_strdup_printf("/vhost-user-fs/cmdline/%s",
+                                                bad_options[i].name);
+
+        qtest_add_data_func(path, &bad_options[i], test_bad_option);
+    }
+    if (g_test_perf()) {
+        qtest_add_func("/vhost-user-fs/bench/map-unmap", test_bench);
+    }
+
+    return g_test_run();
+}
