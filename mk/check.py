@@ -109,6 +109,10 @@ SUITES = [
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),
     guest("guest: DAX (our virtiofsd)", "dax.sh", "--daemon", "ours"),
+    # Hardening of the window: a host-side truncate of a mapped file, and
+    # code executed from the window after a remap (TCG's translation cache).
+    guest("guest: DAX survives host truncate", "dax-truncate.sh"),
+    guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
 ]
 
 

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include "qemu/units.h"
 #include "libqtest.h"
+#include "qobject/qdict.h"
 #include "libqos/libqos-pc.h"
 #include "libqos/pci-pc.h"
 #include "libqos/vhost-user-fs.h"
@@ -52,8 +53,10 @@ enum {
 #define VU_REPLY_MASK (1u << 2)
 #define VU_NEED_REPLY_MASK (1u << 3)
 #define VU_F_PROTOCOL_FEATURES 30
+#define VU_F_LOG_ALL 26
 
 #define VU_PF_MQ 0
+#define VU_PF_LOG_SHMFD 1
 #define VU_PF_REPLY_ACK 3
 #define VU_PF_BACKEND_REQ 5
 #define VU_PF_BACKEND_SEND_FD 10
@@ -228,7 +231,8 @@ static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
     switch (hdr->request) {
     case VU_GET_FEATURES:
         be_reply_u64(be->conn_fd, hdr, (1ULL << VIRTIO_F_VERSION_1) |
-                     (1ULL << VU_F_PROTOCOL_FEATURES));
+                     (1ULL << VU_F_PROTOCOL_FEATURES) |
+                     (1ULL << VU_F_LOG_ALL));
         replied = true;
         break;
     case VU_SET_FEATURES:
@@ -975,8 +979,8 @@ typedef struct ReplaceReader {
     uint64_t host_addr;
     uint64_t seeds[2];
     gint stop;
-    unsigned long reads;
-    unsigned long bad;
+    gint reads;
+    gint bad;
 } ReplaceReader;
 
 static gpointer replace_reader(gpointer opaque)
@@ -989,9 +993,9 @@ static gpointer replace_reader(gpointer opaque)
         if (pread(r->mem_fd, &word, 8, r->host_addr + 4096) != 8 ||
             (word != file_word(r->seeds[0], 4096) &&
              word != file_word(r->seeds[1], 4096))) {
-            r->bad++;
+            g_atomic_int_inc(&r->bad);
         }
-        r->reads++;
+        g_atomic_int_inc(&r->reads);
     }
     return NULL;
 }
@@ -1033,7 +1037,9 @@ static void test_replace_atomic(void)
     }
 
     thread = g_thread_new("reader", replace_reader, &r);
-    for (i = 0; i < 2000; i++) {
+    /* At least 2000 replacements, and as many as it takes to overlap */
+    for (i = 0; i < 2000 || (g_atomic_int_get(&r.reads) < 1000 && i < 100000);
+         i++) {
         g_assert_cmpuint(shmem_map(t.be, i % 2 ? a : b, 0, 0, TWO_MB,
                                    VU_MAP_REPLACE | (i % 2 ? 0 : VU_MAP_RW)),
                          ==, 0);
@@ -1041,9 +1047,9 @@ static void test_replace_atomic(void)
     g_atomic_int_set(&r.stop, 1);
     g_thread_join(thread);
     close(r.mem_fd);
-    g_test_message("%lu reads during 2000 replacements", r.reads);
-    g_assert_cmpuint(r.reads, >, 0);
-    g_assert_cmpuint(r.bad, ==, 0);
+    g_test_message("%d reads during %d replacements", r.reads, i);
+    g_assert_cmpint(r.reads, >=, 1000);
+    g_assert_cmpint(r.bad, ==, 0);
 
 out:
     g_assert_cmpuint(shmem_unmap(t.be, 0, TWO_MB), ==, 0);
@@ -1348,6 +1354,27 @@ static unsigned int count_anon_of_size(QTestState *qts, uint64_t size)
     return n;
 }
 
+static void test_migration_blocked(void)
+{
+    QDict *rsp;
+    const char *desc;
+    TestCtx t;
+
+    /* With LOG_ALL and LOG_SHMFD, vhost adds no blocker of its own */
+    setup_full(&t, "64M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES |
+               (1ULL << VU_PF_LOG_SHMFD), NULL);
+    rsp = qtest_qmp(t.qts, "{ 'execute': 'migrate', 'arguments': "
+                    "{ 'uri': 'exec:cat > /dev/null' } }");
+    g_assert_true(qdict_haskey(rsp, "error"));
+    desc = qdict_get_str(qdict_get_qdict(rsp, "error"), "desc");
+    g_test_message("%s", desc);
+    g_assert_nonnull(strstr(desc, "vhost-user-fs device with tag \"myfs\" "
+                            "has a DAX cache window (cache-size) and cannot "
+                            "be migrated"));
+    qobject_unref(rsp);
+    teardown(&t);
+}
+
 /*
  * A back-end mapping page-sized pieces hits the cap on live mappings
  * (16384 for a small window) long before the host's VMA limit.
@@ -1567,6 +1594,8 @@ int main(int argc, char **argv)
                    test_disconnect_drops_mappings);
     qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
     qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
+    qtest_add_func("/vhost-user-fs/window/migration-blocked",
+                   test_migration_blocked);
     qtest_add_func("/vhost-user-fs/window/hotplug-unplug",
                    test_hotplug_unplug);
     for (i = 0; i < ARRAY_SIZE(bad_options); i++) {
