@@ -105,6 +105,8 @@ SUITES = [
          "tests/unit/virtiofsd/test-vhost-shmem"),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
           "--daemon", "ours", "--cache-mode", "never"),
+    guest("guest: POSIX exercise, ours = Rust virtiofsd = host", "posix.sh",
+          timeout=900),
     # Needs the device's cache window (cache-size)
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),
