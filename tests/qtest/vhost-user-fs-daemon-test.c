@@ -108,42 +108,67 @@ static void kill_daemon(void *opaque)
     }
 }
 
+/*
+ * Whether a socket listens on @path: the path appears at bind(), a moment
+ * before listen(), and QEMU would fail to connect in between.
+ */
+static bool is_listening(const char *path)
+{
+    g_autofree char *table = NULL;
+    g_auto(GStrv) lines = NULL;
+    char **l;
+
+    if (!g_file_get_contents("/proc/net/unix", &table, NULL, NULL)) {
+        return false;
+    }
+    lines = g_strsplit(table, "\n", -1);
+    for (l = lines; *l; l++) {
+        unsigned long flags;
+        char name[PATH_MAX];
+
+        /* Num: RefCount Protocol Flags Type St Inode Path */
+        if (sscanf(*l, "%*s %*s %*s %lx %*s %*s %*s %4095s",
+                   &flags, name) == 2 &&
+            (flags & 0x10000) && !strcmp(name, path)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static bool start_daemon(TestCtx *t)
 {
     g_autofree char *binary = virtiofsd_path();
-    g_autofree char *sock_opt = NULL;
-    g_autofree char *dir_opt = NULL;
+    g_autofree char *sock_opt = g_strdup_printf("--socket-path=%s", t->sock);
+    g_autofree char *dir_opt = g_strdup_printf("--shared-dir=%s", t->shared);
+    /*
+     * No sandbox, so that the test also runs without the privileges
+     * namespaces need; the seccomp filter stays on.
+     */
+    const char *argv[] = {
+        NULL, sock_opt, dir_opt, "--sandbox=none", "--cache=never",
+        "--log-level=warn", NULL,
+    };
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
     g_autoptr(GError) err = NULL;
 
     if (!binary) {
         return false;
     }
-    sock_opt = g_strdup_printf("--socket-path=%s", t->sock);
-    dir_opt = g_strdup_printf("--shared-dir=%s", t->shared);
-    {
-        /*
-         * No sandbox, so that the test also runs without the privileges
-         * namespaces need; the seccomp filter stays on.
-         */
-        char *argv[] = {
-            binary, sock_opt, dir_opt, (char *)"--sandbox=none",
-            (char *)"--cache=never", (char *)"--log-level=warn", NULL,
-        };
-
-        g_assert_true(g_spawn_async(NULL, argv, NULL,
-                                    G_SPAWN_DO_NOT_REAP_CHILD, NULL, NULL,
-                                    &t->daemon, &err));
-    }
+    argv[0] = binary;
+    g_assert_true(g_spawn_async(NULL, (char **)argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD |
+                                G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                                &t->daemon, &err));
     qtest_add_abrt_handler(kill_daemon, &t->daemon);
 
-    while (!g_file_test(t->sock, G_FILE_TEST_EXISTS)) {
+    while (!is_listening(t->sock)) {
         int status;
 
         if (waitpid(t->daemon, &status, WNOHANG) == t->daemon) {
             t->daemon = 0;
             g_test_message("virtiofsd exited with status 0x%x before "
-                           "creating its socket", status);
+                           "listening on its socket", status);
             g_test_fail();
             return false;
         }
@@ -244,6 +269,9 @@ static void teardown(TestCtx *t)
  * reply (header and up to @out_len bytes) for it to write.  Returns the
  * reply's error (0 or a negative errno) and, in @out_got, how many bytes
  * of payload came back.
+ *
+ * virtio-fs speaks little-endian FUSE; like virtiofsd, which takes the
+ * messages as they come, this assumes a little-endian host.
  */
 static int fuse_call(TestCtx *t, uint32_t opcode, uint64_t nodeid,
                      const void *arg, size_t arg_len,
@@ -456,8 +484,8 @@ static void wait_no_maps(TestCtx *t)
 
 static void test_init_lookup_open(void)
 {
-    g_autofree char *tag = g_malloc(QVIRTIO_FS_TAG_LEN + 1);
-    uint64_t nodeid, fh;
+    char tag[QVIRTIO_FS_TAG_LEN + 1];
+    uint64_t fh;
     TestCtx t;
 
     if (!setup(&t)) {
@@ -466,13 +494,12 @@ static void test_init_lookup_open(void)
     }
     qvhost_user_fs_get_tag(&t.fs->fs, tag);
     g_assert_cmpstr(tag, ==, "myfs");
-    nodeid = open_pattern(&t, O_RDONLY, &fh);
+    open_pattern(&t, O_RDONLY, &fh);
     g_assert_cmpint(fuse_call(&t, FUSE_LOOKUP, FUSE_ROOT_ID, "missing", 8,
                               NULL, 0, NULL, 0, NULL), ==, -ENOENT);
     /* Nothing is mapped until the guest asks */
     g_assert_cmpuint(count_maps(&t), ==, 0);
     assert_window_zero(&t, 0, TWO_MB);
-    g_assert_cmpuint(nodeid, !=, 0);
     teardown(&t);
 }
 
