@@ -231,6 +231,21 @@ static bool setup(TestCtx *t)
     return true;
 }
 
+/* With QEMU gone, the daemon must exit, and cleanly */
+static void wait_daemon_exit(TestCtx *t)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    int status;
+
+    while (waitpid(t->daemon, &status, WNOHANG) != t->daemon) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(10 * 1000);
+    }
+    t->daemon = 0;
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+}
+
 static void teardown(TestCtx *t)
 {
     unsigned int i;
@@ -243,6 +258,9 @@ static void teardown(TestCtx *t)
     }
     if (t->qs) {
         qtest_shutdown(t->qs);
+        if (t->daemon) {
+            wait_daemon_exit(t);
+        }
     }
     if (t->daemon) {
         kill_daemon(&t->daemon);
