@@ -113,6 +113,12 @@ SUITES = [
     # code executed from the window after a remap (TCG's translation cache).
     guest("guest: DAX survives host truncate", "dax-truncate.sh"),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
+    # The back-end dies under live DAX mappings: QEMU survives and clears
+    # the window; a restarted daemon gets the device back (reconnect-ms).
+    guest("guest: virtiofsd killed, restarted, new mount works",
+          "daemon-kill.sh"),
+    guest("guest: virtiofsd killed, guest powers off with requests hung",
+          "daemon-kill.sh", "--no-restart"),
 ]
 
 
