@@ -199,7 +199,6 @@ def run_guest(args, sink=None):
     logdir = args.log_dir or tmp
     os.makedirs(logdir, exist_ok=True)
     daemon = qemu_proc = None
-    own_shared = None
     try:
         if args.script:
             with open(args.script) as f:
@@ -209,7 +208,7 @@ def run_guest(args, sink=None):
 
         shared = args.shared
         if shared is None and args.daemon != "none":
-            own_shared = shared = os.path.join(tmp, "shared")
+            shared = os.path.join(tmp, "shared")
             os.makedirs(shared)
 
         env = {"VFS_TAG": args.tag, "VFS_DAX": 1 if args.cache_size else 0,
@@ -336,10 +335,9 @@ def run_guest(args, sink=None):
     finally:
         stop(qemu_proc)
         stop(daemon)
-        if args.log_dir is None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        elif own_shared:
-            shutil.rmtree(own_shared, ignore_errors=True)
+        # The logs are in LOG_DIR when one was given; the rest (initrd,
+        # socket, default shared directory) is never needed afterwards.
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def default_args():
