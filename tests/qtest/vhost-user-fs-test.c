@@ -1844,8 +1844,8 @@ static const BadOption bad_options[] = {
     { "beyond-phys-bits", "cache-size=1T",
       "cache-size=1 TiB does not fit in the guest physical address space" },
     /*
-     * Not an error, only a warning (QEMU then fails for want of a
-     * back-end): 128 MiB of RAM cannot hold the page structures.
+     * Not an error, only a warning (QEMU then fails because the
+     * back-end hangs up): 128 MiB of RAM cannot hold the page structures.
      */
     { "guest-ram-warning", "cache-size=64G",
       "warning: vhost-user-fs: a Linux guest needs about 1 GiB of its RAM "
@@ -1876,13 +1876,45 @@ static void test_bad_option(const void *opaque)
         "-chardev %s -device %s %s", g_getenv("QTEST_QEMU_BINARY"),
         o->machine ?: "pc", chardev, device, o->extra ?: "");
     g_auto(GStrv) argv = NULL;
-    int status;
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    GString *text = g_string_new("");
+    char buf[1024];
+    int status, err_fd;
+    ssize_t n;
+    GPid pid;
 
     /* Like libqtest, allow extra options in QTEST_QEMU_BINARY */
     g_assert_nonnull(g_getenv("QTEST_QEMU_BINARY"));
     g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
-    g_assert_true(g_spawn_sync(NULL, argv, NULL, 0, NULL, NULL,
-                               NULL, &err, &status, NULL));
+    g_assert_true(g_spawn_async_with_pipes(NULL, argv, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                           NULL, &pid, NULL, NULL, &err_fd,
+                                           NULL));
+
+    /*
+     * A device that gets past its checks waits for its back-end: be one
+     * that hangs up at once, so that QEMU fails and exits.
+     */
+    g_strlcpy(addr.sun_path, sock, sizeof(addr.sun_path));
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool connected = !connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+
+        close(fd);
+        if (connected) {
+            g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+            break;
+        }
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(10 * 1000);
+    }
+    g_spawn_close_pid(pid);
+    while ((n = read(err_fd, buf, sizeof(buf))) > 0) {
+        g_string_append_len(text, buf, n);
+    }
+    close(err_fd);
+    err = g_string_free(text, false);
     g_test_message("%s", err);
     g_assert_true(WIFEXITED(status));
     g_assert_cmpint(WEXITSTATUS(status), !=, 0);
