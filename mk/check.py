@@ -126,6 +126,12 @@ SUITES = [
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
+    # The back-end dies under live DAX mappings: QEMU survives and clears
+    # the window; a restarted daemon gets the device back (reconnect-ms).
+    guest("guest: virtiofsd killed, restarted, new mount works",
+          "daemon-kill.sh"),
+    guest("guest: virtiofsd killed, guest powers off with requests hung",
+          "daemon-kill.sh", "--no-restart"),
 ]
 
 
