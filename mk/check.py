@@ -126,6 +126,13 @@ SUITES = [
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
+    # libvirt 9.0 drives the fork: a private libvirtd in its own mount
+    # namespace starts domains with our QEMU and virtiofsd, DAX included.
+    Suite("libvirt: virtio-fs through a private libvirtd",
+          [sys.executable, os.path.join(TOP, "harness", "libvirt", "test_libvirt.py"),
+           "--daemon", "ours"],
+          tap=True, needs=[QEMU, os.path.join(BUILD, "guest", "initramfs.cpio.gz")],
+          timeout=600),
     # The back-end dies under live DAX mappings: QEMU survives and clears
     # the window; a restarted daemon gets the device back (reconnect-ms).
     guest("guest: virtiofsd killed, restarted, new mount works",
