@@ -1,0 +1,112 @@
+#!/bin/bash
+# virtiofsd's request path under libFuzzer (tools/virtiofsd/fuzz/).
+#   mk/fuzz.sh build            build $BUILD/fuzz/fuzz-request
+#   mk/fuzz.sh replay           run the corpus and the regressions once
+#   mk/fuzz.sh run [SECONDS]    replay, then fuzz for SECONDS (default
+#                               $FUZZ_SECONDS or 300)
+# Built outside meson (clang, not the QEMU build's compiler) from the
+# daemon's sources minus main.c, vhost.c, sandbox.c and seccomp.c, with the
+# include paths its meson.build uses.  Fails, naming the input, on any
+# crash; new crashes are kept in $BUILD/fuzz/crashes/.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+VFSD=$TOP/tools/virtiofsd
+FUZZ_DIR=$VFSD/fuzz
+OUT=$BUILD/fuzz
+BIN=$OUT/fuzz-request
+SRC=${QEMU_SRC:-$BUILD/src}
+CC=${FUZZ_CC:-clang}
+
+build() {
+    [ -r "$SRC/include/standard-headers/linux/fuse.h" ] ||
+        die "no $SRC/include/standard-headers/linux/fuse.h: run make prepare"
+    command -v "$CC" >/dev/null || die "no $CC: run mk/deps.sh fuzz"
+    mkdir -p "$OUT"
+    local srcs=() f
+    for f in "$VFSD"/*.c; do
+        case ${f##*/} in
+        main.c|vhost.c|sandbox.c|seccomp.c) ;;
+        *) srcs+=("$f") ;;
+        esac
+    done
+    srcs+=("$FUZZ_DIR/fuzz-request.c")
+    # Rebuild only when a source, a header or this script changed
+    if [ -x "$BIN" ] && [ -z "$(find "$VFSD" "$0" -newer "$BIN" \
+            \( -name '*.[ch]' -o -name fuzz.sh \) -print -quit)" ]; then
+        return
+    fi
+    say "fuzz: building $BIN"
+    # shellcheck disable=SC2046
+    "$CC" -std=gnu11 -g -O1 -fno-omit-frame-pointer \
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+        -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -fwrapv -fno-strict-aliasing \
+        -Wall -Wno-unused-parameter \
+        -I"$VFSD" -iquote "$SRC/include" \
+        $(pkg-config --cflags glib-2.0 libcap-ng) \
+        "${srcs[@]}" -o "$BIN.tmp" \
+        -Wl,--wrap=openat,--wrap=openat64 \
+        $(pkg-config --libs glib-2.0 libcap-ng) -lpthread
+    mv "$BIN.tmp" "$BIN"
+}
+
+# The scratch directory goes under $OUT/tmp (a private tmpfs as root)
+run_fuzzer() {
+    mkdir -p "$OUT/tmp"
+    find "$OUT/tmp" -mindepth 1 -maxdepth 1 -name 'virtiofsd-fuzz-*' \
+        -exec rmdir {} + 2>/dev/null || true
+    TMPDIR=$OUT/tmp ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
+        UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+        "$BIN" "$@"
+}
+
+replay() {
+    local f failed=0 inputs=()
+    for f in "$FUZZ_DIR"/corpus/* "$FUZZ_DIR"/regressions/*; do
+        [ -f "$f" ] && inputs+=("$f")
+    done
+    [ ${#inputs[@]} -gt 0 ] || return 0
+    # One process per input: a crash names its input
+    for f in "${inputs[@]}"; do
+        if ! run_fuzzer "$f" >"$OUT/replay.log" 2>&1; then
+            cat "$OUT/replay.log" >&2
+            say "fuzz: CRASH replaying $f"
+            failed=1
+        fi
+    done
+    [ $failed = 0 ] || return 1
+    say "fuzz: ${#inputs[@]} corpus and regression inputs replayed, no crash"
+}
+
+fuzz() {
+    local secs=$1 rc=0 crash
+    mkdir -p "$OUT/corpus" "$OUT/crashes"
+    # The committed seeds plus what earlier runs found
+    cp -n "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
+    say "fuzz: fuzzing for ${secs}s (corpus $OUT/corpus)"
+    run_fuzzer "$OUT/corpus" -max_total_time="$secs" -max_len=16384 \
+        -timeout=25 -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 \
+        -artifact_prefix="$OUT/crashes/" >"$OUT/fuzz.log" 2>&1 || rc=$?
+    tail -n 40 "$OUT/fuzz.log" >&2
+    if [ $rc != 0 ]; then
+        crash=$(grep -o "Test unit written to [^ ]*" "$OUT/fuzz.log" |
+                tail -n 1 | sed 's/Test unit written to //')
+        say "fuzz: CRASH (exit status $rc), input: ${crash:-see $OUT/fuzz.log}"
+        say "fuzz: reproduce with: mk/fuzz.sh build && TMPDIR=/tmp $BIN ${crash:-INPUT}"
+        return 1
+    fi
+    say "fuzz: no crash in ${secs}s"
+}
+
+case ${1:-run} in
+build)
+    build ;;
+replay)
+    build && replay ;;
+run)
+    build
+    replay
+    fuzz "${2:-${FUZZ_SECONDS:-300}}" ;;
+*)
+    die "usage: mk/fuzz.sh build|replay|run [SECONDS]" ;;
+esac
