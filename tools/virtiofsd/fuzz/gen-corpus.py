@@ -11,6 +11,10 @@ sends the guest's INIT itself unless a session starts with one, so nodeids
 count from 2 in lookup order and file handles from 1.
 
     tools/virtiofsd/fuzz/gen-corpus.py [OUTDIR]
+
+writes OUTDIR/corpus (default: next to this script) and OUTDIR/regressions,
+the minimal inputs of the bugs the seeds found.  Crashes the fuzzer finds
+go to regressions/ as they are.
 """
 
 import os
@@ -424,14 +428,39 @@ def seeds():
     return s
 
 
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "corpus")
+def regressions():
+    """Minimal inputs for bugs found, replayed by every fuzz run."""
+    s = {}
+
+    # CREATE without O_EXCL of an existing device node opened the device
+    # (CVE-2020-35517 again): 1:3 is /dev/null, harmless even unguarded
+    m = Session()
+    m.req(MKNOD, ROOT, struct.pack("<IIII", S_IFCHR | 0o666, (1 << 8) | 3,
+                                   0, 0), name("null"))
+    m.req(CREATE, ROOT, create_in(O_RDWR | O_CREAT | O_LARGEFILE),
+          name("null"))
+    s["create-opens-device-node"] = m
+
+    # ...and an existing FIFO (the harness's "fifo")
+    m = Session()
+    m.req(CREATE, ROOT, create_in(O_RDONLY | O_CREAT), name("fifo"))
+    s["create-opens-fifo"] = m
+    return s
+
+
+def write(out, sessions):
     os.makedirs(out, exist_ok=True)
-    for n, sess in sorted(seeds().items()):
+    for n, sess in sorted(sessions.items()):
         with open(os.path.join(out, n), "wb") as f:
             f.write(sess.bytes())
-    print(f"{len(seeds())} seeds in {out}")
+    print(f"{len(sessions)} inputs in {out}")
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = sys.argv[1] if len(sys.argv) > 1 else here
+    write(os.path.join(out, "corpus"), seeds())
+    write(os.path.join(out, "regressions"), regressions())
 
 
 if __name__ == "__main__":
