@@ -121,7 +121,9 @@ static int guarded_openat(bool is64, int dirfd, const char *path, int flags,
     if (!in_session || !strcmp(path, "/proc/self/fd")) {
         goto open;
     }
+    /* O_CREAT | O_EXCL never opens what is there */
     if (!(flags & O_PATH) &&
+        (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL) &&
         fstatat(dirfd, path, &st, (flags & O_NOFOLLOW) ?
                 AT_SYMLINK_NOFOLLOW : 0) == 0 &&
         !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) &&
