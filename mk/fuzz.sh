@@ -50,14 +50,16 @@ build() {
     mv "$BIN.tmp" "$BIN"
 }
 
-# The scratch directory goes under $OUT/tmp (a private tmpfs as root)
+# The scratch directory goes under $OUT/tmp (a private tmpfs as root).
+# Writes past RLIMIT_FSIZE must fail with EFBIG as they would in the
+# daemon, not stop the fuzzer on SIGXFSZ.
 run_fuzzer() {
     mkdir -p "$OUT/tmp"
     find "$OUT/tmp" -mindepth 1 -maxdepth 1 -name 'virtiofsd-fuzz-*' \
         -exec rmdir {} + 2>/dev/null || true
     TMPDIR=$OUT/tmp ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
         UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-        "$BIN" "$@"
+        "$BIN" -handle_xfsz=0 "$@"
 }
 
 replay() {
