@@ -55,8 +55,10 @@ build() {
 # daemon, not stop the fuzzer on SIGXFSZ.
 run_fuzzer() {
     mkdir -p "$OUT/tmp"
-    find "$OUT/tmp" -mindepth 1 -maxdepth 1 -name 'virtiofsd-fuzz-*' \
-        -exec rmdir {} + 2>/dev/null || true
+    # What earlier runs that crashed left: mount points, sentinels
+    find "$OUT/tmp" -mindepth 1 -maxdepth 1 \
+        \( -name 'virtiofsd-fuzz-outside-*' -type f -delete \) -o \
+        \( -name 'virtiofsd-fuzz-*' -type d -empty -delete \) 2>/dev/null || true
     TMPDIR=$OUT/tmp ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
         UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         "$BIN" -handle_xfsz=0 "$@"

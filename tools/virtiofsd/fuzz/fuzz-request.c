@@ -73,6 +73,9 @@
 #define FUZZ_MAX_MAPS 1024
 
 static char scratch[PATH_MAX];
+/* Outside the scratch directory, reachable by the "escape" symlink */
+static char sentinel[PATH_MAX];
+static struct stat sentinel_st;
 static size_t scratch_len;
 static int scratch_fd = -1;
 static bool in_session;
@@ -349,7 +352,8 @@ static void put_file(int dirfd, const char *name, size_t size)
 
 /*
  * What a guest finds in the shared directory, nodeids in lookup order are
- * up to the input.  "escape" points outside: following it is a bug.
+ * up to the input.  "escape" points outside, to the sentinel: following
+ * it is a bug (see check_sentinel()).
  */
 static void populate(void)
 {
@@ -360,7 +364,7 @@ static void populate(void)
     put_file(scratch_fd, "big", 4 * 1024 * 1024);
     if (mkdirat(scratch_fd, "dir", 0755) < 0 ||
         symlinkat("file", scratch_fd, "link") < 0 ||
-        symlinkat("/etc/passwd", scratch_fd, "escape") < 0 ||
+        symlinkat(sentinel, scratch_fd, "escape") < 0 ||
         mknodat(scratch_fd, "fifo", S_IFIFO | 0644, 0) < 0 ||
         linkat(scratch_fd, "file", scratch_fd, "hard", 0) < 0) {
         fuzz_fail("cannot populate %s: %s", scratch, strerror(errno));
@@ -407,6 +411,52 @@ static void empty_dir(int dirfd)
     closedir(dir);
 }
 
+static void remove_sentinel(void)
+{
+    unlink(sentinel);
+    /* Empty by now (the last input cleaned it), or the run crashed */
+    if (scratch[0]) {
+        umount2(scratch, MNT_DETACH);
+        rmdir(scratch);
+    }
+}
+
+/* In $TMPDIR, beside the tmpfs, so it lives outside it */
+static void make_sentinel(const char *tmp)
+{
+    g_autofree char *path = g_build_filename(tmp, "virtiofsd-fuzz-outside-"
+                                             "XXXXXX", NULL);
+    int fd = mkstemp(path);
+
+    if (fd < 0 || write(fd, "outside\n", 8) != 8 ||
+        fstat(fd, &sentinel_st) < 0) {
+        fuzz_fail("cannot create the sentinel %s: %s", path,
+                  strerror(errno));
+    }
+    close(fd);
+    g_strlcpy(sentinel, path, sizeof(sentinel));
+    atexit(remove_sentinel);
+}
+
+/* Nothing the guest did may change the file outside, not even its ctime */
+static void check_sentinel(void)
+{
+    struct stat st;
+
+    if (lstat(sentinel, &st) < 0 || st.st_ino != sentinel_st.st_ino ||
+        st.st_mode != sentinel_st.st_mode ||
+        st.st_uid != sentinel_st.st_uid || st.st_gid != sentinel_st.st_gid ||
+        st.st_size != sentinel_st.st_size ||
+        st.st_nlink != sentinel_st.st_nlink ||
+        st.st_ctim.tv_sec != sentinel_st.st_ctim.tv_sec ||
+        st.st_ctim.tv_nsec != sentinel_st.st_ctim.tv_nsec ||
+        st.st_mtim.tv_sec != sentinel_st.st_mtim.tv_sec ||
+        st.st_mtim.tv_nsec != sentinel_st.st_mtim.tv_nsec) {
+        fuzz_fail("the file outside the shared directory (%s) changed",
+                  sentinel);
+    }
+}
+
 static void setup_scratch(void)
 {
     const char *tmp = g_getenv("TMPDIR");
@@ -427,12 +477,13 @@ static void setup_scratch(void)
         mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
         mount("virtiofsd-fuzz", tmpl, "tmpfs", MS_NOSUID,
               FUZZ_TMPFS_OPTS) == 0) {
-        /* Nothing visible outside: the directory can go right away */
+        /* Outside, the mount point stays an empty directory */
     } else {
         fprintf(stderr, "fuzz-request: no private tmpfs (%s), using %s\n",
                 strerror(errno), tmpl);
     }
     g_strlcpy(scratch, tmpl, sizeof(scratch));
+    make_sentinel(tmp ? tmp : "/tmp");
     scratch_len = strlen(scratch);
     scratch_fd = __real_openat(AT_FDCWD, scratch,
                                O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -678,6 +729,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     in_session = false;
+    check_sentinel();
     vfsd_fs_cleanup(&fs);
     if (fs.dax) {
         vfsd_dax_free(fs.dax);
