@@ -109,6 +109,9 @@ SUITES = [
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
           "--daemon", "ours", "--cache-mode", "never"),
+    # A guest that holds and looks up files without end (CVE-2020-10717)
+    guest("guest: our virtiofsd under fd exhaustion", "exhaust.sh",
+          timeout=300),
     # Needs the device's cache window (cache-size)
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),
