@@ -4,6 +4,8 @@
 #   mk/fuzz.sh replay           run the corpus and the regressions once
 #   mk/fuzz.sh run [SECONDS]    replay, then fuzz for SECONDS (default
 #                               $FUZZ_SECONDS or 300)
+#   mk/fuzz.sh coverage         line coverage of the daemon's files by the
+#                               corpus (committed seeds and what runs found)
 # Built outside meson (clang, not the QEMU build's compiler) from the
 # daemon's sources minus main.c, vhost.c, sandbox.c and seccomp.c, with the
 # include paths its meson.build uses.  Fails, naming the input, on any
@@ -18,12 +20,10 @@ BIN=$OUT/fuzz-request
 SRC=${QEMU_SRC:-$BUILD/src}
 CC=${FUZZ_CC:-clang}
 
-build() {
-    [ -r "$SRC/include/standard-headers/linux/fuse.h" ] ||
-        die "no $SRC/include/standard-headers/linux/fuse.h: run make prepare"
-    command -v "$CC" >/dev/null || die "no $CC: run mk/deps.sh fuzz"
-    mkdir -p "$OUT"
-    local srcs=() f
+# compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files
+compile() {
+    local out=$1 srcs=() f
+    shift
     for f in "$VFSD"/*.c; do
         case ${f##*/} in
         main.c|vhost.c|sandbox.c|seccomp.c) ;;
@@ -31,23 +31,50 @@ build() {
         esac
     done
     srcs+=("$FUZZ_DIR/fuzz-request.c")
+    # shellcheck disable=SC2046
+    "$CC" -std=gnu11 -g -O1 -fno-omit-frame-pointer "$@" \
+        -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -fwrapv -fno-strict-aliasing \
+        -Wall -Wno-unused-parameter \
+        -I"$VFSD" -iquote "$SRC/include" \
+        $(pkg-config --cflags glib-2.0 libcap-ng) \
+        "${srcs[@]}" -o "$out.tmp" \
+        -Wl,--wrap=openat,--wrap=openat64 \
+        $(pkg-config --libs glib-2.0 libcap-ng) -lpthread
+    mv "$out.tmp" "$out"
+}
+
+build() {
+    [ -r "$SRC/include/standard-headers/linux/fuse.h" ] ||
+        die "no $SRC/include/standard-headers/linux/fuse.h: run make prepare"
+    command -v "$CC" >/dev/null || die "no $CC: run mk/deps.sh fuzz"
+    mkdir -p "$OUT"
     # Rebuild only when a source, a header or this script changed
     if [ -x "$BIN" ] && [ -z "$(find "$VFSD" "$0" -newer "$BIN" \
             \( -name '*.[ch]' -o -name fuzz.sh \) -print -quit)" ]; then
         return
     fi
     say "fuzz: building $BIN"
+    compile "$BIN" -fsanitize=fuzzer,address,undefined \
+        -fno-sanitize-recover=all
+}
+
+coverage() {
+    build
+    local cov=$OUT/fuzz-request-cov dir=$OUT/cov
+    say "fuzz: building $cov"
+    compile "$cov" -fsanitize=fuzzer -fprofile-instr-generate \
+        -fcoverage-mapping
+    rm -rf "$dir" && mkdir -p "$dir" "$OUT/corpus"
+    cp -n "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
+    LLVM_PROFILE_FILE=$dir/cov.profraw TMPDIR=$OUT/tmp "$cov" \
+        -handle_xfsz=0 -runs=0 "$OUT/corpus" >"$dir/run.log" 2>&1 || {
+        tail -n 20 "$dir/run.log" >&2; die "coverage run failed"; }
+    llvm-profdata merge -sparse "$dir/cov.profraw" -o "$dir/cov.profdata"
     # shellcheck disable=SC2046
-    "$CC" -std=gnu11 -g -O1 -fno-omit-frame-pointer \
-        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-        -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -fwrapv -fno-strict-aliasing \
-        -Wall -Wno-unused-parameter \
-        -I"$VFSD" -iquote "$SRC/include" \
-        $(pkg-config --cflags glib-2.0 libcap-ng) \
-        "${srcs[@]}" -o "$BIN.tmp" \
-        -Wl,--wrap=openat,--wrap=openat64 \
-        $(pkg-config --libs glib-2.0 libcap-ng) -lpthread
-    mv "$BIN.tmp" "$BIN"
+    llvm-cov report "$cov" -instr-profile="$dir/cov.profdata" \
+        $(ls "$VFSD"/*.c | grep -v -e /main.c -e /vhost.c -e /sandbox.c \
+          -e /seccomp.c -e /options.c)
+    say "fuzz: per line: llvm-cov show $cov -instr-profile=$dir/cov.profdata FILE"
 }
 
 # The scratch directory goes under $OUT/tmp (a private tmpfs as root).
@@ -107,10 +134,12 @@ build)
     build ;;
 replay)
     build && replay ;;
+coverage)
+    coverage ;;
 run)
     build
     replay
     fuzz "${2:-${FUZZ_SECONDS:-300}}" ;;
 *)
-    die "usage: mk/fuzz.sh build|replay|run [SECONDS]" ;;
+    die "usage: mk/fuzz.sh build|replay|run [SECONDS]|coverage" ;;
 esac

@@ -63,13 +63,16 @@
 #include "server.h"
 #include "fuzz-request.h"
 
-/* fds_max becomes this minus the daemon's reserve: easy to reach */
-#define FUZZ_NOFILE 200
+/* fds_max becomes this minus the daemon's reserve (64): 96, reachable */
+#define FUZZ_NOFILE 160
 #define FUZZ_FSIZE (16 * 1024 * 1024)
 #define FUZZ_TMPFS_OPTS "size=48m,nr_inodes=4096,mode=0755"
-#define FUZZ_MAX_RECORDS 64
+#define FUZZ_MAX_RECORDS 256
 /* The device's cache window */
 #define FUZZ_WINDOW (64 * 1024 * 1024ULL)
+/* The front-end fails unmaps that start here (the mappings go anyway) */
+#define FUZZ_UNMAP_FAILS (32 * 1024 * 1024ULL)
+#define FUZZ_UNMAP_FAILS_LEN (2 * 1024 * 1024ULL)
 #define FUZZ_MAX_MAPS 1024
 
 static char scratch[PATH_MAX];
@@ -280,7 +283,9 @@ static bool fe_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
             i++;
         }
     }
-    return true;
+    /* The daemon's error paths, for a front-end that failed midway */
+    return shm_offset < FUZZ_UNMAP_FAILS ||
+           shm_offset >= FUZZ_UNMAP_FAILS + FUZZ_UNMAP_FAILS_LEN;
 }
 
 static bool fuzz_mem(void *opaque, uint64_t addr, void *buf, size_t len,

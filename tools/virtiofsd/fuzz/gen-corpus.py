@@ -416,15 +416,40 @@ def seeds():
     m.req(READ, 2, read_in(1, 0, 8192), out=3, seg=0x80 | 5)
     s["small-reply"] = m
 
-    # a guest that opens without end and never forgets (bounded by
-    # fds_max): READDIRPLUS lookups plus opens of the same inode
+    # a guest that opens without end and never forgets, past the
+    # harness's fds_max (96): every kind of request that needs an fd
+    # must then fail with ENFILE, and work again once handles go
     m = Session()
     m.req(LOOKUP, ROOT, name("file"))
-    for _ in range(40):
+    m.req(LOOKUP, ROOT, name("dir"))
+    for _ in range(100):
         m.req(OPEN, 2, open_in(O_RDONLY))
-    for _ in range(3):
-        m.req(OPENDIR, ROOT, open_in(O_RDONLY | O_DIRECTORY))
+    m.req(OPENDIR, 3, open_in(O_RDONLY | O_DIRECTORY))
+    m.req(LOOKUP, ROOT, name("big"))
+    m.req(CREATE, ROOT, create_in(O_RDWR | O_CREAT), name("n"))
+    m.req(TMPFILE, ROOT, create_in(O_RDWR), name("/"))
+    m.req(MKDIR, ROOT, struct.pack("<II", 0o755, 0o22), name("d"))
+    m.req(SETATTR, 2, setattr_in(FATTR_SIZE, size=10))
+    m.req(GETXATTR, 2, struct.pack("<II", 0, 0), name("user.a"))
+    m.req(SETUPMAPPING, 2, setupmapping_in(0, 2 * MiB, MAP_R, 0))
+    m.req(SETLK, 2, lk_in(1, 7, 0, 99, F_WRLCK))
+    m.req(SYNCFS, ROOT, struct.pack("<Q", 0))
+    m.req(READDIRPLUS, ROOT, read_in(1, 0, 4096, O_DIRECTORY), out=255)
+    for fh in range(1, 4):
+        m.req(RELEASE, 2, release_in(fh))
+    m.req(CREATE, ROOT, create_in(O_RDWR | O_CREAT), name("n"))
     s["many-opens"] = m
+
+    # DAX: the front-end fails to unmap (32 MiB in the harness's window)
+    m = Session()
+    m.req(LOOKUP, ROOT, name("big"))
+    m.req(SETUPMAPPING, 2, setupmapping_in(0, 2 * MiB, MAP_R, 32 * MiB))
+    m.req(SETUPMAPPING, 2, setupmapping_in(0, 2 * MiB, MAP_R | MAP_W,
+                                           32 * MiB))
+    m.req(REMOVEMAPPING, 2, removemapping_in((32 * MiB, 2 * MiB)))
+    m.req(SETUPMAPPING, 2, setupmapping_in(0, 2 * MiB, MAP_R, 32 * MiB))
+    m.req(DESTROY, 0)
+    s["dax-unmap-fails"] = m
     return s
 
 
