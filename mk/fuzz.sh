@@ -66,7 +66,8 @@ coverage() {
         -fcoverage-mapping
     rm -rf "$dir" && mkdir -p "$dir" "$OUT/corpus"
     cp -n "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
-    LLVM_PROFILE_FILE=$dir/cov.profraw TMPDIR=$OUT/tmp "$cov" \
+    mkdir -p "$dir/tmp"
+    LLVM_PROFILE_FILE=$dir/cov.profraw TMPDIR=$dir/tmp "$cov" \
         -handle_xfsz=0 -runs=0 "$OUT/corpus" >"$dir/run.log" 2>&1 || {
         tail -n 20 "$dir/run.log" >&2; die "coverage run failed"; }
     llvm-profdata merge -sparse "$dir/cov.profraw" -o "$dir/cov.profdata"
@@ -77,18 +78,20 @@ coverage() {
     say "fuzz: per line: llvm-cov show $cov -instr-profile=$dir/cov.profdata FILE"
 }
 
-# The scratch directory goes under $OUT/tmp (a private tmpfs as root).
-# Writes past RLIMIT_FSIZE must fail with EFBIG as they would in the
-# daemon, not stop the fuzzer on SIGXFSZ.
+# Each run gets its own directory under $OUT/tmp for the harness's
+# scratch tmpfs mount point and sentinel, removed once it exits: removing
+# another live run's mount point would detach its tmpfs.  Writes past
+# RLIMIT_FSIZE must fail with EFBIG as they would in the daemon, not stop
+# the fuzzer on SIGXFSZ.
 run_fuzzer() {
+    local tmp rc=0
     mkdir -p "$OUT/tmp"
-    # What earlier runs that crashed left: mount points, sentinels
-    find "$OUT/tmp" -mindepth 1 -maxdepth 1 \
-        \( -name 'virtiofsd-fuzz-outside-*' -type f -delete \) -o \
-        \( -name 'virtiofsd-fuzz-*' -type d -empty -delete \) 2>/dev/null || true
-    TMPDIR=$OUT/tmp ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
+    tmp=$(mktemp -d "$OUT/tmp/run.XXXXXX")
+    TMPDIR=$tmp ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
         UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-        "$BIN" -handle_xfsz=0 "$@"
+        "$BIN" -handle_xfsz=0 "$@" || rc=$?
+    rm -rf "$tmp"
+    return $rc
 }
 
 replay() {
@@ -99,34 +102,41 @@ replay() {
     [ ${#inputs[@]} -gt 0 ] || return 0
     # One process per input: a crash names its input
     for f in "${inputs[@]}"; do
-        if ! run_fuzzer "$f" >"$OUT/replay.log" 2>&1; then
-            cat "$OUT/replay.log" >&2
+        if ! run_fuzzer "$f" >"$OUT/replay-$$.log" 2>&1; then
+            cat "$OUT/replay-$$.log" >&2
             say "fuzz: CRASH replaying $f"
             failed=1
         fi
     done
+    rm -f "$OUT/replay-$$.log"
     [ $failed = 0 ] || return 1
     say "fuzz: ${#inputs[@]} corpus and regression inputs replayed, no crash"
 }
 
 fuzz() {
-    local secs=$1 rc=0 crash
+    local secs=$1 rc=0 crash log=$OUT/fuzz-$$.log
     mkdir -p "$OUT/corpus" "$OUT/crashes"
     # The committed seeds plus what earlier runs found
     cp -n "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
     say "fuzz: fuzzing for ${secs}s (corpus $OUT/corpus)"
     run_fuzzer "$OUT/corpus" -max_total_time="$secs" -max_len=16384 \
         -timeout=25 -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 \
-        -artifact_prefix="$OUT/crashes/" >"$OUT/fuzz.log" 2>&1 || rc=$?
-    tail -n 40 "$OUT/fuzz.log" >&2
+        -artifact_prefix="$OUT/crashes/" >"$log" 2>&1 || rc=$?
     if [ $rc != 0 ]; then
-        crash=$(grep -o "Test unit written to [^ ]*" "$OUT/fuzz.log" |
+        crash=$(grep -o "Test unit written to [^ ]*" "$log" |
                 tail -n 1 | sed 's/Test unit written to //')
-        say "fuzz: CRASH (exit status $rc), input: ${crash:-see $OUT/fuzz.log}"
-        say "fuzz: reproduce with: mk/fuzz.sh build && TMPDIR=/tmp $BIN ${crash:-INPUT}"
+        if [ -n "$crash" ]; then
+            # Again with stderr open: the harness's own verdict shows
+            { run_fuzzer "$crash" 2>&1 || true; } | tail -n 60 >&2
+        else
+            tail -n 60 "$log" >&2
+        fi
+        say "fuzz: CRASH (exit status $rc), input: ${crash:-see $log}"
+        say "fuzz: reproduce with: mk/fuzz.sh build && $BIN -handle_xfsz=0 ${crash:-INPUT}"
         return 1
     fi
-    say "fuzz: no crash in ${secs}s"
+    grep '^stat::' "$log" >&2 || true
+    say "fuzz: no crash in ${secs}s (log: $log)"
 }
 
 case ${1:-run} in
