@@ -6,7 +6,7 @@ well-formed requests laid out the way a Linux 6.12 guest lays them out
 Each file is fuzz-request.c's input format: a configuration byte, then
 records (u16 length, u8 segmentation, u8 reply room) each holding one FUSE
 request.  The harness populates the shared directory (file, empty, big,
-dir/{sub,nested}, link -> file, escape -> /etc/passwd, fifo, hard) and
+dir/{sub,nested}, link -> file, escape -> a file outside, fifo, hard) and
 sends the guest's INIT itself unless a session starts with one, so nodeids
 count from 2 in lookup order and file handles from 1.
 
