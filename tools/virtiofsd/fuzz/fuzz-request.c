@@ -36,6 +36,9 @@
  * bounds file growth in any case.  SETLKW is skipped: the daemon runs it
  * where it may block, and two lock owners here would deadlock.
  *
+ * While an input runs the working directory is /proc/self/fd, as in the
+ * daemon (see fs-xattr.c): give libFuzzer an absolute -artifact_prefix.
+ *
  * Copyright (c) 2026 virtiofs-dax developers
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -81,6 +84,8 @@ static char sentinel[PATH_MAX];
 static struct stat sentinel_st;
 static size_t scratch_len;
 static int scratch_fd = -1;
+/* libFuzzer's paths may be relative: its directory is restored after */
+static int cwd_fd = -1;
 static bool in_session;
 
 static G_NORETURN G_GNUC_PRINTF(1, 2) void fuzz_fail(const char *fmt, ...)
@@ -490,6 +495,10 @@ static void setup_scratch(void)
     g_strlcpy(scratch, tmpl, sizeof(scratch));
     make_sentinel(tmp ? tmp : "/tmp");
     scratch_len = strlen(scratch);
+    cwd_fd = __real_openat(AT_FDCWD, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (cwd_fd < 0) {
+        fuzz_fail("cannot open the working directory: %s", strerror(errno));
+    }
     scratch_fd = __real_openat(AT_FDCWD, scratch,
                                O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (scratch_fd < 0) {
@@ -750,8 +759,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (count_fds() != before) {
         fuzz_fail("%u fds leaked by the session", count_fds() - before);
     }
-    if (chdir("/") < 0) {
-        fuzz_fail("chdir /: %s", strerror(errno));
+    if (fchdir(cwd_fd) < 0) {
+        fuzz_fail("cannot go back to the working directory: %s",
+                  strerror(errno));
     }
     empty_dir(__real_openat(scratch_fd, ".", O_RDONLY | O_DIRECTORY |
                             O_CLOEXEC));
