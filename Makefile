@@ -44,8 +44,9 @@ rust-virtiofsd:
 demo: qemu guest
 	@$(TOP)/harness/demo.sh
 
+# Without clang only the fuzz suite fails (it says what to install)
 check: qemu guest
-	@$(TOP)/mk/deps.sh fuzz
+	@$(TOP)/mk/deps.sh fuzz || true
 	@python3 $(TOP)/mk/check.py
 
 # The report's chart needs matplotlib: kept in the cache's private venv.
