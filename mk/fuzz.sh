@@ -65,7 +65,7 @@ coverage() {
     compile "$cov" -fsanitize=fuzzer -fprofile-instr-generate \
         -fcoverage-mapping
     rm -rf "$dir" && mkdir -p "$dir" "$OUT/corpus"
-    cp -n "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
+    cp -f "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
     mkdir -p "$dir/tmp"
     LLVM_PROFILE_FILE=$dir/cov.profraw TMPDIR=$dir/tmp "$cov" \
         -handle_xfsz=0 -runs=0 "$OUT/corpus" >"$dir/run.log" 2>&1 || {
@@ -116,8 +116,9 @@ replay() {
 fuzz() {
     local secs=$1 rc=0 crash log=$OUT/fuzz-$$.log
     mkdir -p "$OUT/corpus" "$OUT/crashes"
-    # The committed seeds plus what earlier runs found
-    cp -n "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
+    # The committed seeds (newer than an earlier run's copy of the same
+    # name) plus what earlier runs found
+    cp -f "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
     say "fuzz: fuzzing for ${secs}s (corpus $OUT/corpus)"
     run_fuzzer "$OUT/corpus" -max_total_time="$secs" -max_len=16384 \
         -timeout=25 -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 \
