@@ -8,6 +8,10 @@ the median of --runs runs, with min and max.  Results go to
 docs/benchmarks/: results.json (every figure and the setup), results.md (a
 table per workload group, targets met or not) and results.png.
 
+Before the guests, the cache window's own cost is measured without a guest:
+vhost-user-fs-test's map+unmap benchmark, with 1 and with 8192 live
+mappings.
+
     bench/run.py [--quick] [--runs N] [--configs a,b,...] [--out DIR]
 """
 
@@ -29,6 +33,9 @@ BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
 VM = os.path.join(TOP, "harness", "vm.py")
 QEMU = os.path.join(BUILD, "qemu", "qemu-system-x86_64")
 OURS = os.path.join(BUILD, "qemu", "tools", "virtiofsd", "virtiofsd")
+FS_QTEST = os.path.join(BUILD, "qemu", "tests", "qtest", "vhost-user-fs-test")
+MAP_BENCH = "/x86_64/vhost-user-fs/bench/map-unmap"
+MAP_LIVE = (1, 8192)                          # live mappings, as the test has
 MiB = 1 << 20
 
 FILE_COUNT, FILE_SIZE = 4, 256 * MiB          # the data set: 1 GiB
@@ -138,7 +145,8 @@ def run_config(name, conf, wls, args, shared, progress):
         f.write(script)
         path = f.name
     daemon = [] if any(a in vm_args for a in ("--daemon",)) else ["--daemon", "none"]
-    cmd = [sys.executable, VM, "--quiet", "--mem", GUEST_MEM, "--shared", shared,
+    cmd = [sys.executable, VM, "--quiet", "--daemon-must-live",
+           "--mem", GUEST_MEM, "--shared", shared,
            "--timeout", str(args.config_timeout)] + daemon + vm_args + [path]
     results, errors = {}, []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -164,6 +172,43 @@ def run_config(name, conf, wls, args, shared, progress):
     if proc.returncode != 0:
         errors.append(f"guest run failed ({proc.returncode}): {err.strip()[-400:]}")
     return results, errors
+
+
+def map_unmap_bench():
+    """Map+unmap pairs per second of the cache window with 1 and with 8192
+    live mappings (vhost-user-fs-test, its back-end against the device, no
+    guest): ({live: figures}, errors)."""
+    if not os.path.exists(FS_QTEST):
+        return {}, [f"map+unmap: {FS_QTEST} is not built"]
+    env = dict(os.environ, QTEST_QEMU_BINARY=QEMU)
+    try:
+        r = subprocess.run([FS_QTEST, "-m", "perf", "-p", MAP_BENCH], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=600, stdin=subprocess.DEVNULL)
+        out, rc = r.stdout, r.returncode
+    except subprocess.TimeoutExpired:
+        return {}, ["map+unmap: timed out after 600s"]
+    res = {}
+    # "min perf: 8192 live mappings: 20000 map+unmap pairs in 1.592 s, ..."
+    for m in re.finditer(r"min perf: (\d+) live mappings?: (\d+) map\+unmap "
+                         r"pairs in ([\d.]+) s", out):
+        live, n, secs = int(m.group(1)), int(m.group(2)), float(m.group(3))
+        res[live] = {"pairs": n, "seconds": secs,
+                     "pairs_per_s": n / secs if secs else 0.0}
+    if rc != 0 or sorted(res) != list(MAP_LIVE):
+        tail = " ".join(out.strip().splitlines()[-5:])
+        return res, [f"map+unmap: benchmark failed ({rc}): {tail[-400:]}"]
+    return res, []
+
+
+def map_targets(mu):
+    """The window's target: map+unmap costs the same however full it is."""
+    a, b = (mu.get(n, {}).get("pairs_per_s") for n in (MAP_LIVE[1], MAP_LIVE[0]))
+    if a is None or not b:
+        return [("cache window map+unmap: 8192 live within 20% of 1 live",
+                 False, "not measured")]
+    return [("cache window map+unmap: 8192 live within 20% of 1 live",
+             a >= 0.8 * b, f"{a:.0f} vs {b:.0f} pairs/s")]
 
 
 def summarize(vals):
@@ -240,11 +285,12 @@ def targets(res):
     return t
 
 
-def write_reports(out, setup, res, errors, confs):
+def write_reports(out, setup, res, mu, errors, confs):
     os.makedirs(out, exist_ok=True)
-    tg = targets(res)
+    tg = targets(res) + map_targets(mu)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"setup": setup, "results": res, "errors": errors,
+                   "map_unmap": {str(n): v for n, v in mu.items()},
                    "targets": [{"target": a, "met": b, "figures": c}
                                for a, b, c in tg]}, f, indent=1, sort_keys=True)
     names = [c for c in confs if c in res]
@@ -269,6 +315,17 @@ def write_reports(out, setup, res, errors, confs):
             cells.append("-" if r is None else
                          f"{r['median']:.1f} [{r['min']:.0f}-{r['max']:.0f}]")
         md.append(f"| {w} | " + " | ".join(cells) + " |")
+    md += ["", "## Cache window map+unmap", "",
+           f"`{os.path.basename(FS_QTEST)} -m perf -p {MAP_BENCH}`: its "
+           "back-end maps and unmaps one 2 MiB range of a 16 GiB window, "
+           "with nothing else mapped and with 8191 other mappings live.", ""]
+    if mu:
+        md += ["| live mappings | pairs | seconds | pairs/s |", "|---|---|---|---|"]
+        md += [f"| {n} | {v['pairs']} | {v['seconds']:.3f} | {v['pairs_per_s']:.0f} |"
+               for n, v in sorted(mu.items())]
+        md.append("")
+    md += [f"- {'met' if ok else '**missed**'}: {a} ({fig})"
+           for a, ok, fig in map_targets(mu)]
     md += ["", "## Configurations", ""]
     md += [f"- `{c}`: {confs[c][2]}" for c in names]
     md += ["", "## Targets", ""]
@@ -357,6 +414,10 @@ def main():
               flush=True)
 
     res, errors = {}, []
+    print("bench: cache window map+unmap (vhost-user-fs-test)", flush=True)
+    mu, errors = map_unmap_bench()
+    for n, v in sorted(mu.items()):
+        print(f"  {n} live: {v['pairs_per_s']:.0f} map+unmap pairs/s", flush=True)
     try:
         print(f"bench: {len(confs)} configurations x {len(wls)} workloads x "
               f"{args.runs} runs (~{total * per_wl / 60:.0f} min of measurement)",
@@ -376,9 +437,9 @@ def main():
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     setup = setup_info(args, confs)
-    write_reports(args.out, setup, res, errors, confs)
+    write_reports(args.out, setup, res, mu, errors, confs)
     print(f"bench: wrote {args.out}/results.{{json,md,png}}")
-    for a, ok, fig in targets(res):
+    for a, ok, fig in targets(res) + map_targets(mu):
         print(f"  {'met   ' if ok else 'MISSED'} {a} ({fig})")
     return 0
 

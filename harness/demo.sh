@@ -15,13 +15,15 @@ qemu=$BUILD/qemu/qemu-system-x86_64
 vm_args=(--shared "$shared")
 if [ -x "$BUILD/qemu/tools/virtiofsd/virtiofsd" ]; then
     vm_args+=(--daemon ours)
+    ours=1
     daemon="our virtiofsd"
 else
     vm_args+=(--daemon rust --cache-mode never)
+    ours=0
     daemon="the Rust virtiofsd 1.14 (ours is not built yet)"
 fi
 if "$qemu" -device vhost-user-fs-pci,help 2>/dev/null | grep -q 'cache-size=' &&
-   [ "${vm_args[2]}" = ours ]; then
+   [ "$ours" = 1 ]; then
     vm_args+=(--cache-size 1G)
     mode="DAX, 1 GiB cache window, mounted -o dax=always"
 else

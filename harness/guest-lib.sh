@@ -17,3 +17,15 @@ mount_virtiofs() {
 dax_active() {
     grep -E " $1 " /proc/self/mountinfo | grep -q 'dax'
 }
+
+# host_step DIR: let the host act in the middle of a guest script.  Creates
+# DIR/phase1, then waits (60 s at most) for the host's DIR/phase2; the host
+# side is run_vm_with_host_step in harness/tests/lib.sh.
+host_step() {
+    touch "$1/phase1"
+    i=0
+    while [ ! -e "$1/phase2" ]; do
+        i=$((i + 1)); [ $i -gt 600 ] && fail "host never answered"
+        sleep 0.1
+    done
+}

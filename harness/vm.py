@@ -19,6 +19,7 @@ a cache window was configured), VFS_DAEMON, and /lib/vfsdax.sh.
 """
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -68,6 +69,15 @@ def daemon_command(kind, binary, sock, shared, cache, extra):
         cmd = [binary, "--socket-path", sock, "--shared-dir", shared,
                "--cache", cache]
     return cmd + extra
+
+
+def write_state(state_dir, name, text):
+    """Write STATE_DIR/NAME atomically: a test polls for it."""
+    os.makedirs(state_dir, exist_ok=True)
+    tmp = os.path.join(state_dir, f".{name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+    os.rename(tmp, os.path.join(state_dir, name))
 
 
 def parse_size(text):
@@ -189,7 +199,6 @@ def run_guest(args, sink=None):
     logdir = args.log_dir or tmp
     os.makedirs(logdir, exist_ok=True)
     daemon = qemu_proc = None
-    own_shared = None
     try:
         if args.script:
             with open(args.script) as f:
@@ -199,7 +208,7 @@ def run_guest(args, sink=None):
 
         shared = args.shared
         if shared is None and args.daemon != "none":
-            own_shared = shared = os.path.join(tmp, "shared")
+            shared = os.path.join(tmp, "shared")
             os.makedirs(shared)
 
         env = {"VFS_TAG": args.tag, "VFS_DAX": 1 if args.cache_size else 0,
@@ -244,12 +253,20 @@ def run_guest(args, sink=None):
                                       stdin=subprocess.DEVNULL,
                                       start_new_session=True)
             wait_for_socket(sock, daemon, 15, f"virtiofsd ({binary})", dlog)
+            if args.state_dir:
+                # What a test needs to kill this daemon and start another.
+                write_state(args.state_dir, "daemon.pid", str(daemon.pid))
+                write_state(args.state_dir, "daemon.cmd",
+                            json.dumps(dcmd) + "\n")
             dev = f"vhost-user-fs-pci,chardev=vfs,tag={args.tag}"
             if args.queue_size:
                 dev += f",queue-size={args.queue_size}"
             if args.cache_size:
                 dev += f",cache-size={args.cache_size}"
-            qcmd += ["-chardev", f"socket,id=vfs,path={sock}", "-device", dev]
+            chardev = f"socket,id=vfs,path={sock}"
+            if args.reconnect_ms:
+                chardev += f",reconnect-ms={args.reconnect_ms}"
+            qcmd += ["-chardev", chardev, "-device", dev]
         if args.p9:
             qcmd += ["-fsdev", f"local,id=p9,path={args.p9},security_model=none",
                      "-device", "virtio-9p-pci,fsdev=p9,mount_tag=p9"]
@@ -263,6 +280,8 @@ def run_guest(args, sink=None):
                                      stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL,
                                      start_new_session=True)
+        if args.state_dir:
+            write_state(args.state_dir, "qemu.pid", str(qemu_proc.pid))
 
         out_path = os.path.join(logdir, "output.log")
         deadline = time.monotonic() + args.timeout
@@ -304,6 +323,10 @@ def run_guest(args, sink=None):
                     f"\n--- guest console (tail)\n"
                     f"{tail(os.path.join(logdir, 'console.log'))}"
                     + (f"--- virtiofsd.log\n{tail(dlog)}" if daemon else ""))
+            if daemon is not None and daemon.poll() is not None and args.daemon_must_live:
+                raise HarnessError(
+                    f"virtiofsd exited with status {daemon.returncode} while "
+                    f"the guest was running.\n--- virtiofsd.log\n{tail(dlog)}")
             if daemon is not None and daemon.poll() is not None and not args.allow_daemon_exit:
                 # A dead back-end is reported, but the guest may still finish
                 # (a test may kill the daemon on purpose).
@@ -316,10 +339,9 @@ def run_guest(args, sink=None):
     finally:
         stop(qemu_proc)
         stop(daemon)
-        if args.log_dir is None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        elif own_shared:
-            shutil.rmtree(own_shared, ignore_errors=True)
+        # The logs are in LOG_DIR when one was given; the rest (initrd,
+        # socket, default shared directory) is never needed afterwards.
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def default_args():
@@ -344,6 +366,11 @@ def build_parser():
     p.add_argument("--cache-size", default="",
                    help="device cache window (e.g. 1G); empty = no DAX window")
     p.add_argument("--queue-size", type=int, default=0)
+    p.add_argument("--reconnect-ms", type=int, default=0,
+                   help="chardev reconnect-ms: QEMU reconnects to a "
+                   "restarted daemon")
+    p.add_argument("--state-dir", help="write daemon.pid, daemon.cmd (JSON "
+                   "argv) and qemu.pid here, for tests that kill the daemon")
     p.add_argument("--p9", help="also share this directory over virtio-9p "
                    "(mount tag p9)")
     p.add_argument("--mem", default="1G")
@@ -360,6 +387,9 @@ def build_parser():
     p.add_argument("--show-console", action="store_true",
                    help="print the guest console's tail afterwards")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--daemon-must-live", action="store_true",
+                   help="fail at once if the daemon exits before the guest "
+                        "script finishes (default: note it and go on)")
     p.add_argument("--allow-daemon-exit", action="store_true",
                    help=argparse.SUPPRESS)
     return p

@@ -21,6 +21,7 @@ BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
 QBUILD = os.path.join(BUILD, "qemu")
 QEMU = os.path.join(QBUILD, "qemu-system-x86_64")
 VM = os.path.join(TOP, "harness", "vm.py")
+VIRTIOFSD = os.path.join(QBUILD, "tools", "virtiofsd", "virtiofsd")
 
 QOS_ENV = {"QTEST_QEMU_BINARY": QEMU,
            "QTEST_QEMU_STORAGE_DAEMON_BINARY":
@@ -49,11 +50,14 @@ def qos(name, paths, timeout=300):
                  ninja=["tests/qtest/qos-test"], timeout=timeout)
 
 
-def qtest(name, binary_name, args=(), timeout=300):
+def qtest(name, binary_name, args=(), env=None, ninja=(), timeout=300):
+    """A qtest program of ours; ENV adds to QOS_ENV, NINJA are more targets
+    it needs built."""
     binary = os.path.join(QBUILD, "tests", "qtest", binary_name)
     return Suite(name, [binary, "--tap", "-k"] + list(args), tap=True,
-                 env=QOS_ENV, needs=[binary, QEMU],
-                 ninja=[f"tests/qtest/{binary_name}"], timeout=timeout)
+                 env=dict(QOS_ENV, **(env or {})), needs=[binary, QEMU],
+                 ninja=[f"tests/qtest/{binary_name}", *ninja],
+                 timeout=timeout)
 
 
 def guest(name, script, *vm_args, timeout=600):
@@ -93,6 +97,11 @@ SUITES = [
     # The device half of DAX: vhost-user-fs-pci, its cache window and the
     # shared memory back-end requests, against an in-test back-end.
     qtest("qtest: vhost-user-fs DAX window", "vhost-user-fs-test"),
+    # The same window driven by FUSE requests to our virtiofsd.  The test
+    # itself fails when the daemon is missing: it is not in `needs`.
+    qtest("qtest: vhost-user-fs DAX window with our virtiofsd",
+          "vhost-user-fs-daemon-test", env={"QTEST_VIRTIOFSD": VIRTIOFSD},
+          ninja=["tools/virtiofsd/virtiofsd"]),
     guest("guest: virtio-fs smoke (Rust virtiofsd)", "smoke.sh",
           "--daemon", "rust", "--cache-mode", "never"),
     # Our virtiofsd: its dispatch layer and libvhost-user's shared memory
@@ -109,6 +118,8 @@ SUITES = [
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
           "--daemon", "ours", "--cache-mode", "never"),
+    guest("guest: POSIX exercise, ours = Rust virtiofsd = host", "posix.sh",
+          timeout=900),
     # A guest that holds and looks up files without end (CVE-2020-10717)
     guest("guest: our virtiofsd under fd exhaustion", "exhaust.sh",
           timeout=300),
@@ -119,7 +130,15 @@ SUITES = [
     # Hardening of the window: a host-side truncate of a mapped file, and
     # code executed from the window after a remap (TCG's translation cache).
     guest("guest: DAX survives host truncate", "dax-truncate.sh"),
+    guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
+          "--daemon", "ours", timeout=240),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
+    # The back-end dies under live DAX mappings: QEMU survives and clears
+    # the window; a restarted daemon gets the device back (reconnect-ms).
+    guest("guest: virtiofsd killed, restarted, new mount works",
+          "daemon-kill.sh"),
+    guest("guest: virtiofsd killed, guest powers off with requests hung",
+          "daemon-kill.sh", "--no-restart"),
 ]
 
 

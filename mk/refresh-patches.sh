@@ -40,7 +40,7 @@ touch_overlay=$(git -C "$SRC" diff --name-only overlay HEAD | while read -r f; d
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-git -C "$SRC" format-patch -q --zero-commit --no-signature --no-numbered \
+git -C "$SRC" format-patch -q --zero-commit --no-signature --no-numbered --abbrev=8 \
     -o "$tmp" overlay..HEAD
 rm -f "$TOP"/patches/[0-9][0-9][0-9][0-9]-*.patch
 mkdir -p "$TOP/patches"

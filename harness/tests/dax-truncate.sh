@@ -6,6 +6,7 @@
 # Extra arguments go to harness/vm.py (default: ours, 16 MiB window).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/harness/tests/lib.sh"
 shared=$(mktemp -d /tmp/vfsdax-trunc.XXXXXX)
 guest_script=$(mktemp)
 trap 'rm -rf "$shared" "$guest_script"' EXIT
@@ -19,28 +20,15 @@ dax_active /mnt || fail "dax=always requested, DAX not active"
 mmapio loop /mnt/victim.bin 8 > /tmp/loop.out 2>&1 &
 loop=$!
 sleep 2
-touch /mnt/phase1
-i=0
-while [ ! -e /mnt/phase2 ]; do
-    i=$((i + 1)); [ $i -gt 600 ] && fail "host never answered"
-    sleep 0.1
-done
+host_step /mnt
 wait $loop || fail "mmapio loop: $(cat /tmp/loop.out)"
 cat /tmp/loop.out
 pass "guest kept reading a file truncated on the host"
 umount /mnt || fail umount
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared" --cache-size 16M "$@" "$guest_script" &
-vm=$!
-for _ in $(seq 1 3000); do
-    [ -e "$shared/phase1" ] && break
-    kill -0 $vm 2>/dev/null || break
-    sleep 0.1
-done
-if [ -e "$shared/phase1" ]; then
+host_truncate() {
     truncate -s 0 "$shared/victim.bin"
-    touch "$shared/phase2"
-fi
-wait $vm
+}
+run_vm_with_host_step "$shared" host_truncate --cache-size 16M "$@" "$guest_script"
 echo "ok: QEMU survived a host-side truncate under DAX"

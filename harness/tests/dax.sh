@@ -6,6 +6,7 @@
 # Extra arguments go to harness/vm.py (default: ours, 16 MiB window).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/harness/tests/lib.sh"
 pattern="python3 $top/harness/tests/pattern.py"
 shared=$(mktemp -d /tmp/vfsdax-dax.XXXXXX)
 guest_script=$(mktemp)
@@ -30,33 +31,20 @@ cat /mnt/big.bin | md5sum > /tmp/big.md5
 cat /mnt/big.bin | md5sum | cmp - /tmp/big.md5 || fail "read() twice differs"
 pass "data set larger than the window"
 # Host changes a file the guest has mapped: tell the host, wait for it.
-touch /mnt/phase1
-i=0
-while [ ! -e /mnt/phase2 ]; do
-    i=$((i + 1)); [ $i -gt 600 ] && fail "host never answered"
-    sleep 0.1
-done
+host_step /mnt
 mmapio check /mnt/host.bin 9 || fail "host change not visible through DAX"
 pass "host change visible"
 sync
 umount /mnt || fail umount
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared" --cache-size 16M "$@" "$guest_script" &
-vm=$!
-for _ in $(seq 1 3000); do
-    [ -e "$shared/phase1" ] && break
-    kill -0 $vm 2>/dev/null || break
-    sleep 0.1
-done
-if [ -e "$shared/phase1" ]; then
+host_change() {
     # In place, the same inode: what the guest has mapped must change.
     $pattern write "$shared/host.new" $((3 << 20)) 9
     dd if="$shared/host.new" of="$shared/host.bin" conv=notrunc status=none
     rm -f "$shared/host.new"
-    touch "$shared/phase2"
-fi
-wait $vm
+}
+run_vm_with_host_step "$shared" host_change --cache-size 16M "$@" "$guest_script"
 $pattern check "$shared/mmap.bin" 2
 $pattern check "$shared/write.bin" 3
 $pattern check "$shared/big.bin" 4

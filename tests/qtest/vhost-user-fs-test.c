@@ -122,9 +122,16 @@ typedef struct TestBackend {
     GThread *thread;
     uint64_t offered_protocol_features;
 
+    /* Accept a new connection after each one ends (chardev reconnect-ms) */
+    bool reconnect;
+
     GMutex lock;
     GCond cond;
     /* Protected by lock */
+    /* Connections that ended so far */
+    unsigned int connections_closed;
+    /* Answer GET_FEATURES with a malformed reply (see BadReply) */
+    int bad_reply;
     uint64_t acked_features;
     uint64_t acked_protocol_features;
     bool protocol_features_set;
@@ -218,6 +225,75 @@ static bool recv_msg(int fd, VuHeader *hdr, void *payload, size_t max,
     return read_all(fd, payload, hdr->size);
 }
 
+/* Replies a broken back-end could send to the front-end */
+enum {
+    BAD_REPLY_NONE,
+    BAD_REPLY_SHORT,            /* 4 bytes where 8 belong */
+    BAD_REPLY_LONG,             /* more than the largest payload */
+    BAD_REPLY_WRONG_REQUEST,    /* the reply to another request */
+    BAD_REPLY_NO_REPLY_FLAG,
+    BAD_REPLY_WITH_FDS,         /* file descriptors nobody asked for */
+    BAD_REPLY_MAX
+};
+
+static void be_bad_reply(TestBackend *be, VuHeader *hdr)
+{
+    int fd = be->conn_fd;
+    uint64_t u64 = 1ULL << VIRTIO_F_VERSION_1;
+    VuHeader r = {
+        .request = hdr->request,
+        .flags = VU_VERSION | VU_REPLY_MASK,
+        .size = sizeof(u64),
+    };
+    struct iovec iov[2] = {
+        { .iov_base = &r, .iov_len = sizeof(r) },
+        { .iov_base = &u64, .iov_len = sizeof(u64) },
+    };
+    char control[CMSG_SPACE(2 * sizeof(int))] = { };
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+    int fds[2] = { -1, -1 };
+    ssize_t n;
+
+    switch (be->bad_reply) {
+    case BAD_REPLY_SHORT:
+        r.size = iov[1].iov_len = 4;
+        break;
+    case BAD_REPLY_LONG:
+        /* A header only: QEMU must give up before reading 1 MiB */
+        r.size = MiB;
+        msg.msg_iovlen = 1;
+        break;
+    case BAD_REPLY_WRONG_REQUEST:
+        r.request = VU_GET_PROTOCOL_FEATURES;
+        break;
+    case BAD_REPLY_NO_REPLY_FLAG:
+        r.flags = VU_VERSION;
+        break;
+    case BAD_REPLY_WITH_FDS: {
+        struct cmsghdr *cmsg;
+
+        fds[0] = memfd_create("vuf-bad-reply", MFD_CLOEXEC);
+        fds[1] = dup(fds[0]);
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof(control);
+        cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(fds));
+        memcpy(CMSG_DATA(cmsg), fds, sizeof(fds));
+        break;
+    }
+    default:
+        g_assert_not_reached();
+    }
+    n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    g_assert_cmpint(n, >, 0);
+    if (fds[0] >= 0) {
+        close(fds[0]);
+        close(fds[1]);
+    }
+}
+
 static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
                       int *fds, size_t nfds)
 {
@@ -230,6 +306,11 @@ static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
     g_mutex_lock(&be->lock);
     switch (hdr->request) {
     case VU_GET_FEATURES:
+        if (be->bad_reply) {
+            be_bad_reply(be, hdr);
+            replied = true;
+            break;
+        }
         be_reply_u64(be->conn_fd, hdr, (1ULL << VIRTIO_F_VERSION_1) |
                      (1ULL << VU_F_PROTOCOL_FEATURES) |
                      (1ULL << VU_F_LOG_ALL));
@@ -308,13 +389,36 @@ static gpointer be_thread(gpointer opaque)
     int fds[8];
     size_t nfds;
 
-    be->conn_fd = accept(be->listen_fd, NULL, NULL);
-    if (be->conn_fd < 0) {
-        return NULL;
-    }
-    while (recv_msg(be->conn_fd, &hdr, payload, 4096, fds, &nfds)) {
-        be_handle(be, &hdr, payload, fds, nfds);
-    }
+    do {
+        int fd = accept(be->listen_fd, NULL, NULL);
+
+        if (fd < 0) {
+            break;
+        }
+        g_mutex_lock(&be->lock);
+        be->conn_fd = fd;
+        g_mutex_unlock(&be->lock);
+        while (recv_msg(fd, &hdr, payload, 4096, fds, &nfds)) {
+            be_handle(be, &hdr, payload, fds, nfds);
+        }
+        g_mutex_lock(&be->lock);
+        if (!be->reconnect) {
+            g_mutex_unlock(&be->lock);
+            break;
+        }
+        g_mutex_unlock(&be->lock);
+        /* As a back-end that died and was started again */
+        g_mutex_lock(&be->lock);
+        close(be->conn_fd);
+        be->conn_fd = -1;
+        if (be->backend_req_fd >= 0) {
+            close(be->backend_req_fd);
+            be->backend_req_fd = -1;
+        }
+        be->connections_closed++;
+        g_cond_broadcast(&be->cond);
+        g_mutex_unlock(&be->lock);
+    } while (true);
     return NULL;
 }
 
@@ -354,10 +458,10 @@ static void be_disconnect(TestBackend *be)
         close(be->backend_req_fd);
         be->backend_req_fd = -1;
     }
-    g_mutex_unlock(&be->lock);
     if (be->conn_fd >= 0) {
         shutdown(be->conn_fd, SHUT_RDWR);
     }
+    g_mutex_unlock(&be->lock);
 }
 
 static void be_free(TestBackend *be)
@@ -617,7 +721,8 @@ static void wait_no_maps(TestCtx *t, const char *name)
 static void setup_machine(TestCtx *t, const char *machine,
                           const char *cache_size,
                           unsigned int nr_request_queues,
-                          uint64_t protocol_features, const char *extra)
+                          uint64_t protocol_features, bool reconnect,
+                          const char *extra)
 {
     g_autofree char *cache_opt = cache_size ?
         g_strdup_printf(",cache-size=%s", cache_size) : g_strdup("");
@@ -628,14 +733,17 @@ static void setup_machine(TestCtx *t, const char *machine,
 
     memset(t, 0, sizeof(*t));
     t->be = be_new(protocol_features);
+    t->be->reconnect = reconnect;
     t->qs = qtest_pc_boot("-machine %s -m %" PRIu64 "M -nodefaults "
                           "-object memory-backend-memfd,id=mem,"
                           "size=%" PRIu64 "M,share=on -numa node,memdev=mem "
-                          "-chardev socket,id=vuf,path=%s "
+                          "-chardev socket,id=vuf,path=%s%s "
                           "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
                           "num-request-queues=%u,addr=04.0%s%s",
                           machine, RAM_SIZE / MiB, RAM_SIZE / MiB,
-                          t->be->sock_path, nr_request_queues, cache_opt,
+                          t->be->sock_path,
+                          reconnect ? ",reconnect-ms=100" : "",
+                          nr_request_queues, cache_opt,
                           extra ? extra : "");
     t->qts = t->qs->qts;
     t->nvqs = 1 + nr_request_queues;
@@ -674,7 +782,7 @@ static void setup_full(TestCtx *t, const char *cache_size,
                        uint64_t protocol_features, const char *extra)
 {
     setup_machine(t, "pc", cache_size, nr_request_queues, protocol_features,
-                  extra);
+                  false, extra);
 }
 
 static void setup(TestCtx *t, const char *cache_size)
@@ -831,7 +939,7 @@ static void test_window_q35(void)
     TestCtx t;
 
     setup_machine(&t, "q35", "16G", 1, VU_BASE_FEATURES | VU_SHM_FEATURES,
-                  NULL);
+                  false, NULL);
     g_assert_cmpuint(qvirtio_pci_find_shm_cap(&t.fs->pci_vdev, 0, &bar,
                                               &offset, &length), !=, 0);
     g_assert_cmpuint(bar, ==, 2);
@@ -1300,6 +1408,270 @@ static void test_disconnect_drops_mappings(void)
     teardown(&t);
 }
 
+/*
+ * A back-end that sends garbage, on its channel or in its replies, may
+ * lose its connection, but QEMU must not crash, leak file descriptors or
+ * keep mappings.  Each round ends with the back-end going away and a new
+ * one connecting (reconnect-ms), which also gives it a fresh channel.
+ */
+
+/* Send raw bytes and fds on the back-end channel; QEMU may hang up. */
+static void be_send_raw(TestBackend *be, const void *buf, size_t len,
+                        const int *fds, size_t nfds)
+{
+    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+    char control[CMSG_SPACE(8 * sizeof(int))] = { };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+    g_assert_cmpuint(nfds, <=, 8);
+    if (nfds) {
+        struct cmsghdr *cmsg;
+
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(cmsg), fds, nfds * sizeof(int));
+    }
+    sendmsg(be_req_fd(be), &msg, MSG_NOSIGNAL);
+}
+
+/*
+ * Wait for QEMU to hold @expected fds again: a new back-end connection
+ * is set up a piece at a time.  More than that is a leak.
+ */
+static void wait_fds(TestCtx *t, unsigned int expected)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    while (count_fds(t) != expected &&
+           g_get_monotonic_time() < deadline) {
+        qtest_readb(t->qts, 0);
+        g_usleep(10 * 1000);
+    }
+    g_assert_cmpuint(count_fds(t), ==, expected);
+}
+
+/* Wait for the connection after the first @closed ones to be set up. */
+static void be_wait_connected(TestBackend *be, unsigned int closed)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    g_mutex_lock(&be->lock);
+    while (be->connections_closed < closed || be->backend_req_fd < 0) {
+        g_assert_true(g_cond_wait_until(&be->cond, &be->lock, deadline));
+    }
+    g_mutex_unlock(&be->lock);
+}
+
+static unsigned int be_connections_closed(TestBackend *be)
+{
+    unsigned int n;
+
+    g_mutex_lock(&be->lock);
+    n = be->connections_closed;
+    g_mutex_unlock(&be->lock);
+    return n;
+}
+
+enum {
+    GARBAGE_RANDOM,             /* random bytes, with fds */
+    GARBAGE_SHORT_HEADER,
+    GARBAGE_SHORT_PAYLOAD,      /* the back-end dies half-way through */
+    GARBAGE_HUGE_SIZE,
+    GARBAGE_BAD_SIZES,
+    GARBAGE_STRAY_FDS,
+    GARBAGE_MAP_FLOOD,
+    GARBAGE_MAX
+};
+
+static const char *const garbage_names[GARBAGE_MAX] = {
+    [GARBAGE_RANDOM] = "random bytes with fds",
+    [GARBAGE_SHORT_HEADER] = "a truncated header",
+    [GARBAGE_SHORT_PAYLOAD] = "a truncated payload",
+    [GARBAGE_HUGE_SIZE] = "a 4 GiB payload size",
+    [GARBAGE_BAD_SIZES] = "wrong payload sizes",
+    [GARBAGE_STRAY_FDS] = "fds where none belong",
+    [GARBAGE_MAP_FLOOD] = "a flood of map requests",
+};
+
+static void send_garbage(TestCtx *t, int kind, int fd)
+{
+    int fds[8] = { fd, fd, fd, fd, fd, fd, fd, fd };
+    VuMMap m = { .len = PAGE };
+    VuMemRW rw = { .size = 8 };
+    uint64_t junk[64] = { };
+    VuHeader hdr = { .flags = VU_VERSION };
+    g_autofree uint8_t *buf = NULL;
+    GRand *rand;
+    unsigned int i;
+
+    switch (kind) {
+    case GARBAGE_RANDOM:
+        rand = g_rand_new_with_seed(0x5eed);
+        buf = g_malloc(64 * KiB);
+        for (i = 0; i < 64 * KiB / 4; i++) {
+            ((uint32_t *)buf)[i] = g_rand_int(rand);
+        }
+        g_rand_free(rand);
+        for (i = 0; i < 16; i++) {
+            be_send_raw(t->be, buf + i * 4 * KiB, 4 * KiB, fds, i % 4);
+        }
+        break;
+    case GARBAGE_SHORT_HEADER:
+        hdr.request = VU_BACKEND_SHMEM_MAP;
+        be_send_raw(t->be, &hdr, sizeof(hdr) - 3, fds, 1);
+        break;
+    case GARBAGE_SHORT_PAYLOAD:
+        hdr.request = VU_BACKEND_SHMEM_MAP;
+        hdr.size = sizeof(m);
+        be_send_raw(t->be, &hdr, sizeof(hdr), fds, 1);
+        be_send_raw(t->be, &m, sizeof(m) / 2, NULL, 0);
+        break;
+    case GARBAGE_HUGE_SIZE:
+        hdr.request = VU_BACKEND_MEM_WRITE;
+        hdr.size = UINT32_MAX;
+        be_send_raw(t->be, &hdr, sizeof(hdr), fds, 2);
+        be_send_raw(t->be, &rw, sizeof(rw), NULL, 0);
+        hdr.request = VU_BACKEND_SHMEM_MAP;
+        be_send_raw(t->be, &hdr, sizeof(hdr), fds, 2);
+        break;
+    case GARBAGE_BAD_SIZES: {
+        static const uint32_t sizes[] = { 0, 1, 39, 41, 256 };
+
+        for (i = 0; i < ARRAY_SIZE(sizes); i++) {
+            be_send(t->be, VU_BACKEND_SHMEM_MAP, true, junk, sizes[i],
+                    NULL, 0, &fd, 1);
+            g_assert_cmpuint(be_recv_u64(t->be, VU_BACKEND_SHMEM_MAP), ==,
+                             EINVAL);
+            be_send(t->be, VU_BACKEND_SHMEM_UNMAP, true, junk, sizes[i],
+                    NULL, 0, NULL, 0);
+            g_assert_cmpuint(be_recv_u64(t->be, VU_BACKEND_SHMEM_UNMAP), ==,
+                             EINVAL);
+        }
+        /* MEM_WRITE whose header and data disagree, both ways */
+        rw.guest_address = MiB;
+        be_send(t->be, VU_BACKEND_MEM_WRITE, true, &rw, sizeof(rw), junk, 4,
+                NULL, 0);
+        g_assert_cmpuint(be_recv_u64(t->be, VU_BACKEND_MEM_WRITE), ==,
+                         EINVAL);
+        be_send(t->be, VU_BACKEND_MEM_WRITE, true, &rw, sizeof(rw), junk, 16,
+                NULL, 0);
+        g_assert_cmpuint(be_recv_u64(t->be, VU_BACKEND_MEM_WRITE), ==,
+                         EINVAL);
+        be_send(t->be, VU_BACKEND_MEM_WRITE, true, &rw, 4, NULL, 0, NULL, 0);
+        g_assert_cmpuint(be_recv_u64(t->be, VU_BACKEND_MEM_WRITE), ==,
+                         EINVAL);
+        /* The channel survives all of these */
+        g_assert_cmpuint(shmem_map(t->be, fd, 0, 4 * MiB, PAGE, 0), ==, 0);
+        break;
+    }
+    case GARBAGE_STRAY_FDS: {
+        /* IOTLB, config change, host notifier, then unknown requests */
+        static const uint32_t requests[] = { 1, 2, 3, 13, 200, 0xffffffff };
+
+        for (i = 0; i < ARRAY_SIZE(requests); i++) {
+            be_send(t->be, requests[i], false, junk, 64, NULL, 0, fds, 8);
+        }
+        be_send(t->be, VU_BACKEND_SHMEM_UNMAP, true, &m, sizeof(m), NULL, 0,
+                fds, 8);
+        g_assert_cmpuint(be_recv_u64(t->be, VU_BACKEND_SHMEM_UNMAP), ==,
+                         EINVAL);
+        break;
+    }
+    case GARBAGE_MAP_FLOOD:
+        /* No replies asked for: nothing slows the back-end down */
+        for (i = 0; i < 4096; i++) {
+            m.shm_offset = 4 * MiB + (uint64_t)i * PAGE;
+            m.flags = i & 1 ? VU_MAP_RW : 0;
+            be_send(t->be, VU_BACKEND_SHMEM_MAP, false, &m, sizeof(m), NULL, 0,
+                    &fd, 1);
+        }
+        /* ... and as many that fail (overlaps) */
+        for (i = 0; i < 4096; i++) {
+            m.shm_offset = 4 * MiB + (uint64_t)(i % 64) * PAGE;
+            be_send(t->be, VU_BACKEND_SHMEM_MAP, false, &m, sizeof(m), NULL, 0,
+                    &fd, 1);
+        }
+        /* A reply orders us after all of them */
+        g_assert_cmpuint(shmem_map(t->be, fd, 0, 0, PAGE, 0), ==, EEXIST);
+        g_assert_cmpuint(count_maps(t, "vuf-garbage"), ==, 1 + 4096);
+        break;
+    default:
+        g_assert_not_reached();
+    }
+}
+
+static void test_backend_garbage(void)
+{
+    int fd = make_file("vuf-garbage", 8 * MiB, 0x6a);
+    unsigned int fds_before, closed = 0;
+    TestCtx t;
+    int kind;
+
+    setup_machine(&t, "pc", "64M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES,
+                  true, NULL);
+    fds_before = count_fds(&t);
+
+    for (kind = 0; kind < GARBAGE_MAX; kind++) {
+        g_test_message("back-end channel: %s", garbage_names[kind]);
+        g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB, VU_MAP_RW), ==, 0);
+        send_garbage(&t, kind, fd);
+
+        be_disconnect(t.be);
+        be_wait_connected(t.be, ++closed);
+        wait_no_maps(&t, "vuf-garbage");
+        wait_fds(&t, fds_before);
+        assert_alive(&t);
+    }
+    close(fd);
+    teardown(&t);
+}
+
+static void test_backend_bad_replies(void)
+{
+    unsigned int fds_before, closed;
+    TestCtx t;
+    int kind;
+
+    setup_machine(&t, "pc", "64M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES,
+                  true, NULL);
+    fds_before = count_fds(&t);
+
+    for (kind = BAD_REPLY_NONE + 1; kind < BAD_REPLY_MAX; kind++) {
+        g_test_message("reply to GET_FEATURES: bad in way %d", kind);
+        closed = be_connections_closed(t.be);
+        g_mutex_lock(&t.be->lock);
+        t.be->bad_reply = kind;
+        g_mutex_unlock(&t.be->lock);
+        be_disconnect(t.be);
+
+        if (kind != BAD_REPLY_WITH_FDS) {
+            /* QEMU hangs up on the bad reply, and tries again */
+            closed += 2;
+            g_mutex_lock(&t.be->lock);
+            while (t.be->connections_closed < closed) {
+                g_assert_true(g_cond_wait_until(&t.be->cond, &t.be->lock,
+                                                g_get_monotonic_time() +
+                                                TIMEOUT_MS * 1000));
+            }
+            g_mutex_unlock(&t.be->lock);
+        } else {
+            /* Unwanted fds in a reply are dropped, nothing else changes */
+            closed += 1;
+        }
+        g_mutex_lock(&t.be->lock);
+        t.be->bad_reply = BAD_REPLY_NONE;
+        g_mutex_unlock(&t.be->lock);
+        be_wait_connected(t.be, closed);
+        wait_fds(&t, fds_before);
+        assert_alive(&t);
+    }
+    teardown(&t);
+}
+
 static void test_many_mappings(void)
 {
     int fd = make_file("vuf-many", TWO_MB, 0x55);
@@ -1472,8 +1844,8 @@ static const BadOption bad_options[] = {
     { "beyond-phys-bits", "cache-size=1T",
       "cache-size=1 TiB does not fit in the guest physical address space" },
     /*
-     * Not an error, only a warning (QEMU then fails for want of a
-     * back-end): 128 MiB of RAM cannot hold the page structures.
+     * Not an error, only a warning (QEMU then fails because the
+     * back-end hangs up): 128 MiB of RAM cannot hold the page structures.
      */
     { "guest-ram-warning", "cache-size=64G",
       "warning: vhost-user-fs: a Linux guest needs about 1 GiB of its RAM "
@@ -1504,13 +1876,45 @@ static void test_bad_option(const void *opaque)
         "-chardev %s -device %s %s", g_getenv("QTEST_QEMU_BINARY"),
         o->machine ?: "pc", chardev, device, o->extra ?: "");
     g_auto(GStrv) argv = NULL;
-    int status;
+    struct sockaddr_un addr = { .sun_family = AF_UNIX };
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    GString *text = g_string_new("");
+    char buf[1024];
+    int status, err_fd;
+    ssize_t n;
+    GPid pid;
 
     /* Like libqtest, allow extra options in QTEST_QEMU_BINARY */
     g_assert_nonnull(g_getenv("QTEST_QEMU_BINARY"));
     g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
-    g_assert_true(g_spawn_sync(NULL, argv, NULL, 0, NULL, NULL,
-                               NULL, &err, &status, NULL));
+    g_assert_true(g_spawn_async_with_pipes(NULL, argv, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD, NULL,
+                                           NULL, &pid, NULL, NULL, &err_fd,
+                                           NULL));
+
+    /*
+     * A device that gets past its checks waits for its back-end: be one
+     * that hangs up at once, so that QEMU fails and exits.
+     */
+    g_strlcpy(addr.sun_path, sock, sizeof(addr.sun_path));
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        bool connected = !connect(fd, (struct sockaddr *)&addr, sizeof(addr));
+
+        close(fd);
+        if (connected) {
+            g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+            break;
+        }
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(10 * 1000);
+    }
+    g_spawn_close_pid(pid);
+    while ((n = read(err_fd, buf, sizeof(buf))) > 0) {
+        g_string_append_len(text, buf, n);
+    }
+    close(err_fd);
+    err = g_string_free(text, false);
     g_test_message("%s", err);
     g_assert_true(WIFEXITED(status));
     g_assert_cmpint(WEXITSTATUS(status), !=, 0);
@@ -1592,6 +1996,10 @@ int main(int argc, char **argv)
                    test_reset_drops_mappings);
     qtest_add_func("/vhost-user-fs/window/disconnect-drops-mappings",
                    test_disconnect_drops_mappings);
+    qtest_add_func("/vhost-user-fs/backend/garbage-on-backend-channel",
+                   test_backend_garbage);
+    qtest_add_func("/vhost-user-fs/backend/bad-replies",
+                   test_backend_bad_replies);
     qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
     qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
     qtest_add_func("/vhost-user-fs/window/migration-blocked",

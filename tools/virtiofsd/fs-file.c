@@ -51,11 +51,8 @@ static void fill_open_out(VfsdFs *fs, uint64_t fh, bool is_dir,
     out->fh = fh;
     switch (fs->opts->cache) {
     case VFSD_CACHE_NEVER:
-        if (!is_dir) {
-            out->open_flags |= FOPEN_DIRECT_IO;
-        }
-        break;
     case VFSD_CACHE_METADATA:
+        /* No file data in the guest's page cache (DAX is not affected) */
         if (!is_dir) {
             out->open_flags |= FOPEN_DIRECT_IO;
         }
@@ -452,13 +449,21 @@ ssize_t vfsd_op_copy_file_range(VfsdFs *fs,
     return n < 0 ? -errno : n;
 }
 
-/* The fd that carries @owner's POSIX locks on the inode */
+/*
+ * A duplicate of the fd that carries @owner's POSIX locks on the inode:
+ * the same open file description, so the same OFD locks, and it stays
+ * valid if a FLUSH of that owner closes the original meanwhile.  The
+ * caller closes it and releases its fd accounting.
+ */
 static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
 {
     VfsdInode *inode = h->inode;
     gpointer p;
-    int fd;
+    int fd, dupfd;
 
+    if (!vfsd_fd_reserve(fs)) {
+        return -ENFILE;
+    }
     g_mutex_lock(&inode->plock_lock);
     if (!inode->plocks) {
         inode->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal,
@@ -481,8 +486,21 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
                                 GINT_TO_POINTER(fd + 1));
         }
     }
+    dupfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
+    if (fd >= 0 && dupfd < 0) {
+        dupfd = -errno;
+    }
     g_mutex_unlock(&inode->plock_lock);
-    return fd;
+    if (dupfd < 0) {
+        vfsd_fd_release(fs);
+    }
+    return dupfd;
+}
+
+static void plock_fd_done(VfsdFs *fs, int fd)
+{
+    close(fd);
+    vfsd_fd_release(fs);
 }
 
 static int to_flock(const struct fuse_file_lock *fl, struct flock *l)
@@ -522,8 +540,10 @@ int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
     if (fd < 0) {
         return fd;
     }
-    if (fcntl(fd, F_OFD_GETLK, &l) < 0) {
-        return -errno;
+    ret = fcntl(fd, F_OFD_GETLK, &l) < 0 ? -errno : 0;
+    plock_fd_done(fs, fd);
+    if (ret < 0) {
+        return ret;
     }
     memset(out, 0, sizeof(*out));
     out->type = l.l_type;
@@ -578,8 +598,7 @@ int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
     if (fd < 0) {
         return fd;
     }
-    if (fcntl(fd, sleep ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0) {
-        return -errno;
-    }
-    return 0;
+    ret = fcntl(fd, sleep ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0 ? -errno : 0;
+    plock_fd_done(fs, fd);
+    return ret;
 }

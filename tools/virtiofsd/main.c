@@ -57,6 +57,22 @@ static void set_rlimit(uint64_t want)
     }
 }
 
+static void check_shared_dir(const char *dir)
+{
+    g_autofree char *msg = NULL;
+    struct stat st;
+
+    if (stat(dir, &st) < 0) {
+        msg = g_strdup_printf("shared directory %s: %s", dir,
+                              strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+        msg = g_strdup_printf("shared directory %s: not a directory", dir);
+    }
+    if (msg) {
+        die(msg);
+    }
+}
+
 static int listen_socket(const char *path)
 {
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -118,17 +134,7 @@ int main(int argc, char **argv)
         die(err);
     }
 
-    {
-        struct stat st;
-
-        if (stat(opts.shared_dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            g_autofree char *msg = g_strdup_printf(
-                "shared directory %s: %s", opts.shared_dir,
-                errno && !S_ISDIR(st.st_mode) ? strerror(errno) :
-                "not a directory");
-            die(msg);
-        }
-    }
+    check_shared_dir(opts.shared_dir);
 
     if (opts.socket_path) {
         lfd = listen_socket(opts.socket_path);

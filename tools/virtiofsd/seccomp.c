@@ -57,6 +57,12 @@ static const int allowed[] = {
     SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday),
     SCMP_SYS(getrandom), SCMP_SYS(prctl), SCMP_SYS(getrlimit),
     SCMP_SYS(prlimit64),
+    /*
+     * glibc's qsort() asks for the machine's memory size before sorting
+     * more than a kilobyte, and that is sysinfo(): without it, sorting a
+     * REMOVEMAPPING batch of more than 64 ranges kills the daemon.
+     */
+    SCMP_SYS(sysinfo),
     /* Logging (syslog) */
     SCMP_SYS(sendto), SCMP_SYS(socket), SCMP_SYS(connect),
 };

@@ -498,32 +498,46 @@ static void do_create(VfsdReq *r, bool tmpfile)
     }
 }
 
-static void do_read(VfsdReq *r)
+/*
+ * READ and READDIR write their data straight into the guest's buffers,
+ * behind the reply header, which is written last once the length is known.
+ * Returns false (having replied) if not even the header fits.
+ */
+static bool begin_data_reply(VfsdReq *r, VfsdBuf *hdr)
 {
-    struct fuse_read_in in;
-    struct fuse_out_header oh = { .unique = r->h.unique };
-    VfsdBuf hdr;
-    ssize_t n;
-
-    if (!get_arg(r, &in, sizeof(in))) {
-        return;
-    }
-    if (vfsd_buf_remaining(r->out) < sizeof(oh)) {
+    if (vfsd_buf_remaining(r->out) < sizeof(struct fuse_out_header)) {
         reply_err(r, -EIO);
-        return;
+        return false;
     }
-    /* The data goes straight behind the header, written last */
-    hdr = *r->out;
-    vfsd_buf_skip(r->out, sizeof(oh));
-    n = vfsd_op_read(r->fs, in.fh, in.offset, in.size, r->out);
+    *hdr = *r->out;
+    vfsd_buf_skip(r->out, sizeof(struct fuse_out_header));
+    return true;
+}
+
+/* @n: bytes of data written behind the header, or a negative errno */
+static void end_data_reply(VfsdReq *r, VfsdBuf *hdr, ssize_t n)
+{
+    struct fuse_out_header oh = { .unique = r->h.unique };
+
     if (n < 0) {
-        *r->out = hdr;
+        *r->out = *hdr;
         reply_err(r, n);
         return;
     }
     oh.len = sizeof(oh) + n;
-    vfsd_buf_write(&hdr, &oh, sizeof(oh));
+    vfsd_buf_write(hdr, &oh, sizeof(oh));
     r->written = oh.len;
+}
+
+static void do_read(VfsdReq *r)
+{
+    struct fuse_read_in in;
+    VfsdBuf hdr;
+
+    if (get_arg(r, &in, sizeof(in)) && begin_data_reply(r, &hdr)) {
+        end_data_reply(r, &hdr,
+                       vfsd_op_read(r->fs, in.fh, in.offset, in.size, r->out));
+    }
 }
 
 static void do_write(VfsdReq *r)
@@ -654,28 +668,12 @@ static void do_removexattr(VfsdReq *r)
 static void do_readdir(VfsdReq *r, bool plus)
 {
     struct fuse_read_in in;
-    struct fuse_out_header oh = { .unique = r->h.unique };
     VfsdBuf hdr;
-    ssize_t n;
 
-    if (!get_arg(r, &in, sizeof(in))) {
-        return;
+    if (get_arg(r, &in, sizeof(in)) && begin_data_reply(r, &hdr)) {
+        end_data_reply(r, &hdr, vfsd_op_readdir(r->fs, in.fh, in.offset,
+                                                in.size, plus, r->out));
     }
-    if (vfsd_buf_remaining(r->out) < sizeof(oh)) {
-        reply_err(r, -EIO);
-        return;
-    }
-    hdr = *r->out;
-    vfsd_buf_skip(r->out, sizeof(oh));
-    n = vfsd_op_readdir(r->fs, in.fh, in.offset, in.size, plus, r->out);
-    if (n < 0) {
-        *r->out = hdr;
-        reply_err(r, n);
-        return;
-    }
-    oh.len = sizeof(oh) + n;
-    vfsd_buf_write(&hdr, &oh, sizeof(oh));
-    r->written = oh.len;
 }
 
 static void do_getlk(VfsdReq *r)

@@ -59,6 +59,7 @@ struct VfsdDev {
     GThreadPool *pool;
     GThreadPool *blocking_pool;
     uint64_t next_gen;
+    int panic_fd;               /* wakes the main thread up on vu_panic() */
 };
 
 typedef struct VfsdElem {
@@ -376,9 +377,16 @@ static uint64_t get_protocol_features(VuDev *vu)
            1ULL << VHOST_USER_PROTOCOL_F_MEM_RW;
 }
 
+/*
+ * libvhost-user gave up on the device, possibly in a queue thread: the
+ * main thread ends the session rather than leave the guest waiting.
+ */
 static void panic_cb(VuDev *vu, const char *err)
 {
+    VfsdDev *dev = (VfsdDev *)vu;
+
     vfsd_err("vhost-user: %s", err ? err : "unknown error");
+    eventfd_write(dev->panic_fd, 1);
 }
 
 /* Kick fds are polled by the queue threads, never by libvhost-user */
@@ -461,6 +469,12 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     unsigned int i;
 
     dev->fs = fs;
+    dev->panic_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (dev->panic_fd < 0) {
+        vfsd_err("eventfd: %s", strerror(errno));
+        g_free(dev);
+        return false;
+    }
     /* The main thread must not starve behind busy queues */
     pthread_rwlockattr_init(&attr);
     pthread_rwlockattr_setkind_np(&attr,
@@ -470,6 +484,7 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     if (!vu_init(&dev->vu, VFSD_MAX_QUEUES, conn_fd, panic_cb, NULL,
                  set_watch, remove_watch, &iface)) {
         vfsd_err("cannot initialize the vhost-user device");
+        close(dev->panic_fd);
         g_free(dev);
         return false;
     }
@@ -484,14 +499,22 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
                                            VFSD_MAX_BLOCKING, FALSE, NULL);
 
     for (;;) {
-        struct pollfd pfd = { .fd = conn_fd, .events = POLLIN };
+        struct pollfd pfd[2] = {
+            { .fd = conn_fd, .events = POLLIN },
+            { .fd = dev->panic_fd, .events = POLLIN },
+        };
         bool more;
 
-        if (poll(&pfd, 1, -1) < 0) {
+        if (poll(pfd, 2, -1) < 0) {
             if (errno == EINTR) {
                 continue;
             }
             vfsd_err("poll: %s", strerror(errno));
+            ok = false;
+            break;
+        }
+        if (pfd[1].revents) {
+            vfsd_err("vhost-user device broken, disconnecting");
             ok = false;
             break;
         }
@@ -527,6 +550,7 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     fs->dax = NULL;
     vu_deinit(&dev->vu);
     pthread_rwlock_destroy(&dev->dispatch_lock);
+    close(dev->panic_fd);
     g_free(dev);
     return ok;
 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A scripted POSIX exercise (harness/guest-tools/posixops.c) run in the guest
+# on virtio-fs with our virtiofsd and with the Rust virtiofsd 1.14: both must
+# print the same results, except the differences listed in
+# harness/tests/posix-expected-differences, and what the guest did must be
+# what the host sees.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(mktemp -d /tmp/vfsdax-posix.XXXXXX)
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
+
+cat > "$work/guest.sh" <<'GUEST'
+mkdir -p /mnt
+mount -t virtiofs "$VFS_TAG" /mnt || { echo "FAIL: mount"; exit 1; }
+mkdir /mnt/t && posixops /mnt/t
+umount /mnt
+GUEST
+
+run() {  # name, vm.py arguments...
+    local name=$1; shift
+    mkdir -p "$work/$name"
+    python3 "$top/harness/vm.py" --quiet --shared "$work/$name" --timeout 400 \
+        "$@" "$work/guest.sh" > "$work/$name.out"
+}
+run ours --daemon ours --cache-mode auto --daemon-args=--xattr
+run rust --daemon rust --cache-mode auto --daemon-args=--xattr
+
+rc=0
+steps=$(wc -l < "$work/ours.out")
+[ "$steps" -ge 60 ] || { echo "FAIL: our run printed only $steps lines:"; cat "$work/ours.out"; exit 1; }
+expected=$top/harness/tests/posix-expected-differences
+if ! diff <(grep -vxFf <(grep -v '^#' "$expected") "$work/rust.out") \
+          <(grep -vxFf <(grep -v '^#' "$expected") "$work/ours.out") > "$work/diff"; then
+    echo "FAIL: our virtiofsd and the Rust virtiofsd differ (< Rust, > ours):"
+    cat "$work/diff"
+    rc=1
+else
+    echo "ok: $steps steps, same results as the Rust virtiofsd"
+fi
+
+# What the host sees after our run.
+python3 - "$work/ours/t" <<'PY' || rc=1
+import os, stat, sys
+t = sys.argv[1]
+def check(what, ok):
+    print(("ok: " if ok else "FAIL: ") + what)
+    return ok
+def read(name):
+    with open(os.path.join(t, name), "rb") as f:
+        return f.read()
+ok = True
+ok &= check("a truncated to 0 by O_TRUNC", os.path.getsize(os.path.join(t, "a")) == 0)
+ok &= check("exchange: c holds bee, d holds sea",
+            read("c") == b"bee" and read("d") == b"sea")
+ok &= check("hard link e shares c's inode",
+            os.stat(os.path.join(t, "e")).st_ino == os.stat(os.path.join(t, "c")).st_ino
+            and os.stat(os.path.join(t, "c")).st_nlink == 2)
+ok &= check("symlink s -> c", os.readlink(os.path.join(t, "s")) == "c")
+ok &= check("fifo is a FIFO on the host",
+            stat.S_ISFIFO(os.lstat(os.path.join(t, "fifo")).st_mode))
+ok &= check("xattr user.t removed", "user.t" not in os.listxattr(os.path.join(t, "c")))
+ok &= check("mode 0600 and mtime 1000000000 on c",
+            stat.S_IMODE(os.stat(os.path.join(t, "c")).st_mode) == 0o600
+            and int(os.stat(os.path.join(t, "c")).st_mtime) == 1000000000)
+ok &= check("copy_file_range result", read("dst") == b"456789ab")
+ok &= check("mmap write reached the file", read("m")[:7] == b"mapped!")
+ok &= check("sparse file keeps its size", os.path.getsize(os.path.join(t, "sparse")) == 1 << 20)
+ok &= check("10,000 entries", len(os.listdir(os.path.join(t, "many"))) == 10000)
+sys.exit(0 if ok else 1)
+PY
+exit $rc

@@ -1,0 +1,735 @@
+/*
+ * QTest for vhost-user-fs with the DAX cache window, against virtiofsd
+ *
+ * vhost-user-fs-test plays the back-end itself; this test starts the real
+ * daemon on a scratch directory and speaks FUSE to it on a request queue,
+ * as a guest driver would, so that FUSE_SETUPMAPPING and
+ * FUSE_REMOVEMAPPING travel the whole way: virtqueue, daemon, back-end
+ * request, the window in BAR 2 and the host file behind it.
+ *
+ * The daemon is $QTEST_VIRTIOFSD, or tools/virtiofsd/virtiofsd in the
+ * build tree that holds $QTEST_QEMU_BINARY.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include <sys/wait.h>
+#include "qemu/bswap.h"
+#include "qemu/cutils.h"
+#include "qemu/units.h"
+#include "libqtest.h"
+#include "libqos/libqos-pc.h"
+#include "libqos/pci-pc.h"
+#include "libqos/vhost-user-fs.h"
+#include "standard-headers/linux/fuse.h"
+#include "standard-headers/linux/pci_regs.h"
+#include "standard-headers/linux/virtio_config.h"
+
+#define TWO_MB (2 * MiB)
+#define FILE_SIZE (4 * MiB)
+#define CACHE_SIZE (64 * MiB)
+#define RAM_SIZE (256 * MiB)
+#define FS_DEVFN QPCI_DEVFN(4, 0)
+/* Where the test puts BAR 2: above RAM and the 32-bit hole */
+#define CACHE_BAR_ADDR (64 * GiB)
+#define REQUEST_QUEUE 1
+#define TIMEOUT_MS 10000
+#define FILE_NAME "pattern"
+#define DIR_NAME "subdir"
+/* The guest sends no file handle with SETUPMAPPING */
+#define NO_FH UINT64_MAX
+
+typedef struct TestCtx {
+    char *dir;
+    char *shared;
+    char *file;
+    char *sock;
+    GPid daemon;
+    QOSState *qs;
+    QTestState *qts;
+    QVhostUserFSPCI *fs;
+    QVirtQueue *vq[2];
+    uint64_t unique;
+} TestCtx;
+
+/* The 64-bit word at @offset of the shared file */
+static uint64_t pattern_word(uint64_t offset)
+{
+    return 0x5a5a000000000000ULL ^ offset;
+}
+
+static void make_pattern_file(const char *path)
+{
+    g_autofree uint64_t *buf = g_malloc(FILE_SIZE);
+    uint64_t i;
+
+    for (i = 0; i < FILE_SIZE / 8; i++) {
+        buf[i] = cpu_to_le64(pattern_word(i * 8));
+    }
+    g_assert_true(g_file_set_contents(path, (char *)buf, FILE_SIZE, NULL));
+}
+
+static char *virtiofsd_path(void)
+{
+    const char *env = g_getenv("QTEST_VIRTIOFSD");
+    const char *qemu = g_getenv("QTEST_QEMU_BINARY");
+    g_autofree char *qemu_dir = NULL;
+    char *path;
+
+    if (env) {
+        path = g_strdup(env);
+    } else {
+        g_assert_nonnull(qemu);
+        qemu_dir = g_path_get_dirname(qemu);
+        path = g_build_filename(qemu_dir, "tools", "virtiofsd", "virtiofsd",
+                                NULL);
+    }
+    if (access(path, X_OK)) {
+        g_test_message("virtiofsd not found at %s: build it or set "
+                       "QTEST_VIRTIOFSD", path);
+        g_test_fail();
+        g_free(path);
+        return NULL;
+    }
+    return path;
+}
+
+static void kill_daemon(void *opaque)
+{
+    GPid *pid = opaque;
+
+    if (*pid > 0) {
+        kill(*pid, SIGKILL);
+        waitpid(*pid, NULL, 0);
+        *pid = 0;
+    }
+}
+
+/*
+ * Whether a socket listens on @path: the path appears at bind(), a moment
+ * before listen(), and QEMU would fail to connect in between.
+ */
+static bool is_listening(const char *path)
+{
+    g_autofree char *table = NULL;
+    g_auto(GStrv) lines = NULL;
+    char **l;
+
+    if (!g_file_get_contents("/proc/net/unix", &table, NULL, NULL)) {
+        return false;
+    }
+    lines = g_strsplit(table, "\n", -1);
+    for (l = lines; *l; l++) {
+        unsigned long flags;
+        char name[PATH_MAX];
+
+        /* Num: RefCount Protocol Flags Type St Inode Path */
+        if (sscanf(*l, "%*s %*s %*s %lx %*s %*s %*s %4095s",
+                   &flags, name) == 2 &&
+            (flags & 0x10000) && !strcmp(name, path)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool start_daemon(TestCtx *t)
+{
+    g_autofree char *binary = virtiofsd_path();
+    g_autofree char *sock_opt = g_strdup_printf("--socket-path=%s", t->sock);
+    g_autofree char *dir_opt = g_strdup_printf("--shared-dir=%s", t->shared);
+    /*
+     * No sandbox, so that the test also runs without the privileges
+     * namespaces need; the seccomp filter stays on.
+     */
+    const char *argv[] = {
+        NULL, sock_opt, dir_opt, "--sandbox=none", "--cache=never",
+        "--log-level=warn", NULL,
+    };
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    g_autoptr(GError) err = NULL;
+
+    if (!binary) {
+        return false;
+    }
+    argv[0] = binary;
+    g_assert_true(g_spawn_async(NULL, (char **)argv, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD |
+                                G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                                &t->daemon, &err));
+    qtest_add_abrt_handler(kill_daemon, &t->daemon);
+
+    while (!is_listening(t->sock)) {
+        int status;
+
+        if (waitpid(t->daemon, &status, WNOHANG) == t->daemon) {
+            t->daemon = 0;
+            g_test_message("virtiofsd exited with status 0x%x before "
+                           "listening on its socket", status);
+            g_test_fail();
+            return false;
+        }
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(10 * 1000);
+    }
+    return true;
+}
+
+static bool setup(TestCtx *t)
+{
+    QPCIAddress addr = { .devfn = FS_DEVFN };
+    QVirtioDevice *vdev;
+    unsigned int i;
+
+    memset(t, 0, sizeof(*t));
+    t->dir = g_dir_make_tmp("vhost-user-fs-daemon-test-XXXXXX", NULL);
+    g_assert_nonnull(t->dir);
+    t->shared = g_build_filename(t->dir, "shared", NULL);
+    t->file = g_build_filename(t->shared, FILE_NAME, NULL);
+    t->sock = g_build_filename(t->dir, "vhost.sock", NULL);
+    g_assert_cmpint(mkdir(t->shared, 0700), ==, 0);
+    make_pattern_file(t->file);
+    {
+        g_autofree char *sub = g_build_filename(t->shared, DIR_NAME, NULL);
+
+        g_assert_cmpint(mkdir(sub, 0700), ==, 0);
+    }
+    if (!start_daemon(t)) {
+        return false;
+    }
+
+    t->qs = qtest_pc_boot("-machine pc -m %" PRIu64 "M -nodefaults "
+                          "-object memory-backend-memfd,id=mem,"
+                          "size=%" PRIu64 "M,share=on -numa node,memdev=mem "
+                          "-chardev socket,id=vuf,path=%s "
+                          "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
+                          "addr=04.0,cache-size=%" PRIu64 "M",
+                          RAM_SIZE / MiB, RAM_SIZE / MiB, t->sock,
+                          CACHE_SIZE / MiB);
+    t->qts = t->qs->qts;
+    t->fs = qvhost_user_fs_pci_new(t->qs->pcibus, &addr);
+    g_assert_nonnull(t->fs);
+    vdev = t->fs->fs.vdev;
+
+    /* libqos only allocates 32-bit MMIO: place the 64-bit BAR by hand */
+    qpci_config_writel(t->fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2,
+                       (uint32_t)CACHE_BAR_ADDR);
+    qpci_config_writel(t->fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2 + 4,
+                       CACHE_BAR_ADDR >> 32);
+
+    qvirtio_pci_device_enable(&t->fs->pci_vdev);
+    qvirtio_start_device(vdev);
+    g_assert_true(qvirtio_get_features(vdev) & (1ULL << VIRTIO_F_VERSION_1));
+    qvirtio_set_features(vdev, 1ULL << VIRTIO_F_VERSION_1);
+    for (i = 0; i < ARRAY_SIZE(t->vq); i++) {
+        t->vq[i] = qvirtqueue_setup(vdev, &t->qs->alloc, i);
+    }
+    qvirtio_set_driver_ok(vdev);
+    return true;
+}
+
+/* With QEMU gone, the daemon must exit, and cleanly */
+static void wait_daemon_exit(TestCtx *t)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    int status;
+
+    while (waitpid(t->daemon, &status, WNOHANG) != t->daemon) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(10 * 1000);
+    }
+    t->daemon = 0;
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+}
+
+static void teardown(TestCtx *t)
+{
+    unsigned int i;
+
+    if (t->fs) {
+        for (i = 0; i < ARRAY_SIZE(t->vq); i++) {
+            qvirtqueue_cleanup(t->fs->fs.vdev->bus, t->vq[i], &t->qs->alloc);
+        }
+        qvhost_user_fs_pci_free(t->fs);
+    }
+    if (t->qs) {
+        qtest_shutdown(t->qs);
+        if (t->daemon) {
+            wait_daemon_exit(t);
+        }
+    }
+    if (t->daemon) {
+        kill_daemon(&t->daemon);
+    }
+    qtest_remove_abrt_handler(&t->daemon);
+    if (t->shared) {
+        g_autofree char *sub = g_build_filename(t->shared, DIR_NAME, NULL);
+
+        rmdir(sub);
+        unlink(t->file);
+        rmdir(t->shared);
+        unlink(t->sock);
+        rmdir(t->dir);
+    }
+    g_free(t->file);
+    g_free(t->shared);
+    g_free(t->sock);
+    g_free(t->dir);
+}
+
+/*
+ * One FUSE request on the request queue, as two descriptors: the request
+ * (header and @arg, then @arg2 if any) for the device to read, and the
+ * reply (header and up to @out_len bytes) for it to write.  Returns the
+ * reply's error (0 or a negative errno) and, in @out_got, how many bytes
+ * of payload came back.
+ *
+ * virtio-fs speaks little-endian FUSE; like virtiofsd, which takes the
+ * messages as they come, this assumes a little-endian host.
+ */
+static int fuse_call(TestCtx *t, uint32_t opcode, uint64_t nodeid,
+                     const void *arg, size_t arg_len,
+                     const void *arg2, size_t arg2_len,
+                     void *out, size_t out_len, size_t *out_got)
+{
+    QVirtQueue *vq = t->vq[REQUEST_QUEUE];
+    struct fuse_in_header ih = {
+        .len = sizeof(ih) + arg_len + arg2_len,
+        .opcode = opcode,
+        .unique = ++t->unique,
+        .nodeid = nodeid,
+        .uid = geteuid(),
+        .gid = getegid(),
+        .pid = getpid(),
+    };
+    struct fuse_out_header oh;
+    size_t in_len = sizeof(oh) + out_len;
+    uint64_t req = guest_alloc(&t->qs->alloc, ih.len);
+    uint64_t rep = guest_alloc(&t->qs->alloc, in_len);
+    uint32_t head, used_len;
+
+    qtest_memwrite(t->qts, req, &ih, sizeof(ih));
+    if (arg_len) {
+        qtest_memwrite(t->qts, req + sizeof(ih), arg, arg_len);
+    }
+    if (arg2_len) {
+        qtest_memwrite(t->qts, req + sizeof(ih) + arg_len, arg2, arg2_len);
+    }
+    head = qvirtqueue_add(t->qts, vq, req, ih.len, false, true);
+    qvirtqueue_add(t->qts, vq, rep, in_len, true, false);
+    qvirtqueue_kick(t->qts, t->fs->fs.vdev, vq, head);
+    qvirtio_wait_used_elem(t->qts, t->fs->fs.vdev, vq, head, &used_len,
+                           TIMEOUT_MS * 1000);
+
+    g_assert_cmpuint(used_len, >=, sizeof(oh));
+    qtest_memread(t->qts, rep, &oh, sizeof(oh));
+    g_assert_cmpuint(oh.unique, ==, ih.unique);
+    g_assert_cmpuint(oh.len, ==, used_len);
+    g_assert_cmpint(oh.error, <=, 0);
+    if (oh.error) {
+        g_assert_cmpuint(oh.len, ==, sizeof(oh));
+    }
+    if (out_got) {
+        *out_got = oh.len - sizeof(oh);
+    }
+    if (out_len) {
+        qtest_memread(t->qts, rep + sizeof(oh), out,
+                      MIN(out_len, oh.len - sizeof(oh)));
+    }
+    guest_free(&t->qs->alloc, req);
+    guest_free(&t->qs->alloc, rep);
+    return oh.error;
+}
+
+static void fuse_init(TestCtx *t)
+{
+    struct fuse_init_in in = {
+        .major = FUSE_KERNEL_VERSION,
+        .minor = FUSE_KERNEL_MINOR_VERSION,
+        .max_readahead = 128 * KiB,
+        .flags = FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_READ |
+                 FUSE_MAX_PAGES,
+        .flags2 = FUSE_HAS_INODE_DAX >> 32,
+    };
+    struct fuse_init_out out;
+    size_t got;
+
+    g_assert_cmpint(fuse_call(t, FUSE_INIT, 0, &in, sizeof(in), NULL, 0,
+                              &out, sizeof(out), &got), ==, 0);
+    g_assert_cmpuint(got, ==, sizeof(out));
+    g_assert_cmpuint(out.major, ==, FUSE_KERNEL_VERSION);
+    g_assert_cmpuint(out.minor, <=, FUSE_KERNEL_MINOR_VERSION);
+    g_assert_cmphex(out.flags & FUSE_MAP_ALIGNMENT, ==, FUSE_MAP_ALIGNMENT);
+    /*
+     * The guest aligns every moffset and foffset to 1 << map_alignment
+     * and maps in 2 MiB ranges: the daemon cannot ask for more.
+     */
+    g_assert_cmpuint(out.map_alignment, >=, 12);
+    g_assert_cmpuint(out.map_alignment, <=, 21);
+}
+
+static uint64_t fuse_lookup(TestCtx *t, const char *name, uint64_t size)
+{
+    struct fuse_entry_out e;
+    size_t got;
+
+    g_assert_cmpint(fuse_call(t, FUSE_LOOKUP, FUSE_ROOT_ID, name,
+                              strlen(name) + 1, NULL, 0, &e, sizeof(e), &got),
+                    ==, 0);
+    g_assert_cmpuint(got, ==, sizeof(e));
+    g_assert_cmpuint(e.nodeid, !=, 0);
+    g_assert_cmpuint(e.nodeid, !=, FUSE_ROOT_ID);
+    if (size != UINT64_MAX) {
+        g_assert_cmpuint(e.attr.size, ==, size);
+        g_assert_true(S_ISREG(e.attr.mode));
+    }
+    return e.nodeid;
+}
+
+static uint64_t fuse_open(TestCtx *t, uint64_t nodeid, uint32_t flags)
+{
+    struct fuse_open_in in = { .flags = flags };
+    struct fuse_open_out out;
+    size_t got;
+
+    g_assert_cmpint(fuse_call(t, FUSE_OPEN, nodeid, &in, sizeof(in), NULL, 0,
+                              &out, sizeof(out), &got), ==, 0);
+    g_assert_cmpuint(got, ==, sizeof(out));
+    return out.fh;
+}
+
+static int setupmapping(TestCtx *t, uint64_t nodeid, uint64_t fh,
+                        uint64_t foffset, uint64_t len, uint64_t flags,
+                        uint64_t moffset)
+{
+    struct fuse_setupmapping_in in = {
+        .fh = fh,
+        .foffset = foffset,
+        .len = len,
+        .flags = flags,
+        .moffset = moffset,
+    };
+
+    return fuse_call(t, FUSE_SETUPMAPPING, nodeid, &in, sizeof(in), NULL, 0,
+                     NULL, 0, NULL);
+}
+
+static int removemapping(TestCtx *t, uint64_t nodeid, uint64_t moffset,
+                         uint64_t len)
+{
+    struct fuse_removemapping_in in = { .count = 1 };
+    struct fuse_removemapping_one one = { .moffset = moffset, .len = len };
+
+    return fuse_call(t, FUSE_REMOVEMAPPING, nodeid, &in, sizeof(in),
+                     &one, sizeof(one), NULL, 0, NULL);
+}
+
+/* INIT, LOOKUP and OPEN of the pattern file; returns its nodeid */
+static uint64_t open_pattern(TestCtx *t, uint32_t open_flags, uint64_t *fh)
+{
+    uint64_t nodeid;
+
+    fuse_init(t);
+    nodeid = fuse_lookup(t, FILE_NAME, FILE_SIZE);
+    *fh = fuse_open(t, nodeid, open_flags);
+    return nodeid;
+}
+
+static uint64_t bar_readq(TestCtx *t, uint64_t offset)
+{
+    return qtest_readq(t->qts, CACHE_BAR_ADDR + offset);
+}
+
+/* The window at @moffset shows @len bytes of the file from @foffset */
+static void assert_window_shows_file(TestCtx *t, uint64_t moffset,
+                                     uint64_t foffset, uint64_t len)
+{
+    g_autofree uint64_t *buf = g_malloc(len);
+    uint64_t i;
+
+    qtest_memread(t->qts, CACHE_BAR_ADDR + moffset, buf, len);
+    for (i = 0; i < len / 8; i++) {
+        if (le64_to_cpu(buf[i]) != pattern_word(foffset + i * 8)) {
+            g_assert_cmphex(le64_to_cpu(buf[i]), ==,
+                            pattern_word(foffset + i * 8));
+        }
+    }
+}
+
+static void assert_window_zero(TestCtx *t, uint64_t moffset, uint64_t len)
+{
+    g_autofree uint8_t *buf = g_malloc(len);
+
+    qtest_memread(t->qts, CACHE_BAR_ADDR + moffset, buf, len);
+    g_assert_true(buffer_is_zero(buf, len));
+}
+
+/* How many of QEMU's mappings are of the shared file */
+static unsigned int count_maps(TestCtx *t)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/maps",
+                                            qtest_pid(t->qts));
+    g_autofree char *maps = NULL;
+    g_auto(GStrv) lines = NULL;
+    unsigned int n = 0;
+    char **l;
+
+    g_assert_true(g_file_get_contents(path, &maps, NULL, NULL));
+    lines = g_strsplit(maps, "\n", -1);
+    for (l = lines; *l; l++) {
+        if (g_str_has_suffix(*l, t->file)) {
+            n++;
+        }
+    }
+    return n;
+}
+
+static void wait_no_maps(TestCtx *t)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    while (count_maps(t)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        /* A qtest round trip lets QEMU's main loop run */
+        qtest_readb(t->qts, 0);
+        g_usleep(10 * 1000);
+    }
+}
+
+static void test_init_lookup_open(void)
+{
+    char tag[QVIRTIO_FS_TAG_LEN + 1];
+    uint64_t fh;
+    TestCtx t;
+
+    if (!setup(&t)) {
+        teardown(&t);
+        return;
+    }
+    qvhost_user_fs_get_tag(&t.fs->fs, tag);
+    g_assert_cmpstr(tag, ==, "myfs");
+    open_pattern(&t, O_RDONLY, &fh);
+    g_assert_cmpint(fuse_call(&t, FUSE_LOOKUP, FUSE_ROOT_ID, "missing", 8,
+                              NULL, 0, NULL, 0, NULL), ==, -ENOENT);
+    /* Nothing is mapped until the guest asks */
+    g_assert_cmpuint(count_maps(&t), ==, 0);
+    assert_window_zero(&t, 0, TWO_MB);
+    teardown(&t);
+}
+
+static void test_map_read_remove(void)
+{
+    uint64_t nodeid, fh;
+    TestCtx t;
+
+    if (!setup(&t)) {
+        teardown(&t);
+        return;
+    }
+    nodeid = open_pattern(&t, O_RDONLY, &fh);
+
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ, 0), ==, 0);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, TWO_MB, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ, TWO_MB), ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 2);
+    assert_window_shows_file(&t, 0, 0, FILE_SIZE);
+    assert_window_zero(&t, FILE_SIZE, TWO_MB);
+
+    g_assert_cmpint(removemapping(&t, nodeid, TWO_MB, TWO_MB), ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 1);
+    assert_window_zero(&t, TWO_MB, TWO_MB);
+    assert_window_shows_file(&t, 0, 0, TWO_MB);
+
+    /* The same file range may sit at several places in the window */
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ,
+                                 CACHE_SIZE - TWO_MB), ==, 0);
+    assert_window_shows_file(&t, CACHE_SIZE - TWO_MB, 0, TWO_MB);
+    g_assert_cmpuint(count_maps(&t), ==, 2);
+    teardown(&t);
+}
+
+static void test_map_write(void)
+{
+    const uint64_t word = 0x0123456789abcdefULL;
+    uint64_t nodeid, fh, val;
+    int fd;
+    TestCtx t;
+
+    if (!setup(&t)) {
+        teardown(&t);
+        return;
+    }
+    nodeid = open_pattern(&t, O_RDWR, &fh);
+    fd = open(t.file, O_RDONLY);
+    g_assert_cmpint(fd, >=, 0);
+
+    /* A writable mapping: guest stores land in the host file */
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, TWO_MB, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ |
+                                 FUSE_SETUPMAPPING_FLAG_WRITE, 0), ==, 0);
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + 4096, word);
+    g_assert_cmpint(pread(fd, &val, 8, TWO_MB + 4096), ==, 8);
+    g_assert_cmphex(le64_to_cpu(val), ==, word);
+
+    /*
+     * What the guest does on the first write to a range it has read:
+     * the same SETUPMAPPING again, now writable, over the read-only one.
+     */
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ, 8 * MiB), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 8 * MiB + 64), ==, pattern_word(64));
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ |
+                                 FUSE_SETUPMAPPING_FLAG_WRITE, 8 * MiB),
+                    ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 2);
+    g_assert_cmphex(bar_readq(&t, 8 * MiB + 64), ==, pattern_word(64));
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + 8 * MiB + 64, ~word);
+    g_assert_cmpint(pread(fd, &val, 8, 64), ==, 8);
+    g_assert_cmphex(le64_to_cpu(val), ==, ~word);
+
+    close(fd);
+    teardown(&t);
+}
+
+static void test_invalid_mappings(void)
+{
+    const uint64_t rd = FUSE_SETUPMAPPING_FLAG_READ;
+    uint64_t nodeid, dir, fh;
+    TestCtx t;
+
+    if (!setup(&t)) {
+        teardown(&t);
+        return;
+    }
+    nodeid = open_pattern(&t, O_RDONLY, &fh);
+    dir = fuse_lookup(&t, DIR_NAME, UINT64_MAX);
+
+    /* Beyond the window, or running off its end */
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB, rd, CACHE_SIZE),
+                    <, 0);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, 2 * TWO_MB, rd,
+                                 CACHE_SIZE - TWO_MB), <, 0);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB, rd,
+                                 -TWO_MB), <, 0);
+    /* Unaligned window or file offset, unaligned or empty length */
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB, rd, 512),
+                    ==, -EINVAL);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 512, TWO_MB, rd, 0),
+                    ==, -EINVAL);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB - 512, rd, 0),
+                    ==, -EINVAL);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, 0, rd, 0), ==, -EINVAL);
+    /* Unknown flags */
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB, 1ULL << 40, 0),
+                    ==, -EINVAL);
+    /*
+     * Bad file handles: the guest sends none (fh is -1), so the daemon
+     * maps the inode, and a node it does not know or a directory fails.
+     */
+    g_assert_cmpint(setupmapping(&t, 0xdead, fh, 0, TWO_MB, rd, 0),
+                    ==, -ENOENT);
+    g_assert_cmpint(setupmapping(&t, dir, NO_FH, 0, TWO_MB, rd, 0),
+                    ==, -EINVAL);
+    g_assert_cmpuint(count_maps(&t), ==, 0);
+
+    /* A removal that cuts through a mapping */
+    g_assert_cmpint(setupmapping(&t, nodeid, NO_FH, 0, TWO_MB, rd, 0), ==, 0);
+    g_assert_cmpint(removemapping(&t, nodeid, 0, 4096), ==, -EINVAL);
+    g_assert_cmpint(setupmapping(&t, nodeid, NO_FH, 0, 4096, rd, 4096),
+                    ==, -EINVAL);
+    g_assert_cmpuint(count_maps(&t), ==, 1);
+
+    /* The daemon and QEMU still serve the guest */
+    assert_window_shows_file(&t, 0, 0, TWO_MB);
+    g_assert_cmpint(setupmapping(&t, nodeid, NO_FH, TWO_MB, TWO_MB, rd,
+                                 TWO_MB), ==, 0);
+    assert_window_shows_file(&t, TWO_MB, TWO_MB, TWO_MB);
+    g_assert_cmpint(removemapping(&t, nodeid, 0, 2 * TWO_MB), ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 0);
+    teardown(&t);
+}
+
+static void test_destroy_drops_mappings(void)
+{
+    uint64_t nodeid, fh;
+    TestCtx t;
+
+    if (!setup(&t)) {
+        teardown(&t);
+        return;
+    }
+    nodeid = open_pattern(&t, O_RDWR, &fh);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ, 0), ==, 0);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, TWO_MB, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ |
+                                 FUSE_SETUPMAPPING_FLAG_WRITE, 16 * MiB),
+                    ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 2);
+
+    g_assert_cmpint(fuse_call(&t, FUSE_DESTROY, 0, NULL, 0, NULL, 0,
+                              NULL, 0, NULL), ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 0);
+    assert_window_zero(&t, 0, TWO_MB);
+    assert_window_zero(&t, 16 * MiB, TWO_MB);
+
+    /* A new session starts from an empty window */
+    nodeid = open_pattern(&t, O_RDONLY, &fh);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ, 0), ==, 0);
+    assert_window_shows_file(&t, 0, 0, TWO_MB);
+    teardown(&t);
+}
+
+static void test_daemon_exit_drops_mappings(void)
+{
+    uint64_t nodeid, fh;
+    TestCtx t;
+
+    if (!setup(&t)) {
+        teardown(&t);
+        return;
+    }
+    nodeid = open_pattern(&t, O_RDONLY, &fh);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ, 0), ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 1);
+
+    /* A daemon that dies cannot clean up: QEMU must */
+    kill_daemon(&t.daemon);
+    wait_no_maps(&t);
+    assert_window_zero(&t, 0, TWO_MB);
+    teardown(&t);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+
+    if (!qtest_has_device("vhost-user-fs-pci")) {
+        g_test_skip("vhost-user-fs-pci is not built in");
+        return g_test_run();
+    }
+
+    qtest_add_func("/vhost-user-fs-daemon/init-lookup-open",
+                   test_init_lookup_open);
+    qtest_add_func("/vhost-user-fs-daemon/window/map-read-remove",
+                   test_map_read_remove);
+    qtest_add_func("/vhost-user-fs-daemon/window/map-write-upgrade",
+                   test_map_write);
+    qtest_add_func("/vhost-user-fs-daemon/window/invalid-requests",
+                   test_invalid_mappings);
+    qtest_add_func("/vhost-user-fs-daemon/window/destroy-drops-mappings",
+                   test_destroy_drops_mappings);
+    qtest_add_func("/vhost-user-fs-daemon/window/daemon-exit-drops-mappings",
+                   test_daemon_exit_drops_mappings);
+
+    return g_test_run();
+}
