@@ -10,7 +10,7 @@ export BUILD PREFIX
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
-.PHONY: all deps prepare qemu guest rust-virtiofsd demo check bench \
+.PHONY: all deps prepare qemu guest rust-virtiofsd demo check bench fuzz \
         refresh-patches verify-tree checkpatch install clean distclean help
 
 all: qemu guest
@@ -19,6 +19,7 @@ help:
 	@echo "make demo            build everything and boot a guest sharing a host directory"
 	@echo "make check           build what the tests need and run them all"
 	@echo "make bench [QUICK=1] benchmarks (docs/benchmarks/)"
+	@echo "make fuzz [FUZZ_SECONDS=N]  fuzz virtiofsd's request path (default 300 s)"
 	@echo "make prepare         prepare build/src (upstream + our files + patches/)"
 	@echo "make refresh-patches save commits and edits made in build/src to patches/ and the repo"
 	@echo "make verify-tree     check patches/ + our files reproduce build/src"
@@ -43,7 +44,9 @@ rust-virtiofsd:
 demo: qemu guest
 	@$(TOP)/harness/demo.sh
 
+# Without clang only the fuzz suite fails (it says what to install)
 check: qemu guest
+	@$(TOP)/mk/deps.sh fuzz || true
 	@python3 $(TOP)/mk/check.py
 
 # The report's chart needs matplotlib: kept in the cache's private venv.
@@ -53,6 +56,12 @@ bench: qemu guest rust-virtiofsd
 	    $(BENCH_PYTHON) -m pip install -q matplotlib >/dev/null 2>&1 || \
 	    echo "bench: cannot install matplotlib; the report will have no chart"
 	@$(BENCH_PYTHON) $(TOP)/bench/run.py $(if $(QUICK),--quick)
+
+# libFuzzer on virtiofsd's request decoding and dispatch (mk/fuzz.sh)
+FUZZ_SECONDS ?= 300
+fuzz: prepare
+	@$(TOP)/mk/deps.sh fuzz
+	@$(TOP)/mk/fuzz.sh run $(FUZZ_SECONDS)
 
 refresh-patches:
 	@$(TOP)/mk/refresh-patches.sh

@@ -112,10 +112,17 @@ SUITES = [
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
     unit("libvhost-user: shared memory requests",
          "tests/unit/virtiofsd/test-vhost-shmem"),
+    # A hostile guest's requests: the seed corpus and every crash found so
+    # far (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
+    Suite("fuzz: virtiofsd request path, 60 s",
+          [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
           "--daemon", "ours", "--cache-mode", "never"),
     guest("guest: POSIX exercise, ours = Rust virtiofsd = host", "posix.sh",
           timeout=900),
+    # A guest that holds and looks up files without end (CVE-2020-10717)
+    guest("guest: our virtiofsd under fd exhaustion", "exhaust.sh",
+          timeout=300),
     # Needs the device's cache window (cache-size)
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),

@@ -120,6 +120,41 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
     return 0;
 }
 
+/*
+ * CREATE of a name that exists: open it only if it is a regular file.
+ * Opening first and checking after would already have opened a device
+ * node or FIFO the guest made there (CVE-2020-35517); the O_PATH fd pins
+ * the inode we checked.  Sets errno on failure, like openat().
+ */
+static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
+                         int flags)
+{
+    char procname[32];
+    struct stat st;
+    int pfd, fd, err;
+
+    pfd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (pfd < 0) {
+        return -1;
+    }
+    if (fstat(pfd, &st) < 0) {
+        err = errno;
+    } else if (!S_ISREG(st.st_mode)) {
+        err = S_ISDIR(st.st_mode) ? EISDIR :
+              S_ISLNK(st.st_mode) ? ELOOP : ENXIO;
+    } else {
+        snprintf(procname, sizeof(procname), "%d", pfd);
+        fd = openat(fs->proc_self_fd, procname, flags | O_CLOEXEC);
+        err = errno;
+        close(pfd);
+        errno = err;
+        return fd;
+    }
+    close(pfd);
+    errno = err;
+    return -1;
+}
+
 int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                    const char *name, uint32_t flags, mode_t mode,
                    mode_t umask, bool tmpfile, struct fuse_entry_out *e,
@@ -161,8 +196,11 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
          * must not block the daemon.
          */
         fd = openat(dir->fd, name,
-                    f | (flags & O_EXCL) | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+                    f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
                     O_NONBLOCK, mode);
+        if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
+            fd = open_existing(fs, dir, name, f | O_NONBLOCK);
+        }
     }
     ret = fd < 0 ? -errno : 0;
     vfsd_creds_restore(&old);
