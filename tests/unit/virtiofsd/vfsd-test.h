@@ -61,7 +61,4 @@ uint64_t test_open(TestFs *t, uint64_t nodeid, uint32_t flags);
 int test_write(TestFs *t, uint64_t nodeid, uint64_t fh, uint64_t off,
                const void *data, uint32_t len);
 
-/* fuzz-request.c */
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 #endif /* VIRTIOFSD_TEST_H */
