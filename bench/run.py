@@ -246,6 +246,7 @@ def setup_info(args, confs):
         "data_set": f"{FILE_COUNT} x {FILE_SIZE // MiB} MiB files; single-job "
                     "workloads use one file, multi one file per vCPU",
         "fio": f"bs=4k, runtime {args.runtime}s per run, libaio iodepth 16",
+        "mode": "quick (make bench QUICK=1)" if args.quick else "full",
         "runs": args.runs, "metadata_n": args.meta_n,
         "windows": {"big": WINDOW_BIG, "half": WINDOW_HALF},
         "daemons": {"rust": out([rust, "--version"]),
@@ -298,7 +299,7 @@ def write_reports(out, setup, res, mu, errors, confs):
                   key=lambda w: (w in METADATA, w))
     md = ["# virtio-fs benchmarks", "",
           f"Run {setup['date']} with `make bench`. Setup:", ""]
-    for k in ("qemu", "qemu_source", "kernel", "accelerator", "host_cpu", "guest",
+    for k in ("mode", "qemu", "qemu_source", "kernel", "accelerator", "host_cpu", "guest",
               "host_dir", "data_set", "fio", "runs", "metadata_n"):
         md.append(f"- {k}: {setup[k]}")
     md.append(f"- daemons: {setup['daemons']}")
