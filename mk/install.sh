@@ -66,6 +66,7 @@ if [ -f "$rst" ]; then
         mkdir "$tmp/src"
         cp "$rst" "$tmp/src/virtiofsd.rst"
         cat > "$tmp/src/conf.py" <<'EOF'
+project = 'virtiofs-dax'
 master_doc = 'virtiofsd'
 man_pages = [('virtiofsd', 'virtiofsd',
               'virtio-fs vhost-user back-end with DAX cache window support',
