@@ -73,6 +73,7 @@ checkpatch: prepare
 	@$(TOP)/mk/checkpatch.sh
 
 install: qemu
+	@$(TOP)/mk/deps.sh docs || echo "install: no sphinx, the man page is left out"
 	@$(TOP)/mk/install.sh
 
 clean:

@@ -15,6 +15,7 @@ declare -A PKGS=(
     [guest]="seabios ipxe-qemu qemu-system-data busybox-static fio cpio kmod"
     [libvirt]="libvirt-daemon-system libvirt-clients"
     [fuzz]="clang libclang-rt-14-dev"
+    [docs]="python3-sphinx"
 )
 
 groups=("$@")
