@@ -519,6 +519,26 @@ static int to_flock(const struct fuse_file_lock *fl, struct flock *l)
     return 0;
 }
 
+/*
+ * The common start of GETLK and SETLK(W) on POSIX locks: returns the fd
+ * that carries the lock owner's locks, to be released with
+ * plock_fd_done(), with the guest's lock in @l; or a negative errno.
+ */
+static int plock_begin(VfsdFs *fs, VfsdHandle *h, const struct fuse_lk_in *in,
+                       struct flock *l)
+{
+    int ret;
+
+    if (!fs->opts->posix_lock) {
+        return -ENOSYS;
+    }
+    ret = to_flock(&in->lk, l);
+    if (ret < 0) {
+        return ret;
+    }
+    return plock_fd(fs, h, in->owner);
+}
+
 int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
                   struct fuse_file_lock *out)
 {
@@ -529,14 +549,7 @@ int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
     if (!h) {
         return -EBADF;
     }
-    if (!fs->opts->posix_lock) {
-        return -ENOSYS;
-    }
-    ret = to_flock(&in->lk, &l);
-    if (ret < 0) {
-        return ret;
-    }
-    fd = plock_fd(fs, h, in->owner);
+    fd = plock_begin(fs, h, in, &l);
     if (fd < 0) {
         return fd;
     }
@@ -587,14 +600,7 @@ int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
         return flock(h->fd, op) < 0 ? -errno : 0;
     }
 
-    if (!fs->opts->posix_lock) {
-        return -ENOSYS;
-    }
-    ret = to_flock(&in->lk, &l);
-    if (ret < 0) {
-        return ret;
-    }
-    fd = plock_fd(fs, h, in->owner);
+    fd = plock_begin(fs, h, in, &l);
     if (fd < 0) {
         return fd;
     }
