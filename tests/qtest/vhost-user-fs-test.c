@@ -751,11 +751,7 @@ static void setup_machine(TestCtx *t, const char *machine,
     g_assert_nonnull(t->fs);
     vdev = t->fs->fs.vdev;
 
-    /* Place BAR 2 by hand: libqos only allocates 32-bit MMIO. */
-    qpci_config_writel(t->fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2,
-                       (uint32_t)CACHE_BAR_ADDR);
-    qpci_config_writel(t->fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2 + 4,
-                       CACHE_BAR_ADDR >> 32);
+    qvhost_user_fs_pci_place_cache_bar(t->fs, CACHE_BAR_ADDR);
 
     qvirtio_pci_device_enable(&t->fs->pci_vdev);
     qvirtio_start_device(vdev);

@@ -157,3 +157,9 @@ static void vhost_user_fs_register_nodes(void)
 }
 
 libqos_init(vhost_user_fs_register_nodes);
+
+void qvhost_user_fs_pci_place_cache_bar(QVhostUserFSPCI *fs, uint64_t addr)
+{
+    qpci_config_writel(fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2, (uint32_t)addr);
+    qpci_config_writel(fs->pci_vdev.pdev, PCI_BASE_ADDRESS_2 + 4, addr >> 32);
+}

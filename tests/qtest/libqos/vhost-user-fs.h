@@ -52,6 +52,12 @@ uint8_t qvirtio_pci_find_shm_cap(QVirtioPCIDevice *d, uint8_t shmid,
  * bind the driver to the device at @addr, or return NULL.
  */
 QVhostUserFSPCI *qvhost_user_fs_pci_new(QPCIBus *bus, QPCIAddress *addr);
+
+/*
+ * Place the cache window's 64-bit BAR 2 at @addr: libqos only allocates
+ * 32-bit MMIO, so tests put the window above 4 GiB by hand.
+ */
+void qvhost_user_fs_pci_place_cache_bar(QVhostUserFSPCI *fs, uint64_t addr);
 void qvhost_user_fs_pci_free(QVhostUserFSPCI *dev);
 
 #endif
