@@ -13,6 +13,7 @@ vhost-user-fs-test's map+unmap benchmark, with 1 and with 8192 live
 mappings.
 
     bench/run.py [--quick] [--runs N] [--configs a,b,...] [--out DIR]
+    bench/run.py --report results.json [--out DIR]
 """
 
 import argparse
@@ -262,9 +263,10 @@ def targets(res):
     def med(c, w):
         r = res.get(c, {}).get(w)
         return r["median"] if r else None
-    fio_rows = sorted({w for c in res.values() for w in c if w not in METADATA})
-    for w in fio_rows:
-        if "-psync" in w or "-mmap" in w:
+    rows = sorted({w for c in res.values() for w in c})
+    for w in rows:
+        unit = "ops/s" if w in METADATA else "MiB/s"
+        if w not in METADATA and ("-psync" in w or "-mmap" in w):
             for mode in ("never", "auto", "always"):
                 a, b = med(f"dax-{mode}-big", w), med("tmpfs", w)
                 if a is not None and b:
@@ -274,11 +276,11 @@ def targets(res):
             a, b = med(f"dax-{mode}-half", w), med(f"ours-{mode}", w)
             if a is not None and b is not None:
                 t.append((f"DAX {mode} half window >= ours without DAX: {w}",
-                          a >= b, f"{a:.1f} vs {b:.1f} MiB/s"))
+                          a >= b, f"{a:.1f} vs {b:.1f} {unit}"))
             a, b = med(f"ours-{mode}", w), med(f"rust-{mode}", w)
             if a is not None and b is not None:
                 t.append((f"ours >= Rust virtiofsd, cache={mode}: {w}",
-                          a >= b, f"{a:.1f} vs {b:.1f} MiB/s"))
+                          a >= b, f"{a:.1f} vs {b:.1f} {unit}"))
     a, b = med("ours-auto", "negstat"), med("rust-auto", "negstat")
     if a is not None and b:
         t.append(("negative stat, cache=auto: ours >= 10x Rust", a >= 10 * b,
@@ -301,7 +303,7 @@ def write_reports(out, setup, res, mu, errors, confs):
           f"Run {setup['date']} with `make bench`. Setup:", ""]
     for k in ("mode", "qemu", "qemu_source", "kernel", "accelerator", "host_cpu", "guest",
               "host_dir", "data_set", "fio", "runs", "metadata_n"):
-        md.append(f"- {k}: {setup[k]}")
+        md.append(f"- {k}: {setup.get(k, 'not recorded')}")
     md.append(f"- daemons: {setup['daemons']}")
     md.append(f"- windows: big {WINDOW_BIG}, half {WINDOW_HALF}")
     md += ["", "Figures: median MiB/s (fio) or operations/s (metadata) of "
@@ -362,6 +364,19 @@ def chart(out, names, rows, res):
     fig.savefig(os.path.join(out, "results.png"), dpi=100)
 
 
+def rewrite_reports(path, out):
+    with open(path) as f:
+        old = json.load(f)
+    res, setup = old["results"], old["setup"]
+    mu = {int(n): v for n, v in old.get("map_unmap", {}).items()}
+    described = configurations()
+    confs = {c: described.get(c, ([], "", setup["configurations"].get(c, c)))
+             for c in setup["configurations"]}
+    write_reports(out, setup, res, mu, old.get("errors", []), confs)
+    print(f"bench: wrote {out}/results.{{json,md,png}} from {path}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -372,7 +387,13 @@ def main():
     ap.add_argument("--meta-n", type=int)
     ap.add_argument("--configs", help="comma-separated configuration names")
     ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))
+    ap.add_argument("--report", metavar="JSON",
+                    help="measure nothing: write the reports again from the "
+                         "figures of an earlier run (e.g. after the targets "
+                         "changed)")
     args = ap.parse_args()
+    if args.report:
+        return rewrite_reports(args.report, args.out)
     args.runs = args.runs or (1 if args.quick else 3)
     args.runtime = args.runtime or (2 if args.quick else 5)
     args.meta_n = args.meta_n or (2000 if args.quick else 10000)
