@@ -78,6 +78,7 @@ enum {
 #define MAX_REGIONS 8
 #define PAGE 4096
 #define TWO_MB (2 * MiB)
+#define STOP_PATTERN 0x5707c0a75707c0a7ULL
 /* Enough for a Linux guest's page structures of a 16 GiB window */
 #define RAM_SIZE (1 * GiB)
 #define FS_DEVFN QPCI_DEVFN(4, 0)
@@ -134,6 +135,14 @@ typedef struct TestBackend {
     int bad_reply;
     uint64_t acked_features;
     uint64_t acked_protocol_features;
+    /*
+     * A back-end request to send, and wait for the reply to, before
+     * answering the next GET_VRING_BASE (see BackendStopRequest)
+     */
+    int stop_request;
+    int stop_map_fd;
+    uint64_t stop_gpa;
+    uint64_t stop_result;
     bool protocol_features_set;
     int backend_req_fd;
     int kick_fd[MAX_QUEUES];
@@ -294,6 +303,55 @@ static void be_bad_reply(TestBackend *be, VuHeader *hdr)
     }
 }
 
+/*
+ * Back-end requests a daemon may have outstanding when the front-end
+ * stops the device: it cannot stop a queue before the request in flight
+ * there is done, and that may need the answer to a SHMEM_MAP or
+ * MEM_WRITE first (FUSE_SETUPMAPPING, a reply into a buffer in the window).
+ */
+enum BackendStopRequest {
+    STOP_REQUEST_NONE,
+    STOP_REQUEST_MAP,
+    STOP_REQUEST_MEM_WRITE,
+    STOP_REQUEST_UNMAP,
+};
+
+static uint64_t shmem_map(TestBackend *be, int fd, uint64_t fd_offset,
+                          uint64_t shm_offset, uint64_t len, uint64_t flags);
+static uint64_t shmem_unmap(TestBackend *be, uint64_t shm_offset,
+                            uint64_t len);
+static uint64_t mem_write(TestBackend *be, uint64_t addr, const void *data,
+                          uint32_t size);
+
+/*
+ * Called with be->lock held, which the requests take to find the back-end
+ * channel: drop it meanwhile.
+ */
+static void be_stop_request(TestBackend *be)
+{
+    uint64_t pattern = STOP_PATTERN;
+    int request = be->stop_request;
+    uint64_t r = 0;
+
+    be->stop_request = STOP_REQUEST_NONE;
+    g_mutex_unlock(&be->lock);
+    switch (request) {
+    case STOP_REQUEST_MAP:
+        r = shmem_map(be, be->stop_map_fd, 0, 0, TWO_MB, VU_MAP_RW);
+        break;
+    case STOP_REQUEST_MEM_WRITE:
+        r = mem_write(be, be->stop_gpa, &pattern, sizeof(pattern));
+        break;
+    case STOP_REQUEST_UNMAP:
+        r = shmem_unmap(be, 0, TWO_MB);
+        break;
+    default:
+        g_assert_not_reached();
+    }
+    g_mutex_lock(&be->lock);
+    be->stop_result = r;
+}
+
 static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
                       int *fds, size_t nfds)
 {
@@ -334,6 +392,9 @@ static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
     case VU_GET_VRING_BASE: {
         uint32_t state[2] = { (uint32_t)u64, 0 };
 
+        if (be->stop_request != STOP_REQUEST_NONE) {
+            be_stop_request(be);
+        }
         be_reply(be->conn_fd, hdr, state, sizeof(state));
         replied = true;
         break;
@@ -1360,6 +1421,66 @@ static void test_mem_rw(void)
 }
 
 /*
+ * Back-end requests while QEMU waits for the back-end
+ */
+
+/* stop and cont the VM; the back-end sends @request while it stops */
+static void stop_cont_with_request(TestCtx *t, int request)
+{
+    g_mutex_lock(&t->be->lock);
+    t->be->stop_request = request;
+    t->be->stop_result = UINT64_MAX;
+    g_mutex_unlock(&t->be->lock);
+
+    qtest_qmp_assert_success(t->qts, "{ 'execute': 'stop' }");
+
+    g_mutex_lock(&t->be->lock);
+    g_assert_cmpint(t->be->stop_request, ==, STOP_REQUEST_NONE);
+    g_assert_cmphex(t->be->stop_result, ==, 0);
+    g_mutex_unlock(&t->be->lock);
+
+    qtest_qmp_assert_success(t->qts, "{ 'execute': 'cont' }");
+}
+
+/*
+ * "stop" stops the back-end's queues: QEMU sends GET_VRING_BASE and waits
+ * for the reply.  A daemon cannot stop a queue before the request in
+ * flight there is done, and that may need QEMU's answer to a back-end
+ * request first.  Without QEMU serving the back-end channel while it
+ * waits, both sides would wait for each other forever (here: until the
+ * back-end's request times out and fails the test).
+ */
+static void test_stop_serves_backend(void)
+{
+    int fd = make_file("vuf-stop", TWO_MB, 0x88);
+    uint64_t gpa;
+    unsigned int i;
+    TestCtx t;
+
+    setup(&t, "64M");
+    gpa = guest_alloc(&t.qs->alloc, sizeof(uint64_t));
+    t.be->stop_map_fd = fd;
+    t.be->stop_gpa = gpa;
+
+    for (i = 0; i < 3; i++) {
+        stop_cont_with_request(&t, STOP_REQUEST_MAP);
+        g_assert_cmphex(bar_readq(&t, 0), ==, file_word(0x88, 0));
+        g_assert_cmpuint(count_maps(&t, "vuf-stop"), ==, 1);
+
+        qtest_writeq(t.qts, gpa, 0);
+        stop_cont_with_request(&t, STOP_REQUEST_MEM_WRITE);
+        g_assert_cmphex(qtest_readq(t.qts, gpa), ==, STOP_PATTERN);
+
+        stop_cont_with_request(&t, STOP_REQUEST_UNMAP);
+        g_assert_cmphex(bar_readq(&t, 0), ==, 0);
+        g_assert_cmpuint(count_maps(&t, "vuf-stop"), ==, 0);
+    }
+
+    close(fd);
+    teardown(&t);
+}
+
+/*
  * Lifetime of mappings
  */
 
@@ -1988,6 +2109,8 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/window/invalid-requests",
                    test_invalid_map_requests);
     qtest_add_func("/vhost-user-fs/window/mem-read-write", test_mem_rw);
+    qtest_add_func("/vhost-user-fs/backend/served-while-stopping",
+                   test_stop_serves_backend);
     qtest_add_func("/vhost-user-fs/window/reset-drops-mappings",
                    test_reset_drops_mappings);
     qtest_add_func("/vhost-user-fs/window/disconnect-drops-mappings",
