@@ -120,7 +120,10 @@ cat "$work/qmp.log"
 served=$(grep -c serve_while_waiting "$work/trace.log" 2>/dev/null || true)
 echo "QEMU served ${served:-0} back-end requests while waiting for the daemon"
 for f in big.bin:4 after.bin:9; do
-    if ! python3 "$top/harness/tests/pattern.py" check \
+    if [ ! -f "$work/shared/${f%%:*}" ]; then
+        echo "FAIL: ${f%%:*} is missing on the host"
+        rc=1
+    elif ! python3 "$top/harness/tests/pattern.py" check \
         "$work/shared/${f%%:*}" "${f##*:}"; then
         echo "FAIL: ${f%%:*} differs on the host"
         rc=1
