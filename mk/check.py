@@ -133,6 +133,10 @@ SUITES = [
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
+    # QMP stop/cont while the guest churns DAX mappings: QEMU must serve
+    # the daemon's SHMEM_MAP while it waits for GET_VRING_BASE (patch 0019).
+    guest("guest: DAX stop/cont while the guest maps", "dax-stop-cont.sh",
+          timeout=600),
     # libvirt 9.0 drives the fork: a private libvirtd in its own mount
     # namespace starts domains with our QEMU and virtiofsd, DAX included.
     Suite("libvirt: virtio-fs through a private libvirtd",
