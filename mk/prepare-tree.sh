@@ -32,6 +32,10 @@ if [ ! -d "$SRC/.git" ]; then
     git -C "$SRC" remote remove origin
     git -C "$SRC" checkout -q -b fork
 fi
+# Commits made by hand in build/src become patches: give them the series'
+# author whatever the user's own git identity is.
+git -C "$SRC" config user.name "virtiofs-dax developers"
+git -C "$SRC" config user.email "dev@virtiofs-dax.invalid"
 cp "$pristine/virtiofs-dax-source" "$BUILD/qemu-source.txt"
 
 key=$(inputs_key "$pristine")
