@@ -196,7 +196,7 @@ int main(int argc, char **argv)
     if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
         die(err);
     }
-    if (opts.seccomp && !vfsd_seccomp_install(&err)) {
+    if (!vfsd_seccomp_install(opts.seccomp, &err)) {
         die(err);
     }
 

@@ -43,7 +43,8 @@ void vfsd_options_usage(const char *prog)
            "  --shared-dir=DIR          the directory to share\n"
            "  --cache=never|metadata|auto|always   guest caching (auto)\n"
            "  --sandbox=namespace|chroot|none      (namespace)\n"
-           "  --seccomp=kill|none       system call filter (kill)\n"
+           "  --seccomp=kill|log|trap|none  what a call outside the\n"
+           "                            system call filter does (kill)\n"
            "  --xattr, --no-xattr       extended attributes (off)\n"
            "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
            "  --writeback               guest writeback cache\n"
@@ -149,6 +150,24 @@ static bool parse_sandbox(VfsdOptions *o, const char *v, char **err)
     } else {
         *err = g_strdup_printf("invalid sandbox mode '%s' (namespace, "
                                "chroot or none)", v);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_seccomp(VfsdOptions *o, const char *v, char **err)
+{
+    if (!strcmp(v, "kill")) {
+        o->seccomp = VFSD_SECCOMP_KILL;
+    } else if (!strcmp(v, "log")) {
+        o->seccomp = VFSD_SECCOMP_LOG;
+    } else if (!strcmp(v, "trap")) {
+        o->seccomp = VFSD_SECCOMP_TRAP;
+    } else if (!strcmp(v, "none")) {
+        o->seccomp = VFSD_SECCOMP_NONE;
+    } else {
+        *err = g_strdup_printf("invalid seccomp action '%s' (kill, log, "
+                               "trap or none)", v);
         return false;
     }
     return true;
@@ -352,16 +371,7 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     case OPT_SANDBOX:
         return parse_sandbox(o, val, err);
     case OPT_SECCOMP:
-        if (!strcmp(val, "kill")) {
-            o->seccomp = true;
-        } else if (!strcmp(val, "none")) {
-            o->seccomp = false;
-        } else {
-            *err = g_strdup_printf("invalid seccomp action '%s' (kill or "
-                                   "none)", val);
-            return false;
-        }
-        return true;
+        return parse_seccomp(o, val, err);
     case OPT_THREAD_POOL_SIZE:
         if (!parse_u64(val, &n, VFSD_MAX_THREAD_POOL)) {
             *err = g_strdup_printf("invalid thread pool size '%s' (0 to %d)",
@@ -461,7 +471,7 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     o->fd = -1;
     o->cache = VFSD_CACHE_AUTO;
     o->sandbox = VFSD_SANDBOX_NAMESPACE;
-    o->seccomp = true;
+    o->seccomp = VFSD_SECCOMP_KILL;
     o->killpriv_v2 = true;
     o->log_level = VFSD_LOG_INFO;
     o->dax_policy = VFSD_DAX_ALWAYS;

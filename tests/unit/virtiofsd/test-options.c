@@ -59,10 +59,37 @@ static void test_new_style(void)
     g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x"));
     g_assert_cmpint(o.cache, ==, VFSD_CACHE_AUTO);
     g_assert_cmpint(o.sandbox, ==, VFSD_SANDBOX_NAMESPACE);
-    g_assert_true(o.seccomp);
+    g_assert_cmpint(o.seccomp, ==, VFSD_SECCOMP_KILL);
     g_assert_false(o.xattr || o.flock || o.posix_lock || o.readonly);
     g_assert_cmpint(o.dax_policy, ==, VFSD_DAX_ALWAYS);
     vfsd_options_free(&o);
+}
+
+static void test_seccomp(void)
+{
+    static const struct {
+        const char *arg;
+        VfsdSeccomp action;
+    } cases[] = {
+        { "--seccomp=kill", VFSD_SECCOMP_KILL },
+        { "--seccomp=log", VFSD_SECCOMP_LOG },
+        { "--seccomp trap", VFSD_SECCOMP_TRAP },
+        { "--seccomp=none", VFSD_SECCOMP_NONE },
+        /* The last one wins */
+        { "--seccomp=none --seccomp=trap", VFSD_SECCOMP_TRAP },
+    };
+    unsigned int i;
+
+    for (i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *line = g_strdup_printf("--fd=3 --shared-dir=/x %s",
+                                                cases[i].arg);
+        g_autofree char *err = NULL;
+        VfsdOptions o;
+
+        g_assert_true(parse(&o, &err, line));
+        g_assert_cmpint(o.seccomp, ==, cases[i].action);
+        vfsd_options_free(&o);
+    }
 }
 
 static void test_legacy(void)
@@ -109,6 +136,8 @@ static void test_errors(void)
         { "--fd=3 --shared-dir=/x --dax-policy=size:", "invalid DAX" },
         { "--fd=3 --shared-dir=/x --dax-policy=size:12Q", "invalid DAX" },
         { "--fd=3 --shared-dir=/x --log-level=loud", "invalid log level" },
+        { "--fd=3 --shared-dir=/x --seccomp=allow", "invalid seccomp" },
+        { "--fd=3 --shared-dir=/x --seccomp=", "invalid seccomp" },
         { "--fd=3 --shared-dir=/x --uid-map=:0:1000:1:", "not supported" },
         { "--fd=3 --shared-dir=/x --gid-map=:0:1000:1:", "not supported" },
         { "--fd=3 --shared-dir=/x --frobnicate", "unknown option" },
@@ -156,6 +185,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/virtiofsd/options/new-style", test_new_style);
     g_test_add_func("/virtiofsd/options/legacy", test_legacy);
+    g_test_add_func("/virtiofsd/options/seccomp", test_seccomp);
     g_test_add_func("/virtiofsd/options/errors", test_errors);
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
     return g_test_run();
