@@ -210,6 +210,7 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     VfsdSavedCreds old;
+    bool masked = false;
     int ret;
 
     if (!dir) {
@@ -225,18 +226,22 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (ret < 0) {
         return ret;
     }
+    if (!link_target) {
+        masked = vfsd_umask_enter(fs, &mode, umask);
+    }
     if (link_target) {
         ret = symlinkat(link_target, dir->fd, name);
     } else if (S_ISDIR(mode)) {
-        ret = mkdirat(dir->fd, name, mode & ~umask & 07777);
+        ret = mkdirat(dir->fd, name, mode & 07777);
     } else if (S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode) ||
                S_ISCHR(mode) || S_ISBLK(mode)) {
-        ret = mknodat(dir->fd, name, mode & ~(umask & 07777), rdev);
+        ret = mknodat(dir->fd, name, mode, rdev);
     } else {
         errno = EINVAL;
         ret = -1;
     }
     ret = ret < 0 ? -errno : 0;
+    vfsd_umask_leave(fs, masked);
     vfsd_creds_restore(&old);
     if (ret < 0) {
         return ret;

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -87,14 +88,57 @@ static ssize_t xattr_call(VfsdFs *fs, uint64_t nodeid, int op,
     return ret;
 }
 
-int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
-                     const void *value, size_t size, uint32_t flags)
+/*
+ * With FUSE_POSIX_ACL the guest decides whether setting an access ACL
+ * clears the setgid bit, as its kernel would for a local file: when the
+ * caller is neither in the file's group nor has CAP_FSETID there.  Our
+ * host kernel cannot know that (the daemon sets the ACL as root, which
+ * keeps the bit), so we clear it after the ACL is set.
+ */
+static int acl_kill_sgid(VfsdFs *fs, uint64_t nodeid)
 {
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    char procname[32];
+    struct stat st;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (fstat(inode->fd, &st) < 0) {
+        return -errno;
+    }
+    if (!(st.st_mode & S_ISGID) || S_ISLNK(st.st_mode)) {
+        return 0;
+    }
+    snprintf(procname, sizeof(procname), "%d", inode->fd);
+    if (fchmodat(fs->proc_self_fd, procname, st.st_mode & 07777 & ~S_ISGID,
+                 0) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
+                     const void *value, size_t size, uint32_t flags,
+                     uint32_t setxattr_flags)
+{
+    int ret;
+
     if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
         return -EINVAL;
     }
-    return xattr_call(fs, nodeid, XATTR_SET, name, (void *)value, size,
-                      flags);
+    ret = xattr_call(fs, nodeid, XATTR_SET, name, (void *)value, size,
+                     flags);
+    /*
+     * Other setxattr_flags bits are ignored: none is defined, and the
+     * guest sends this one without asking whether we know it.
+     */
+    if (ret == 0 && (setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID) &&
+        (fs->conn_flags & FUSE_POSIX_ACL) &&
+        !strcmp(name, "system.posix_acl_access")) {
+        ret = acl_kill_sgid(fs, nodeid);
+    }
+    return ret;
 }
 
 ssize_t vfsd_op_getxattr(VfsdFs *fs, uint64_t nodeid, const char *name,

@@ -46,6 +46,8 @@ void vfsd_options_usage(const char *prog)
            "  --seccomp=kill|log|trap|none  what a call outside the\n"
            "                            system call filter does (kill)\n"
            "  --xattr, --no-xattr       extended attributes (off)\n"
+           "  --posix-acl               POSIX ACLs, enforced by the guest\n"
+           "                            (needs --xattr)\n"
            "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
            "  --writeback               guest writeback cache\n"
            "  --announce-submounts      tell the guest about submounts\n"
@@ -63,7 +65,8 @@ void vfsd_options_usage(const char *prog)
            "  --syslog                  log to syslog\n"
            "  --print-capabilities      print what libvirt needs to know\n"
            "  -o source=DIR,cache=X,sandbox=X,xattr|no_xattr,flock|no_flock,\n"
-           "     posix_lock|no_posix_lock,...      the older spelling\n"
+           "     posix_lock|no_posix_lock,posix_acl|no_posix_acl,...\n"
+           "                            the older spelling\n"
            "  -V, --version, -h, --help\n", prog);
 }
 
@@ -235,6 +238,8 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         { "killpriv_v2", offsetof(VfsdOptions, killpriv_v2), true },
         { "no_killpriv_v2", offsetof(VfsdOptions, killpriv_v2), false },
         { "allow_mmap", offsetof(VfsdOptions, allow_mmap), true },
+        { "posix_acl", offsetof(VfsdOptions, posix_acl), true },
+        { "no_posix_acl", offsetof(VfsdOptions, posix_acl), false },
     };
     const char *eq = strchr(item, '=');
     g_autofree char *key = eq ? g_strndup(item, eq - item) : g_strdup(item);
@@ -454,8 +459,8 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         o->version = true;
         return true;
     case OPT_POSIX_ACL:
-        *err = g_strdup("--posix-acl is not supported");
-        return false;
+        o->posix_acl = true;
+        return true;
     case OPT_ALLOW_MMAP:
         o->allow_mmap = true;
         return true;
@@ -524,6 +529,11 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     }
     if ((o->socket_path != NULL) == (o->fd >= 0)) {
         *err = g_strdup("give exactly one of --socket-path=PATH and --fd=N");
+        return false;
+    }
+    /* ACLs travel as extended attributes */
+    if (o->posix_acl && !o->xattr) {
+        *err = g_strdup("--posix-acl needs --xattr");
         return false;
     }
     return true;

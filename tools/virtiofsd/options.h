@@ -59,6 +59,7 @@ typedef struct VfsdOptions {
     bool readonly;
     bool killpriv_v2;
     bool allow_mmap;
+    bool posix_acl;             /* FUSE_POSIX_ACL; needs xattr */
     unsigned int thread_pool_size;
     uint64_t rlimit_nofile;     /* 0: leave the limit alone */
     VfsdLogLevel log_level;

@@ -34,6 +34,8 @@ static const int allowed[] = {
     SCMP_SYS(renameat2),
     SCMP_SYS(readlinkat), SCMP_SYS(fchmodat), SCMP_SYS(fchownat),
     SCMP_SYS(fchmod), SCMP_SYS(fchown), SCMP_SYS(utimensat),
+    /* The guest's umask for a creation, with --posix-acl */
+    SCMP_SYS(umask),
     SCMP_SYS(faccessat), SCMP_SYS(faccessat2),
     SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr), SCMP_SYS(flistxattr),
     SCMP_SYS(fremovexattr), SCMP_SYS(getxattr), SCMP_SYS(setxattr),

@@ -242,6 +242,13 @@ static void do_init(VfsdReq *r)
     if (fs->opts->xattr) {
         supported |= FUSE_SETXATTR_EXT;
     }
+    if (fs->opts->posix_acl) {
+        /*
+         * The guest checks ACLs itself and leaves umask to us, so that a
+         * parent's default ACL can replace it (see vfsd_umask_enter()).
+         */
+        supported |= FUSE_POSIX_ACL | FUSE_DONT_MASK;
+    }
     if (fs->opts->cache == VFSD_CACHE_AUTO) {
         supported |= FUSE_AUTO_INVAL_DATA;
     }
@@ -622,7 +629,7 @@ static void do_setxattr(VfsdReq *r)
         return;
     }
     reply_status(r, vfsd_op_setxattr(r->fs, r->h.nodeid, name, value,
-                                     in.size, in.flags));
+                                     in.size, in.flags, in.setxattr_flags));
 }
 
 /* GETXATTR and LISTXATTR: size 0 asks for the size only */

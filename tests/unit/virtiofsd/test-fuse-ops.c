@@ -735,6 +735,169 @@ static void test_readonly(void)
     test_fs_teardown(&t);
 }
 
+/* A minimal ACL in the kernel's xattr format: owner, group, others */
+static size_t make_acl(uint8_t *buf, unsigned int user, unsigned int group,
+                       unsigned int other)
+{
+    static const uint16_t tags[] = { 0x01, 0x04, 0x20 };
+    const unsigned int perms[] = { user, group, other };
+    uint32_t version = 2, id = UINT32_MAX;
+    size_t len = 0;
+    unsigned int i;
+
+    memcpy(buf, &version, 4);
+    len += 4;
+    for (i = 0; i < 3; i++) {
+        uint16_t perm = perms[i];
+
+        memcpy(buf + len, &tags[i], 2);
+        memcpy(buf + len + 2, &perm, 2);
+        memcpy(buf + len + 4, &id, 4);
+        len += 8;
+    }
+    return len;
+}
+
+static int create_req(TestFs *t, uint64_t parent, const char *name,
+                      uint32_t mode, uint32_t umask_bits)
+{
+    TestReq *r = test_req_new(FUSE_CREATE, parent);
+
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR | O_EXCL,
+                                              .mode = S_IFREG | mode,
+                                              .umask = umask_bits },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, name);
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+static int mkdir_umask_req(TestFs *t, uint64_t parent, const char *name,
+                           uint32_t mode, uint32_t umask_bits)
+{
+    TestReq *r = test_req_new(FUSE_MKDIR, parent);
+
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = mode,
+                                             .umask = umask_bits },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, name);
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+static int setxattr_req(TestFs *t, uint64_t nodeid, const char *name,
+                        const void *value, uint32_t size,
+                        uint32_t setxattr_flags)
+{
+    TestReq *r = test_req_new(FUSE_SETXATTR, nodeid);
+
+    test_req_add(r, &(struct fuse_setxattr_in){
+                     .size = size, .setxattr_flags = setxattr_flags },
+                 sizeof(struct fuse_setxattr_in));
+    test_req_add_str(r, name);
+    test_req_add(r, value, size);
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+static mode_t host_mode(TestFs *t, const char *name)
+{
+    struct stat st;
+
+    g_assert_cmpint(fstatat(t->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW), ==,
+                    0);
+    return st.st_mode & 07777;
+}
+
+/*
+ * --posix-acl: FUSE_DONT_MASK makes the guest send modes unmasked with its
+ * umask aside; a default ACL on the parent must win over that umask, and
+ * the umask must apply where there is none.
+ */
+static void test_posix_acl(void)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .xattr = true,
+        .posix_acl = true,
+    };
+    uint8_t acl[64];
+    size_t len;
+    uint64_t withacl, plain, f;
+    TestFs t;
+
+    /* The daemon's own umask, see main.c */
+    umask(0);
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, FUSE_POSIX_ACL | FUSE_DONT_MASK |
+                         FUSE_SETXATTR_EXT | FUSE_DO_READDIRPLUS);
+    g_assert_cmphex(t.fs.conn_flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
+                    FUSE_POSIX_ACL | FUSE_DONT_MASK);
+
+    g_assert_cmpint(mkdirat(t.dir_fd, "withacl", 0755), ==, 0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "plain", 0755), ==, 0);
+    len = make_acl(acl, 7, 7, 5);
+    {
+        g_autofree char *path = g_strdup_printf("%s/withacl", t.dir);
+
+        g_assert_cmpint(setxattr(path, "system.posix_acl_default", acl, len,
+                                 0), ==, 0);
+    }
+    withacl = test_lookup(&t, FUSE_ROOT_ID, "withacl", NULL);
+    plain = test_lookup(&t, FUSE_ROOT_ID, "plain", NULL);
+
+    /* The default ACL decides, the guest's umask 077 does not */
+    g_assert_cmpint(create_req(&t, withacl, "f", 0666, 077), ==, 0);
+    g_assert_cmphex(host_mode(&t, "withacl/f"), ==, 0664);
+    g_assert_cmpint(mkdir_umask_req(&t, withacl, "d", 0777, 077), ==, 0);
+    g_assert_cmphex(host_mode(&t, "withacl/d"), ==, 0775);
+    /* No default ACL: the umask applies */
+    g_assert_cmpint(create_req(&t, plain, "f", 0666, 027), ==, 0);
+    g_assert_cmphex(host_mode(&t, "plain/f"), ==, 0640);
+    g_assert_cmpint(mkdir_umask_req(&t, plain, "d", 0777, 027), ==, 0);
+    g_assert_cmphex(host_mode(&t, "plain/d"), ==, 0750);
+    /* And the daemon is back to umask 0 for everything else */
+    g_assert_cmphex(umask(0), ==, 0);
+
+    /*
+     * Setting an access ACL: the guest says when setgid must go (the
+     * caller is not in the file's group), the daemon must not keep it
+     * just because it runs as root.
+     */
+    if (geteuid() == 0) {
+        g_assert_cmpint(fchownat(t.dir_fd, "plain/f", 0, 4321, 0), ==, 0);
+        g_assert_cmpint(fchmodat(t.dir_fd, "plain/f", 02775, 0), ==, 0);
+        f = test_lookup(&t, plain, "f", NULL);
+        len = make_acl(acl, 7, 5, 4);
+        g_assert_cmpint(setxattr_req(&t, f, "system.posix_acl_access", acl,
+                                     len, 0), ==, 0);
+        g_assert_cmphex(host_mode(&t, "plain/f"), ==, 02754);
+        len = make_acl(acl, 7, 7, 5);
+        g_assert_cmpint(setxattr_req(&t, f, "system.posix_acl_access", acl,
+                                     len, FUSE_SETXATTR_ACL_KILL_SGID), ==,
+                        0);
+        g_assert_cmphex(host_mode(&t, "plain/f"), ==, 0775);
+    }
+    test_fs_teardown(&t);
+
+    /* Without --posix-acl the guest masks, and gets no FUSE_POSIX_ACL */
+    o.posix_acl = false;
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, FUSE_POSIX_ACL | FUSE_DONT_MASK |
+                         FUSE_SETXATTR_EXT);
+    g_assert_cmphex(t.fs.conn_flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
+                    0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "withacl", 0755), ==, 0);
+    {
+        g_autofree char *path = g_strdup_printf("%s/withacl", t.dir);
+
+        len = make_acl(acl, 7, 7, 5);
+        g_assert_cmpint(setxattr(path, "system.posix_acl_default", acl, len,
+                                 0), ==, 0);
+    }
+    withacl = test_lookup(&t, FUSE_ROOT_ID, "withacl", NULL);
+    /* The daemon applies the umask as it always did */
+    g_assert_cmpint(create_req(&t, withacl, "f", 0666, 027), ==, 0);
+    g_assert_cmphex(host_mode(&t, "withacl/f"), ==, 0640);
+    test_fs_teardown(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -757,5 +920,6 @@ int main(int argc, char **argv)
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
+    g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     return g_test_run();
 }

@@ -116,6 +116,29 @@ static void test_legacy(void)
     g_assert_true(o.announce_submounts);
     g_assert_cmpint(o.log_level, ==, VFSD_LOG_WARN);
     vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--fd=3 -o source=/a,xattr,posix_acl"));
+    g_assert_true(o.xattr && o.posix_acl);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 -o source=/a,posix_acl,"
+                        "no_posix_acl"));
+    g_assert_false(o.posix_acl);
+    vfsd_options_free(&o);
+}
+
+static void test_posix_acl(void)
+{
+    VfsdOptions o;
+    g_autofree char *err = NULL;
+
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x --posix-acl "
+                        "--xattr"));
+    g_assert_true(o.posix_acl && o.xattr);
+    vfsd_options_free(&o);
+    /* Off by default */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x --xattr"));
+    g_assert_false(o.posix_acl);
+    vfsd_options_free(&o);
 }
 
 static void test_errors(void)
@@ -141,6 +164,13 @@ static void test_errors(void)
         { "--fd=3 --shared-dir=/x --uid-map=:0:1000:1:", "not supported" },
         { "--fd=3 --shared-dir=/x --gid-map=:0:1000:1:", "not supported" },
         { "--fd=3 --shared-dir=/x --frobnicate", "unknown option" },
+        { "--fd=3 --shared-dir=/x --posix-acl", "needs --xattr" },
+        { "--fd=3 --shared-dir=/x --posix-acl --xattr --no-xattr",
+          "needs --xattr" },
+        { "--fd=3 -o source=/x,posix_acl", "needs --xattr" },
+        { "--fd=3 --shared-dir=/x --xattr --posix-acl=yes",
+          "takes no value" },
+        { "--fd=3 -o source=/x,posix_acl=1", "unknown or malformed" },
         { "--fd=3 --shared-dir=/x --xattr=yes", "takes no value" },
         { "--fd=3 --shared-dir", "needs a value" },
         { "--fd=3 -o source=/x,bogus", "unknown or malformed" },
@@ -186,6 +216,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/options/new-style", test_new_style);
     g_test_add_func("/virtiofsd/options/legacy", test_legacy);
     g_test_add_func("/virtiofsd/options/seccomp", test_seccomp);
+    g_test_add_func("/virtiofsd/options/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/options/errors", test_errors);
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
     return g_test_run();
