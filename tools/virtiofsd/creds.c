@@ -41,6 +41,14 @@ bool vfsd_creds_init(char **err)
  */
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
 {
+    /*
+     * A guest id outside --uid-map/--gid-map has no host identity to act
+     * as.  Borrowing one (say the overflow id) would hand files to
+     * whoever owns it on the host.
+     */
+    if (ctx->uid == VFSD_NO_ID || ctx->gid == VFSD_NO_ID) {
+        return -EPERM;
+    }
     old->gid = syscall(SYS_setfsgid, ctx->gid);
     if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid) {
         syscall(SYS_setfsgid, old->gid);

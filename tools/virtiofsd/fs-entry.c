@@ -140,9 +140,23 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         }
     }
     if (valid & (FATTR_UID | FATTR_GID)) {
-        uid_t uid = (valid & FATTR_UID) ? in->uid : (uid_t)-1;
-        gid_t gid = (valid & FATTR_GID) ? in->gid : (gid_t)-1;
+        uid_t uid = (valid & FATTR_UID) ?
+                    vfsd_idmap_to_host(&fs->opts->uid_map, in->uid) : -1;
+        gid_t gid = (valid & FATTR_GID) ?
+                    vfsd_idmap_to_host(&fs->opts->gid_map, in->gid) : -1;
 
+        /*
+         * An id the map does not cover has no host counterpart, like an
+         * id outside a user namespace's map (chown(2) says EINVAL).
+         * Without a map -1 passes, and means "no change" as it always
+         * did.
+         */
+        if (((valid & FATTR_UID) && uid == (uid_t)-1 &&
+             vfsd_idmap_active(&fs->opts->uid_map)) ||
+            ((valid & FATTR_GID) && gid == (gid_t)-1 &&
+             vfsd_idmap_active(&fs->opts->gid_map))) {
+            return -EINVAL;
+        }
         if (fchownat(inode->fd, "", uid, gid,
                      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
             return -errno;

@@ -118,14 +118,39 @@ static int acl_kill_sgid(VfsdFs *fs, uint64_t nodeid)
     return 0;
 }
 
+/*
+ * ACLs name users and groups: with --uid-map/--gid-map those are the
+ * guest's ids in the guest's view and the host's on disk.  Without a map
+ * nothing needs translating.
+ */
+static bool acl_needs_map(VfsdFs *fs, const char *name)
+{
+    return fs->opts->xattr &&
+           (vfsd_idmap_active(&fs->opts->uid_map) ||
+            vfsd_idmap_active(&fs->opts->gid_map)) &&
+           (!strcmp(name, "system.posix_acl_access") ||
+            !strcmp(name, "system.posix_acl_default"));
+}
+
 int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                      const void *value, size_t size, uint32_t flags,
                      uint32_t setxattr_flags)
 {
+    g_autofree void *mapped = NULL;
     int ret;
 
     if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
         return -EINVAL;
+    }
+    if (acl_needs_map(fs, name)) {
+        /* An entry for an id the guest has no right to name is refused */
+        mapped = g_memdup2(value, size);
+        ret = vfsd_idmap_acl(&fs->opts->uid_map, &fs->opts->gid_map,
+                             mapped, size, true);
+        if (ret < 0) {
+            return ret;
+        }
+        value = mapped;
     }
     ret = xattr_call(fs, nodeid, XATTR_SET, name, (void *)value, size,
                      flags);
@@ -144,7 +169,17 @@ int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
 ssize_t vfsd_op_getxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                          void *value, size_t size)
 {
-    return xattr_call(fs, nodeid, XATTR_GET, name, value, size, 0);
+    ssize_t ret = xattr_call(fs, nodeid, XATTR_GET, name, value, size, 0);
+
+    /* Size 0 asks only for the length, which translation does not change */
+    if (ret > 0 && size > 0 && acl_needs_map(fs, name) &&
+        vfsd_idmap_acl(&fs->opts->uid_map, &fs->opts->gid_map, value, ret,
+                       false) < 0) {
+        /* Never show the guest host ids we could not translate */
+        vfsd_err("getxattr %s: the host's ACL is not well-formed", name);
+        return -EIO;
+    }
+    return ret;
 }
 
 ssize_t vfsd_op_listxattr(VfsdFs *fs, uint64_t nodeid, char *list,

@@ -195,8 +195,8 @@ void vfsd_attr_from_statx(VfsdFs *fs, VfsdInode *inode,
     attr->ctimensec = stx->stx_ctime.tv_nsec;
     attr->mode = stx->stx_mode;
     attr->nlink = stx->stx_nlink;
-    attr->uid = stx->stx_uid;
-    attr->gid = stx->stx_gid;
+    attr->uid = vfsd_idmap_to_guest(&fs->opts->uid_map, stx->stx_uid);
+    attr->gid = vfsd_idmap_to_guest(&fs->opts->gid_map, stx->stx_gid);
     attr->rdev = makedev(stx->stx_rdev_major, stx->stx_rdev_minor);
     attr->blksize = stx->stx_blksize;
     if (inode && vfsd_want_dax(fs, inode, stx)) {

@@ -59,6 +59,9 @@ void vfsd_options_usage(const char *prog)
            "                            files with per-inode DAX (dax=inode)\n"
            "                            (always; xattr: files carrying\n"
            "                            " VFSD_DAX_XATTR_NAME ")\n"
+           "  --uid-map=:GUEST:HOST:COUNT:, --gid-map=:GUEST:HOST:COUNT:\n"
+           "                            guest ids GUEST.. are host ids\n"
+           "                            HOST.. (repeatable)\n"
            "  --thread-pool-size=N      worker threads per queue (0: none)\n"
            "  --rlimit-nofile=N         raise RLIMIT_NOFILE to N\n"
            "  --log-level=error|warn|info|debug    (info)\n"
@@ -397,11 +400,18 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     case OPT_DAX_POLICY:
         return parse_dax_policy(o, val, err);
     case OPT_UID_MAP:
-    case OPT_GID_MAP:
-        *err = g_strdup_printf("%s is not supported: run virtiofsd in the "
-                               "user namespace you need instead",
-                               id == OPT_UID_MAP ? "--uid-map" : "--gid-map");
-        return false;
+    case OPT_GID_MAP: {
+        bool uids = id == OPT_UID_MAP;
+        g_autofree char *why = NULL;
+
+        if (!vfsd_idmap_add(uids ? &o->uid_map : &o->gid_map, val, &why)) {
+            *err = g_strdup_printf("invalid %s '%s': %s",
+                                   uids ? "--uid-map" : "--gid-map", val,
+                                   why);
+            return false;
+        }
+        return true;
+    }
     case OPT_O: {
         g_auto(GStrv) items = g_strsplit(val, ",", -1);
         unsigned int i;

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "idmap.h"
 #include "log.h"
 
 typedef enum VfsdCache {
@@ -60,6 +61,8 @@ typedef struct VfsdOptions {
     bool killpriv_v2;
     bool allow_mmap;
     bool posix_acl;             /* FUSE_POSIX_ACL; needs xattr */
+    VfsdIdMap uid_map;          /* guest <-> host ids; empty: identity */
+    VfsdIdMap gid_map;
     unsigned int thread_pool_size;
     uint64_t rlimit_nofile;     /* 0: leave the limit alone */
     VfsdLogLevel log_level;

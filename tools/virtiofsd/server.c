@@ -841,8 +841,9 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
     /* Nothing past the length the guest announced belongs to the request */
     in->remaining = r->h.len - sizeof(r->h);
 
-    r->ctx.uid = r->h.uid;
-    r->ctx.gid = r->h.gid;
+    /* The host's ids for the caller; VFSD_NO_ID when it has none */
+    r->ctx.uid = vfsd_idmap_to_host(&fs->opts->uid_map, r->h.uid);
+    r->ctx.gid = vfsd_idmap_to_host(&fs->opts->gid_map, r->h.gid);
     r->ctx.pid = r->h.pid;
 
     vfsd_debug("%s unique %" PRIu64 " nodeid %" PRIu64 " len %u",

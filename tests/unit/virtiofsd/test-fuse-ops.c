@@ -898,6 +898,190 @@ static void test_posix_acl(void)
     test_fs_teardown(&t);
 }
 
+/* One request as guest @uid:@gid; returns the error, the entry in @e */
+static int mkdir_as(TestFs *t, uint64_t parent, const char *name,
+                    uint32_t uid, uint32_t gid, struct fuse_entry_out *e)
+{
+    TestReq *r = test_req_new(FUSE_MKDIR, parent);
+    struct fuse_in_header *h = (void *)r->data->data;
+
+    h->uid = uid;
+    h->gid = gid;
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, name);
+    return test_send(t, r, 4096, e, sizeof(*e), NULL);
+}
+
+static int chown_req(TestFs *t, uint64_t nodeid, uint32_t valid,
+                     uint32_t uid, uint32_t gid, struct fuse_attr_out *out)
+{
+    TestReq *r = test_req_new(FUSE_SETATTR, nodeid);
+
+    test_req_add(r, &(struct fuse_setattr_in){ .valid = valid, .uid = uid,
+                                               .gid = gid },
+                 sizeof(struct fuse_setattr_in));
+    return test_send(t, r, 4096, out, sizeof(*out), NULL);
+}
+
+static void host_owner(TestFs *t, const char *name, uid_t uid, gid_t gid)
+{
+    struct stat st;
+
+    g_assert_cmpint(fstatat(t->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW), ==,
+                    0);
+    g_assert_cmpuint(st.st_uid, ==, uid);
+    g_assert_cmpuint(st.st_gid, ==, gid);
+}
+
+/* An ACL naming user @uid and group @gid, in the kernel's xattr form */
+static size_t make_named_acl(uint32_t *acl, uint32_t uid, uint32_t gid)
+{
+    const uint32_t ent[][2] = {
+        { 0x01 | (7 << 16), UINT32_MAX }, { 0x02 | (6 << 16), uid },
+        { 0x04 | (5 << 16), UINT32_MAX }, { 0x08 | (4 << 16), gid },
+        { 0x10 | (7 << 16), UINT32_MAX }, { 0x20, UINT32_MAX },
+    };
+    unsigned int i;
+
+    acl[0] = GUINT32_TO_LE(2);
+    for (i = 0; i < G_N_ELEMENTS(ent); i++) {
+        acl[1 + 2 * i] = GUINT32_TO_LE(ent[i][0]);
+        acl[2 + 2 * i] = GUINT32_TO_LE(ent[i][1]);
+    }
+    return (1 + 2 * G_N_ELEMENTS(ent)) * 4;
+}
+
+/*
+ * --uid-map/--gid-map: guest ids become host ids in everything done for
+ * the guest, and host ids guest ids in everything shown to it.
+ */
+static void test_id_map(void)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .xattr = true,
+    };
+    g_autofree char *err = NULL;
+    struct fuse_entry_out e;
+    struct fuse_attr_out out;
+    struct fuse_attr attr;
+    uint32_t acl[16], got[16];
+    uint64_t dir, ino;
+    size_t len, got_len;
+    TestReq *r;
+    TestFs t;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root to act as the mapped ids");
+        return;
+    }
+    g_assert_true(vfsd_idmap_add(&o.uid_map, ":0:100000:1000:", &err));
+    g_assert_true(vfsd_idmap_add(&o.gid_map, ":0:200000:1000:", &err));
+    g_assert_true(vfsd_idmap_add(&o.gid_map, ":5000:7:1:", &err));
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, FUSE_DO_READDIRPLUS | FUSE_SETXATTR_EXT);
+    /* Mapped guest root is nobody special on the host */
+    g_assert_cmpint(chmod(t.dir, 0777), ==, 0);
+
+    /* Guest root creates: host owner 100000:200000, guest sees 0:0 */
+    g_assert_cmpint(mkdir_as(&t, FUSE_ROOT_ID, "d", 0, 0, &e), ==, 0);
+    dir = e.nodeid;
+    g_assert_cmpuint(e.attr.uid, ==, 0);
+    g_assert_cmpuint(e.attr.gid, ==, 0);
+    host_owner(&t, "d", 100000, 200000);
+    g_assert_cmpint(mkdir_as(&t, dir, "sub", 0, 5000, &e), ==, 0);
+    host_owner(&t, "d/sub", 100000, 7);
+    g_assert_cmpuint(e.attr.gid, ==, 5000);
+
+    /* A CREATE by another user (the directory is not theirs: 0755) */
+    r = test_req_new(FUSE_CREATE, dir);
+    ((struct fuse_in_header *)r->data->data)->uid = 5;
+    ((struct fuse_in_header *)r->data->data)->gid = 6;
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "f");
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EACCES);
+    g_assert_cmpint(fchmodat(t.dir_fd, "d", 0777, 0), ==, 0);
+    /* Now it works, and LOOKUP/GETATTR show the guest's ids */
+    r = test_req_new(FUSE_CREATE, dir);
+    ((struct fuse_in_header *)r->data->data)->uid = 5;
+    ((struct fuse_in_header *)r->data->data)->gid = 6;
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "f");
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, 0);
+    host_owner(&t, "d/f", 100005, 200006);
+    ino = test_lookup(&t, dir, "f", &attr);
+    g_assert_cmpuint(attr.uid, ==, 5);
+    g_assert_cmpuint(attr.gid, ==, 6);
+
+    /* A caller outside the map has no host identity */
+    g_assert_cmpint(mkdir_as(&t, dir, "x", 1000, 0, &e), ==, -EPERM);
+    g_assert_cmpint(mkdir_as(&t, dir, "x", 0, 1000, &e), ==, -EPERM);
+    g_assert_cmpint(mkdir_as(&t, dir, "x", UINT32_MAX, 0, &e), ==, -EPERM);
+    g_assert_cmpint(faccessat(t.dir_fd, "d/x", F_OK, 0), ==, -1);
+
+    /* chown: translated, and refused for ids outside the map */
+    g_assert_cmpint(chown_req(&t, ino, FATTR_UID | FATTR_GID, 7, 5000, &out),
+                    ==, 0);
+    host_owner(&t, "d/f", 100007, 7);
+    g_assert_cmpuint(out.attr.uid, ==, 7);
+    g_assert_cmpuint(out.attr.gid, ==, 5000);
+    g_assert_cmpint(chown_req(&t, ino, FATTR_UID, 1000, 0, &out), ==,
+                    -EINVAL);
+    g_assert_cmpint(chown_req(&t, ino, FATTR_GID, 0, 4999, &out), ==,
+                    -EINVAL);
+    g_assert_cmpint(chown_req(&t, ino, FATTR_UID, UINT32_MAX, 0, &out), ==,
+                    -EINVAL);
+    host_owner(&t, "d/f", 100007, 7);
+    /* Only the gid: the uid stays */
+    g_assert_cmpint(chown_req(&t, ino, FATTR_GID, 0, 0, &out), ==, 0);
+    host_owner(&t, "d/f", 100007, 200000);
+
+    /* Host ids outside the map show up as the overflow id */
+    g_assert_cmpint(fchownat(t.dir_fd, "d/f", 0, 0, 0), ==, 0);
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.attr.uid, ==, VFSD_OVERFLOW_ID);
+    g_assert_cmpuint(out.attr.gid, ==, VFSD_OVERFLOW_ID);
+
+    /* ACL entries: guest ids in, host ids on disk, guest ids out */
+    len = make_named_acl(acl, 5, 5000);
+    g_assert_cmpint(setxattr_req(&t, ino, "system.posix_acl_access", acl,
+                                 len, 0), ==, 0);
+    {
+        g_autofree char *path = g_strdup_printf("%s/d/f", t.dir);
+
+        g_assert_cmpint(getxattr(path, "system.posix_acl_access", got,
+                                 sizeof(got)), ==, (ssize_t)len);
+    }
+    g_assert_cmpuint(GUINT32_FROM_LE(got[4]), ==, 100005);
+    g_assert_cmpuint(GUINT32_FROM_LE(got[8]), ==, 7);
+    r = test_req_new(FUSE_GETXATTR, ino);
+    test_req_add(r, &(struct fuse_getxattr_in){ .size = sizeof(got) },
+                 sizeof(struct fuse_getxattr_in));
+    test_req_add_str(r, "system.posix_acl_access");
+    g_assert_cmpint(test_send(&t, r, 4096, got, sizeof(got), &got_len), ==,
+                    0);
+    g_assert_cmpmem(got, got_len, acl, len);
+    /* Naming an unmapped user is refused, and changes nothing */
+    len = make_named_acl(acl, 1000, 5000);
+    g_assert_cmpint(setxattr_req(&t, ino, "system.posix_acl_access", acl,
+                                 len, 0), ==, -EINVAL);
+    g_assert_cmpint(setxattr_req(&t, dir, "system.posix_acl_default", acl,
+                                 len, 0), ==, -EINVAL);
+    /* A torn ACL is not passed on */
+    len = make_named_acl(acl, 5, 5000);
+    g_assert_cmpint(setxattr_req(&t, ino, "system.posix_acl_access", acl,
+                                 len - 2, 0), ==, -EINVAL);
+
+    test_fs_teardown(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -921,5 +1105,6 @@ int main(int argc, char **argv)
     ADD("forget", test_forget);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
+    g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
     return g_test_run();
 }
