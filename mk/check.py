@@ -110,6 +110,8 @@ SUITES = [
     unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
+    unit("virtiofsd: seccomp actions stop a forbidden call",
+         "tests/unit/virtiofsd/test-seccomp"),
     unit("libvhost-user: shared memory requests",
          "tests/unit/virtiofsd/test-vhost-shmem"),
     # A hostile guest's requests: the seed corpus and every crash found so
@@ -123,6 +125,9 @@ SUITES = [
     # A guest that holds and looks up files without end (CVE-2020-10717)
     guest("guest: our virtiofsd under fd exhaustion", "exhaust.sh",
           timeout=300),
+    # --posix-acl with --uid-map/--gid-map: ids, umask, ACLs end to end
+    guest("guest: our virtiofsd with POSIX ACLs and id maps",
+          "acl-idmap.sh", timeout=300),
     # Needs the device's cache window (cache-size)
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),

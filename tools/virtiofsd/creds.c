@@ -9,6 +9,7 @@
 #include <cap-ng.h>
 #include <errno.h>
 #include <grp.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -40,6 +41,14 @@ bool vfsd_creds_init(char **err)
  */
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
 {
+    /*
+     * A guest id outside --uid-map/--gid-map has no host identity to act
+     * as.  Borrowing one (say the overflow id) would hand files to
+     * whoever owns it on the host.
+     */
+    if (ctx->uid == VFSD_NO_ID || ctx->gid == VFSD_NO_ID) {
+        return -EPERM;
+    }
     old->gid = syscall(SYS_setfsgid, ctx->gid);
     if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid) {
         syscall(SYS_setfsgid, old->gid);
@@ -90,5 +99,34 @@ void vfsd_restore_fsetid(bool dropped)
     if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_FSETID) < 0 ||
         capng_apply(CAPNG_SELECT_CAPS) < 0) {
         vfsd_err("cannot restore CAP_FSETID");
+    }
+}
+
+/*
+ * Who applies the guest's umask to a new file.  Normally the guest did
+ * already (the daemon runs with umask 0), and masking again is harmless.
+ * With FUSE_DONT_MASK (negotiated with --posix-acl) the guest sends the
+ * mode unmasked, because a default ACL on the parent directory must
+ * replace the umask, not add to it: only the host kernel knows whether
+ * there is one at the moment of the creation, so the creation runs under
+ * the guest's umask and the host decides.  umask() is per process, hence
+ * the lock until vfsd_umask_leave(); @mode keeps its file type bits.
+ */
+bool vfsd_umask_enter(VfsdFs *fs, mode_t *mode, mode_t umask_bits)
+{
+    if (!(fs->conn_flags & FUSE_DONT_MASK)) {
+        *mode &= ~(umask_bits & 07777);
+        return false;
+    }
+    g_mutex_lock(&fs->umask_lock);
+    umask(umask_bits & 0777);
+    return true;
+}
+
+void vfsd_umask_leave(VfsdFs *fs, bool entered)
+{
+    if (entered) {
+        umask(0);
+        g_mutex_unlock(&fs->umask_lock);
     }
 }

@@ -140,9 +140,23 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         }
     }
     if (valid & (FATTR_UID | FATTR_GID)) {
-        uid_t uid = (valid & FATTR_UID) ? in->uid : (uid_t)-1;
-        gid_t gid = (valid & FATTR_GID) ? in->gid : (gid_t)-1;
+        uid_t uid = (valid & FATTR_UID) ?
+                    vfsd_idmap_to_host(&fs->opts->uid_map, in->uid) : -1;
+        gid_t gid = (valid & FATTR_GID) ?
+                    vfsd_idmap_to_host(&fs->opts->gid_map, in->gid) : -1;
 
+        /*
+         * An id the map does not cover has no host counterpart, like an
+         * id outside a user namespace's map (chown(2) says EINVAL).
+         * Without a map -1 passes, and means "no change" as it always
+         * did.
+         */
+        if (((valid & FATTR_UID) && uid == (uid_t)-1 &&
+             vfsd_idmap_active(&fs->opts->uid_map)) ||
+            ((valid & FATTR_GID) && gid == (gid_t)-1 &&
+             vfsd_idmap_active(&fs->opts->gid_map))) {
+            return -EINVAL;
+        }
         if (fchownat(inode->fd, "", uid, gid,
                      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
             return -errno;
@@ -210,6 +224,7 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     VfsdSavedCreds old;
+    bool masked = false;
     int ret;
 
     if (!dir) {
@@ -225,18 +240,22 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (ret < 0) {
         return ret;
     }
+    if (!link_target) {
+        masked = vfsd_umask_enter(fs, &mode, umask);
+    }
     if (link_target) {
         ret = symlinkat(link_target, dir->fd, name);
     } else if (S_ISDIR(mode)) {
-        ret = mkdirat(dir->fd, name, mode & ~umask & 07777);
+        ret = mkdirat(dir->fd, name, mode & 07777);
     } else if (S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode) ||
                S_ISCHR(mode) || S_ISBLK(mode)) {
-        ret = mknodat(dir->fd, name, mode & ~(umask & 07777), rdev);
+        ret = mknodat(dir->fd, name, mode, rdev);
     } else {
         errno = EINVAL;
         ret = -1;
     }
     ret = ret < 0 ? -errno : 0;
+    vfsd_umask_leave(fs, masked);
     vfsd_creds_restore(&old);
     if (ret < 0) {
         return ret;

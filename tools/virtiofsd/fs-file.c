@@ -164,6 +164,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
     VfsdSavedCreds old;
     char procname[32];
+    bool masked;
     int fd, pfd = -1, ret;
 
     if (!dir) {
@@ -186,7 +187,8 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (ret < 0) {
         goto fail;
     }
-    mode &= ~umask & 07777;
+    mode &= 07777;
+    masked = vfsd_umask_enter(fs, &mode, umask);
     if (tmpfile) {
         fd = openat(dir->fd, ".", (f & ~O_CREAT) | O_TMPFILE | O_CLOEXEC,
                     mode);
@@ -203,6 +205,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
         }
     }
     ret = fd < 0 ? -errno : 0;
+    vfsd_umask_leave(fs, masked);
     vfsd_creds_restore(&old);
     if (ret < 0) {
         goto fail;

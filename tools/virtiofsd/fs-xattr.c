@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -87,20 +88,98 @@ static ssize_t xattr_call(VfsdFs *fs, uint64_t nodeid, int op,
     return ret;
 }
 
-int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
-                     const void *value, size_t size, uint32_t flags)
+/*
+ * With FUSE_POSIX_ACL the guest decides whether setting an access ACL
+ * clears the setgid bit, as its kernel would for a local file: when the
+ * caller is neither in the file's group nor has CAP_FSETID there.  Our
+ * host kernel cannot know that (the daemon sets the ACL as root, which
+ * keeps the bit), so we clear it after the ACL is set.
+ */
+static int acl_kill_sgid(VfsdFs *fs, uint64_t nodeid)
 {
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    char procname[32];
+    struct stat st;
+
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (fstat(inode->fd, &st) < 0) {
+        return -errno;
+    }
+    if (!(st.st_mode & S_ISGID) || S_ISLNK(st.st_mode)) {
+        return 0;
+    }
+    snprintf(procname, sizeof(procname), "%d", inode->fd);
+    if (fchmodat(fs->proc_self_fd, procname, st.st_mode & 07777 & ~S_ISGID,
+                 0) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+/*
+ * ACLs name users and groups: with --uid-map/--gid-map those are the
+ * guest's ids in the guest's view and the host's on disk.  Without a map
+ * nothing needs translating.
+ */
+static bool acl_needs_map(VfsdFs *fs, const char *name)
+{
+    return fs->opts->xattr &&
+           (vfsd_idmap_active(&fs->opts->uid_map) ||
+            vfsd_idmap_active(&fs->opts->gid_map)) &&
+           (!strcmp(name, "system.posix_acl_access") ||
+            !strcmp(name, "system.posix_acl_default"));
+}
+
+int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
+                     const void *value, size_t size, uint32_t flags,
+                     uint32_t setxattr_flags)
+{
+    g_autofree void *mapped = NULL;
+    int ret;
+
     if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
         return -EINVAL;
     }
-    return xattr_call(fs, nodeid, XATTR_SET, name, (void *)value, size,
-                      flags);
+    if (acl_needs_map(fs, name)) {
+        /* An entry for an id the guest has no right to name is refused */
+        mapped = g_memdup2(value, size);
+        ret = vfsd_idmap_acl(&fs->opts->uid_map, &fs->opts->gid_map,
+                             mapped, size, true);
+        if (ret < 0) {
+            return ret;
+        }
+        value = mapped;
+    }
+    ret = xattr_call(fs, nodeid, XATTR_SET, name, (void *)value, size,
+                     flags);
+    /*
+     * Other setxattr_flags bits are ignored: none is defined, and the
+     * guest sends this one without asking whether we know it.
+     */
+    if (ret == 0 && (setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID) &&
+        (fs->conn_flags & FUSE_POSIX_ACL) &&
+        !strcmp(name, "system.posix_acl_access")) {
+        ret = acl_kill_sgid(fs, nodeid);
+    }
+    return ret;
 }
 
 ssize_t vfsd_op_getxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                          void *value, size_t size)
 {
-    return xattr_call(fs, nodeid, XATTR_GET, name, value, size, 0);
+    ssize_t ret = xattr_call(fs, nodeid, XATTR_GET, name, value, size, 0);
+
+    /* Size 0 asks only for the length, which translation does not change */
+    if (ret > 0 && size > 0 && acl_needs_map(fs, name) &&
+        vfsd_idmap_acl(&fs->opts->uid_map, &fs->opts->gid_map, value, ret,
+                       false) < 0) {
+        /* Never show the guest host ids we could not translate */
+        vfsd_err("getxattr %s: the host's ACL is not well-formed", name);
+        return -EIO;
+    }
+    return ret;
 }
 
 ssize_t vfsd_op_listxattr(VfsdFs *fs, uint64_t nodeid, char *list,

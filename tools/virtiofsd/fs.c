@@ -34,6 +34,7 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
     fs->proc_self_fd = proc_self_fd;
     vfsd_inodes_init(&fs->inodes);
     g_mutex_init(&fs->handles_lock);
+    g_mutex_init(&fs->umask_lock);
     fs->handles = g_hash_table_new(g_int64_hash, g_int64_equal);
     fs->next_fh = 1;
 
@@ -98,6 +99,7 @@ void vfsd_fs_cleanup(VfsdFs *fs)
     vfsd_inodes_destroy(fs);
     g_hash_table_destroy(fs->handles);
     g_mutex_clear(&fs->handles_lock);
+    g_mutex_clear(&fs->umask_lock);
 }
 
 bool vfsd_fd_reserve(VfsdFs *fs)
@@ -193,8 +195,8 @@ void vfsd_attr_from_statx(VfsdFs *fs, VfsdInode *inode,
     attr->ctimensec = stx->stx_ctime.tv_nsec;
     attr->mode = stx->stx_mode;
     attr->nlink = stx->stx_nlink;
-    attr->uid = stx->stx_uid;
-    attr->gid = stx->stx_gid;
+    attr->uid = vfsd_idmap_to_guest(&fs->opts->uid_map, stx->stx_uid);
+    attr->gid = vfsd_idmap_to_guest(&fs->opts->gid_map, stx->stx_gid);
     attr->rdev = makedev(stx->stx_rdev_major, stx->stx_rdev_minor);
     attr->blksize = stx->stx_blksize;
     if (inode && vfsd_want_dax(fs, inode, stx)) {

@@ -88,6 +88,12 @@ struct VfsdFs {
 
     VfsdDax *dax;               /* NULL without a DAX window */
 
+    /*
+     * With FUSE_DONT_MASK creations run under the guest's umask, and the
+     * umask is the process's: one creation at a time sets it.
+     */
+    GMutex umask_lock;
+
     /* Negotiated by FUSE_INIT */
     bool initialized;
     uint32_t proto_minor;
@@ -190,7 +196,8 @@ ssize_t vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset,
                         uint32_t size, bool plus, VfsdBuf *out);
 
 int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
-                     const void *value, size_t size, uint32_t flags);
+                     const void *value, size_t size, uint32_t flags,
+                     uint32_t setxattr_flags);
 ssize_t vfsd_op_getxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                          void *value, size_t size);
 ssize_t vfsd_op_listxattr(VfsdFs *fs, uint64_t nodeid, char *list,
@@ -213,5 +220,7 @@ int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old);
 void vfsd_creds_restore(const VfsdSavedCreds *old);
 int vfsd_drop_fsetid(bool *dropped);
 void vfsd_restore_fsetid(bool dropped);
+bool vfsd_umask_enter(VfsdFs *fs, mode_t *mode, mode_t umask);
+void vfsd_umask_leave(VfsdFs *fs, bool entered);
 
 #endif /* VIRTIOFSD_FS_H */

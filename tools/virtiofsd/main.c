@@ -110,7 +110,8 @@ int main(int argc, char **argv)
 
     if (!vfsd_options_parse(&opts, argc, argv, &err)) {
         fprintf(stderr, "virtiofsd: error: %s\n", err);
-        return 1;
+        /* A usage error, as the Rust virtiofsd reports it */
+        return 2;
     }
     if (opts.help) {
         vfsd_options_usage(argv[0]);
@@ -125,6 +126,12 @@ int main(int argc, char **argv)
         return 0;
     }
     vfsd_log_init(opts.syslog, opts.log_level);
+    if ((vfsd_idmap_active(&opts.uid_map) ||
+         vfsd_idmap_active(&opts.gid_map)) && geteuid() != 0) {
+        /* Acting as the mapped ids needs CAP_SETUID/CAP_SETGID */
+        vfsd_warn("--uid-map/--gid-map without root: requests from "
+                  "users other than ours will fail");
+    }
 
     /* Modes come from the guest, already masked by its umask */
     umask(0);
@@ -196,7 +203,7 @@ int main(int argc, char **argv)
     if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
         die(err);
     }
-    if (opts.seccomp && !vfsd_seccomp_install(&err)) {
+    if (!vfsd_seccomp_install(opts.seccomp, &err)) {
         die(err);
     }
 

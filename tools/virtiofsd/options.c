@@ -43,8 +43,11 @@ void vfsd_options_usage(const char *prog)
            "  --shared-dir=DIR          the directory to share\n"
            "  --cache=never|metadata|auto|always   guest caching (auto)\n"
            "  --sandbox=namespace|chroot|none      (namespace)\n"
-           "  --seccomp=kill|none       system call filter (kill)\n"
+           "  --seccomp=kill|log|trap|none  what a call outside the\n"
+           "                            system call filter does (kill)\n"
            "  --xattr, --no-xattr       extended attributes (off)\n"
+           "  --posix-acl               POSIX ACLs, enforced by the guest\n"
+           "                            (needs --xattr)\n"
            "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
            "  --writeback               guest writeback cache\n"
            "  --announce-submounts      tell the guest about submounts\n"
@@ -56,13 +59,17 @@ void vfsd_options_usage(const char *prog)
            "                            files with per-inode DAX (dax=inode)\n"
            "                            (always; xattr: files carrying\n"
            "                            " VFSD_DAX_XATTR_NAME ")\n"
+           "  --uid-map=:GUEST:HOST:COUNT:, --gid-map=:GUEST:HOST:COUNT:\n"
+           "                            guest ids GUEST.. are host ids\n"
+           "                            HOST.. (repeatable)\n"
            "  --thread-pool-size=N      worker threads per queue (0: none)\n"
            "  --rlimit-nofile=N         raise RLIMIT_NOFILE to N\n"
            "  --log-level=error|warn|info|debug    (info)\n"
            "  --syslog                  log to syslog\n"
            "  --print-capabilities      print what libvirt needs to know\n"
            "  -o source=DIR,cache=X,sandbox=X,xattr|no_xattr,flock|no_flock,\n"
-           "     posix_lock|no_posix_lock,...      the older spelling\n"
+           "     posix_lock|no_posix_lock,posix_acl|no_posix_acl,...\n"
+           "                            the older spelling\n"
            "  -V, --version, -h, --help\n", prog);
 }
 
@@ -154,6 +161,24 @@ static bool parse_sandbox(VfsdOptions *o, const char *v, char **err)
     return true;
 }
 
+static bool parse_seccomp(VfsdOptions *o, const char *v, char **err)
+{
+    if (!strcmp(v, "kill")) {
+        o->seccomp = VFSD_SECCOMP_KILL;
+    } else if (!strcmp(v, "log")) {
+        o->seccomp = VFSD_SECCOMP_LOG;
+    } else if (!strcmp(v, "trap")) {
+        o->seccomp = VFSD_SECCOMP_TRAP;
+    } else if (!strcmp(v, "none")) {
+        o->seccomp = VFSD_SECCOMP_NONE;
+    } else {
+        *err = g_strdup_printf("invalid seccomp action '%s' (kill, log, "
+                               "trap or none)", v);
+        return false;
+    }
+    return true;
+}
+
 static bool parse_dax_policy(VfsdOptions *o, const char *v, char **err)
 {
     if (!strcmp(v, "never")) {
@@ -216,6 +241,8 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         { "killpriv_v2", offsetof(VfsdOptions, killpriv_v2), true },
         { "no_killpriv_v2", offsetof(VfsdOptions, killpriv_v2), false },
         { "allow_mmap", offsetof(VfsdOptions, allow_mmap), true },
+        { "posix_acl", offsetof(VfsdOptions, posix_acl), true },
+        { "no_posix_acl", offsetof(VfsdOptions, posix_acl), false },
     };
     const char *eq = strchr(item, '=');
     g_autofree char *key = eq ? g_strndup(item, eq - item) : g_strdup(item);
@@ -352,16 +379,7 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     case OPT_SANDBOX:
         return parse_sandbox(o, val, err);
     case OPT_SECCOMP:
-        if (!strcmp(val, "kill")) {
-            o->seccomp = true;
-        } else if (!strcmp(val, "none")) {
-            o->seccomp = false;
-        } else {
-            *err = g_strdup_printf("invalid seccomp action '%s' (kill or "
-                                   "none)", val);
-            return false;
-        }
-        return true;
+        return parse_seccomp(o, val, err);
     case OPT_THREAD_POOL_SIZE:
         if (!parse_u64(val, &n, VFSD_MAX_THREAD_POOL)) {
             *err = g_strdup_printf("invalid thread pool size '%s' (0 to %d)",
@@ -382,11 +400,18 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     case OPT_DAX_POLICY:
         return parse_dax_policy(o, val, err);
     case OPT_UID_MAP:
-    case OPT_GID_MAP:
-        *err = g_strdup_printf("%s is not supported: run virtiofsd in the "
-                               "user namespace you need instead",
-                               id == OPT_UID_MAP ? "--uid-map" : "--gid-map");
-        return false;
+    case OPT_GID_MAP: {
+        bool uids = id == OPT_UID_MAP;
+        g_autofree char *why = NULL;
+
+        if (!vfsd_idmap_add(uids ? &o->uid_map : &o->gid_map, val, &why)) {
+            *err = g_strdup_printf("invalid %s '%s': %s",
+                                   uids ? "--uid-map" : "--gid-map", val,
+                                   why);
+            return false;
+        }
+        return true;
+    }
     case OPT_O: {
         g_auto(GStrv) items = g_strsplit(val, ",", -1);
         unsigned int i;
@@ -444,8 +469,8 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         o->version = true;
         return true;
     case OPT_POSIX_ACL:
-        *err = g_strdup("--posix-acl is not supported");
-        return false;
+        o->posix_acl = true;
+        return true;
     case OPT_ALLOW_MMAP:
         o->allow_mmap = true;
         return true;
@@ -461,7 +486,7 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     o->fd = -1;
     o->cache = VFSD_CACHE_AUTO;
     o->sandbox = VFSD_SANDBOX_NAMESPACE;
-    o->seccomp = true;
+    o->seccomp = VFSD_SECCOMP_KILL;
     o->killpriv_v2 = true;
     o->log_level = VFSD_LOG_INFO;
     o->dax_policy = VFSD_DAX_ALWAYS;
@@ -514,6 +539,11 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     }
     if ((o->socket_path != NULL) == (o->fd >= 0)) {
         *err = g_strdup("give exactly one of --socket-path=PATH and --fd=N");
+        return false;
+    }
+    /* ACLs travel as extended attributes */
+    if (o->posix_acl && !o->xattr) {
+        *err = g_strdup("--posix-acl needs --xattr");
         return false;
     }
     return true;

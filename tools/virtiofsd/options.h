@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "idmap.h"
 #include "log.h"
 
 typedef enum VfsdCache {
@@ -36,13 +37,21 @@ typedef enum VfsdDaxPolicy {
 
 #define VFSD_DAX_XATTR_NAME "user.virtiofsd.dax"
 
+/* What the system call filter does with a call it does not allow */
+typedef enum VfsdSeccomp {
+    VFSD_SECCOMP_KILL,          /* the kernel kills the process */
+    VFSD_SECCOMP_LOG,           /* the kernel logs the call and allows it */
+    VFSD_SECCOMP_TRAP,          /* SIGSYS: we report the call, then die */
+    VFSD_SECCOMP_NONE,          /* no filter at all */
+} VfsdSeccomp;
+
 typedef struct VfsdOptions {
     char *socket_path;
     int fd;                     /* -1: listen on socket_path */
     char *shared_dir;
     VfsdCache cache;
     VfsdSandbox sandbox;
-    bool seccomp;
+    VfsdSeccomp seccomp;
     bool xattr;
     bool flock;
     bool posix_lock;
@@ -51,6 +60,9 @@ typedef struct VfsdOptions {
     bool readonly;
     bool killpriv_v2;
     bool allow_mmap;
+    bool posix_acl;             /* FUSE_POSIX_ACL; needs xattr */
+    VfsdIdMap uid_map;          /* guest <-> host ids; empty: identity */
+    VfsdIdMap gid_map;
     unsigned int thread_pool_size;
     uint64_t rlimit_nofile;     /* 0: leave the limit alone */
     VfsdLogLevel log_level;

@@ -22,7 +22,11 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
                         char **err);
 /* Keeps the capabilities a passthrough server needs, drops the rest */
 bool vfsd_drop_capabilities(char **err);
-/* seccomp.c: the system call allow-list */
-bool vfsd_seccomp_install(char **err);
+/*
+ * seccomp.c: the system call allow-list, for every thread of the process;
+ * @action says what a call outside it does (VFSD_SECCOMP_NONE: nothing is
+ * installed).
+ */
+bool vfsd_seccomp_install(VfsdSeccomp action, char **err);
 
 #endif /* VIRTIOFSD_SANDBOX_H */

@@ -1,8 +1,9 @@
 /*
  * virtiofsd: system call allow-list
  *
- * Everything the daemon, glib and glibc need once serving, nothing more:
- * any other call kills the process.
+ * Everything the daemon, glib and glibc need once serving, nothing more.
+ * What any other call does is the --seccomp action: by default it kills
+ * the process.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -12,7 +13,9 @@
 #include <errno.h>
 #include <glib.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sandbox.h"
 
@@ -31,6 +34,8 @@ static const int allowed[] = {
     SCMP_SYS(renameat2),
     SCMP_SYS(readlinkat), SCMP_SYS(fchmodat), SCMP_SYS(fchownat),
     SCMP_SYS(fchmod), SCMP_SYS(fchown), SCMP_SYS(utimensat),
+    /* The guest's umask for a creation, with --posix-acl */
+    SCMP_SYS(umask),
     SCMP_SYS(faccessat), SCMP_SYS(faccessat2),
     SCMP_SYS(fgetxattr), SCMP_SYS(fsetxattr), SCMP_SYS(flistxattr),
     SCMP_SYS(fremovexattr), SCMP_SYS(getxattr), SCMP_SYS(setxattr),
@@ -67,12 +72,82 @@ static const int allowed[] = {
     SCMP_SYS(sendto), SCMP_SYS(socket), SCMP_SYS(connect),
 };
 
-bool vfsd_seccomp_install(char **err)
+/*
+ * SIGSYS from the filter (--seccomp=trap).  The point of trapping rather
+ * than letting the kernel kill us is saying which call it was, on
+ * standard error since nothing else is async-signal-safe here.  Then the
+ * process dies of SIGSYS all the same (the handler was reset on entry and
+ * SIGSYS is not blocked in it): carrying on after a call we never expected
+ * would leave the daemon in a state nobody has reasoned about.
+ */
+static void sigsys_handler(int sig, siginfo_t *info, void *ucontext)
 {
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+    static const char prefix[] = "virtiofsd: seccomp: system call ";
+    static const char suffix[] = " is not allowed\n";
+    char msg[sizeof(prefix) + 12 + sizeof(suffix)];
+    char digits[12];
+    unsigned int nr = info->si_syscall, n = 0, len;
+
+    do {
+        digits[n++] = '0' + nr % 10;
+        nr /= 10;
+    } while (nr && n < sizeof(digits));
+    memcpy(msg, prefix, sizeof(prefix) - 1);
+    len = sizeof(prefix) - 1;
+    while (n) {
+        msg[len++] = digits[--n];
+    }
+    memcpy(msg + len, suffix, sizeof(suffix) - 1);
+    len += sizeof(suffix) - 1;
+    if (write(STDERR_FILENO, msg, len) < 0) {
+        /* Nowhere else to say it */
+    }
+    raise(SIGSYS);
+}
+
+static bool install_sigsys_handler(char **err)
+{
+    struct sigaction sa = {
+        .sa_sigaction = sigsys_handler,
+        .sa_flags = SA_SIGINFO | SA_RESETHAND | SA_NODEFER,
+    };
+
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSYS, &sa, NULL) < 0) {
+        *err = g_strdup_printf("seccomp: cannot handle SIGSYS: %s",
+                               strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+bool vfsd_seccomp_install(VfsdSeccomp action, char **err)
+{
+    scmp_filter_ctx ctx;
+    uint32_t def;
     unsigned int i;
     int ret = 0;
 
+    switch (action) {
+    case VFSD_SECCOMP_KILL:
+        def = SCMP_ACT_KILL_PROCESS;
+        break;
+    case VFSD_SECCOMP_LOG:
+        def = SCMP_ACT_LOG;
+        break;
+    case VFSD_SECCOMP_TRAP:
+        def = SCMP_ACT_TRAP;
+        if (!install_sigsys_handler(err)) {
+            return false;
+        }
+        break;
+    case VFSD_SECCOMP_NONE:
+        return true;
+    default:
+        *err = g_strdup_printf("seccomp: unknown action %d", action);
+        return false;
+    }
+    ctx = seccomp_init(def);
     if (!ctx) {
         *err = g_strdup("seccomp: cannot create a filter");
         return false;

@@ -242,6 +242,13 @@ static void do_init(VfsdReq *r)
     if (fs->opts->xattr) {
         supported |= FUSE_SETXATTR_EXT;
     }
+    if (fs->opts->posix_acl) {
+        /*
+         * The guest checks ACLs itself and leaves umask to us, so that a
+         * parent's default ACL can replace it (see vfsd_umask_enter()).
+         */
+        supported |= FUSE_POSIX_ACL | FUSE_DONT_MASK;
+    }
     if (fs->opts->cache == VFSD_CACHE_AUTO) {
         supported |= FUSE_AUTO_INVAL_DATA;
     }
@@ -622,7 +629,7 @@ static void do_setxattr(VfsdReq *r)
         return;
     }
     reply_status(r, vfsd_op_setxattr(r->fs, r->h.nodeid, name, value,
-                                     in.size, in.flags));
+                                     in.size, in.flags, in.setxattr_flags));
 }
 
 /* GETXATTR and LISTXATTR: size 0 asks for the size only */
@@ -834,8 +841,9 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
     /* Nothing past the length the guest announced belongs to the request */
     in->remaining = r->h.len - sizeof(r->h);
 
-    r->ctx.uid = r->h.uid;
-    r->ctx.gid = r->h.gid;
+    /* The host's ids for the caller; VFSD_NO_ID when it has none */
+    r->ctx.uid = vfsd_idmap_to_host(&fs->opts->uid_map, r->h.uid);
+    r->ctx.gid = vfsd_idmap_to_host(&fs->opts->gid_map, r->h.gid);
     r->ctx.pid = r->h.pid;
 
     vfsd_debug("%s unique %" PRIu64 " nodeid %" PRIu64 " len %u",

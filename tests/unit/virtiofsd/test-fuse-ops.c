@@ -735,6 +735,353 @@ static void test_readonly(void)
     test_fs_teardown(&t);
 }
 
+/* A minimal ACL in the kernel's xattr format: owner, group, others */
+static size_t make_acl(uint8_t *buf, unsigned int user, unsigned int group,
+                       unsigned int other)
+{
+    static const uint16_t tags[] = { 0x01, 0x04, 0x20 };
+    const unsigned int perms[] = { user, group, other };
+    uint32_t version = 2, id = UINT32_MAX;
+    size_t len = 0;
+    unsigned int i;
+
+    memcpy(buf, &version, 4);
+    len += 4;
+    for (i = 0; i < 3; i++) {
+        uint16_t perm = perms[i];
+
+        memcpy(buf + len, &tags[i], 2);
+        memcpy(buf + len + 2, &perm, 2);
+        memcpy(buf + len + 4, &id, 4);
+        len += 8;
+    }
+    return len;
+}
+
+static int create_req(TestFs *t, uint64_t parent, const char *name,
+                      uint32_t mode, uint32_t umask_bits)
+{
+    TestReq *r = test_req_new(FUSE_CREATE, parent);
+
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR | O_EXCL,
+                                              .mode = S_IFREG | mode,
+                                              .umask = umask_bits },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, name);
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+static int mkdir_umask_req(TestFs *t, uint64_t parent, const char *name,
+                           uint32_t mode, uint32_t umask_bits)
+{
+    TestReq *r = test_req_new(FUSE_MKDIR, parent);
+
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = mode,
+                                             .umask = umask_bits },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, name);
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+static int setxattr_req(TestFs *t, uint64_t nodeid, const char *name,
+                        const void *value, uint32_t size,
+                        uint32_t setxattr_flags)
+{
+    TestReq *r = test_req_new(FUSE_SETXATTR, nodeid);
+
+    test_req_add(r, &(struct fuse_setxattr_in){
+                     .size = size, .setxattr_flags = setxattr_flags },
+                 sizeof(struct fuse_setxattr_in));
+    test_req_add_str(r, name);
+    test_req_add(r, value, size);
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+static mode_t host_mode(TestFs *t, const char *name)
+{
+    struct stat st;
+
+    g_assert_cmpint(fstatat(t->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW), ==,
+                    0);
+    return st.st_mode & 07777;
+}
+
+/*
+ * --posix-acl: FUSE_DONT_MASK makes the guest send modes unmasked with its
+ * umask aside; a default ACL on the parent must win over that umask, and
+ * the umask must apply where there is none.
+ */
+static void test_posix_acl(void)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .xattr = true,
+        .posix_acl = true,
+    };
+    uint8_t acl[64];
+    size_t len;
+    uint64_t withacl, plain, f;
+    TestFs t;
+
+    /* The daemon's own umask, see main.c */
+    umask(0);
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, FUSE_POSIX_ACL | FUSE_DONT_MASK |
+                         FUSE_SETXATTR_EXT | FUSE_DO_READDIRPLUS);
+    g_assert_cmphex(t.fs.conn_flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
+                    FUSE_POSIX_ACL | FUSE_DONT_MASK);
+
+    g_assert_cmpint(mkdirat(t.dir_fd, "withacl", 0755), ==, 0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "plain", 0755), ==, 0);
+    len = make_acl(acl, 7, 7, 5);
+    {
+        g_autofree char *path = g_strdup_printf("%s/withacl", t.dir);
+
+        g_assert_cmpint(setxattr(path, "system.posix_acl_default", acl, len,
+                                 0), ==, 0);
+    }
+    withacl = test_lookup(&t, FUSE_ROOT_ID, "withacl", NULL);
+    plain = test_lookup(&t, FUSE_ROOT_ID, "plain", NULL);
+
+    /* The default ACL decides, the guest's umask 077 does not */
+    g_assert_cmpint(create_req(&t, withacl, "f", 0666, 077), ==, 0);
+    g_assert_cmphex(host_mode(&t, "withacl/f"), ==, 0664);
+    g_assert_cmpint(mkdir_umask_req(&t, withacl, "d", 0777, 077), ==, 0);
+    g_assert_cmphex(host_mode(&t, "withacl/d"), ==, 0775);
+    /* No default ACL: the umask applies */
+    g_assert_cmpint(create_req(&t, plain, "f", 0666, 027), ==, 0);
+    g_assert_cmphex(host_mode(&t, "plain/f"), ==, 0640);
+    g_assert_cmpint(mkdir_umask_req(&t, plain, "d", 0777, 027), ==, 0);
+    g_assert_cmphex(host_mode(&t, "plain/d"), ==, 0750);
+    /* And the daemon is back to umask 0 for everything else */
+    g_assert_cmphex(umask(0), ==, 0);
+
+    /*
+     * Setting an access ACL: the guest says when setgid must go (the
+     * caller is not in the file's group), the daemon must not keep it
+     * just because it runs as root.
+     */
+    if (geteuid() == 0) {
+        g_assert_cmpint(fchownat(t.dir_fd, "plain/f", 0, 4321, 0), ==, 0);
+        g_assert_cmpint(fchmodat(t.dir_fd, "plain/f", 02775, 0), ==, 0);
+        f = test_lookup(&t, plain, "f", NULL);
+        len = make_acl(acl, 7, 5, 4);
+        g_assert_cmpint(setxattr_req(&t, f, "system.posix_acl_access", acl,
+                                     len, 0), ==, 0);
+        g_assert_cmphex(host_mode(&t, "plain/f"), ==, 02754);
+        len = make_acl(acl, 7, 7, 5);
+        g_assert_cmpint(setxattr_req(&t, f, "system.posix_acl_access", acl,
+                                     len, FUSE_SETXATTR_ACL_KILL_SGID), ==,
+                        0);
+        g_assert_cmphex(host_mode(&t, "plain/f"), ==, 0775);
+    }
+    test_fs_teardown(&t);
+
+    /* Without --posix-acl the guest masks, and gets no FUSE_POSIX_ACL */
+    o.posix_acl = false;
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, FUSE_POSIX_ACL | FUSE_DONT_MASK |
+                         FUSE_SETXATTR_EXT);
+    g_assert_cmphex(t.fs.conn_flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
+                    0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "withacl", 0755), ==, 0);
+    {
+        g_autofree char *path = g_strdup_printf("%s/withacl", t.dir);
+
+        len = make_acl(acl, 7, 7, 5);
+        g_assert_cmpint(setxattr(path, "system.posix_acl_default", acl, len,
+                                 0), ==, 0);
+    }
+    withacl = test_lookup(&t, FUSE_ROOT_ID, "withacl", NULL);
+    /* The daemon applies the umask as it always did */
+    g_assert_cmpint(create_req(&t, withacl, "f", 0666, 027), ==, 0);
+    g_assert_cmphex(host_mode(&t, "withacl/f"), ==, 0640);
+    test_fs_teardown(&t);
+}
+
+/* One request as guest @uid:@gid; returns the error, the entry in @e */
+static int mkdir_as(TestFs *t, uint64_t parent, const char *name,
+                    uint32_t uid, uint32_t gid, struct fuse_entry_out *e)
+{
+    TestReq *r = test_req_new(FUSE_MKDIR, parent);
+    struct fuse_in_header *h = (void *)r->data->data;
+
+    h->uid = uid;
+    h->gid = gid;
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, name);
+    return test_send(t, r, 4096, e, sizeof(*e), NULL);
+}
+
+static int chown_req(TestFs *t, uint64_t nodeid, uint32_t valid,
+                     uint32_t uid, uint32_t gid, struct fuse_attr_out *out)
+{
+    TestReq *r = test_req_new(FUSE_SETATTR, nodeid);
+
+    test_req_add(r, &(struct fuse_setattr_in){ .valid = valid, .uid = uid,
+                                               .gid = gid },
+                 sizeof(struct fuse_setattr_in));
+    return test_send(t, r, 4096, out, sizeof(*out), NULL);
+}
+
+static void host_owner(TestFs *t, const char *name, uid_t uid, gid_t gid)
+{
+    struct stat st;
+
+    g_assert_cmpint(fstatat(t->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW), ==,
+                    0);
+    g_assert_cmpuint(st.st_uid, ==, uid);
+    g_assert_cmpuint(st.st_gid, ==, gid);
+}
+
+/* An ACL naming user @uid and group @gid, in the kernel's xattr form */
+static size_t make_named_acl(uint32_t *acl, uint32_t uid, uint32_t gid)
+{
+    const uint32_t ent[][2] = {
+        { 0x01 | (7 << 16), UINT32_MAX }, { 0x02 | (6 << 16), uid },
+        { 0x04 | (5 << 16), UINT32_MAX }, { 0x08 | (4 << 16), gid },
+        { 0x10 | (7 << 16), UINT32_MAX }, { 0x20, UINT32_MAX },
+    };
+    unsigned int i;
+
+    acl[0] = GUINT32_TO_LE(2);
+    for (i = 0; i < G_N_ELEMENTS(ent); i++) {
+        acl[1 + 2 * i] = GUINT32_TO_LE(ent[i][0]);
+        acl[2 + 2 * i] = GUINT32_TO_LE(ent[i][1]);
+    }
+    return (1 + 2 * G_N_ELEMENTS(ent)) * 4;
+}
+
+/*
+ * --uid-map/--gid-map: guest ids become host ids in everything done for
+ * the guest, and host ids guest ids in everything shown to it.
+ */
+static void test_id_map(void)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .xattr = true,
+    };
+    g_autofree char *err = NULL;
+    struct fuse_entry_out e;
+    struct fuse_attr_out out;
+    struct fuse_attr attr;
+    uint32_t acl[16], got[16];
+    uint64_t dir, ino;
+    size_t len, got_len;
+    TestReq *r;
+    TestFs t;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root to act as the mapped ids");
+        return;
+    }
+    g_assert_true(vfsd_idmap_add(&o.uid_map, ":0:100000:1000:", &err));
+    g_assert_true(vfsd_idmap_add(&o.gid_map, ":0:200000:1000:", &err));
+    g_assert_true(vfsd_idmap_add(&o.gid_map, ":5000:7:1:", &err));
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, FUSE_DO_READDIRPLUS | FUSE_SETXATTR_EXT);
+    /* Mapped guest root is nobody special on the host */
+    g_assert_cmpint(chmod(t.dir, 0777), ==, 0);
+
+    /* Guest root creates: host owner 100000:200000, guest sees 0:0 */
+    g_assert_cmpint(mkdir_as(&t, FUSE_ROOT_ID, "d", 0, 0, &e), ==, 0);
+    dir = e.nodeid;
+    g_assert_cmpuint(e.attr.uid, ==, 0);
+    g_assert_cmpuint(e.attr.gid, ==, 0);
+    host_owner(&t, "d", 100000, 200000);
+    g_assert_cmpint(mkdir_as(&t, dir, "sub", 0, 5000, &e), ==, 0);
+    host_owner(&t, "d/sub", 100000, 7);
+    g_assert_cmpuint(e.attr.gid, ==, 5000);
+
+    /* A CREATE by another user (the directory is not theirs: 0755) */
+    r = test_req_new(FUSE_CREATE, dir);
+    ((struct fuse_in_header *)r->data->data)->uid = 5;
+    ((struct fuse_in_header *)r->data->data)->gid = 6;
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "f");
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EACCES);
+    g_assert_cmpint(fchmodat(t.dir_fd, "d", 0777, 0), ==, 0);
+    /* Now it works, and LOOKUP/GETATTR show the guest's ids */
+    r = test_req_new(FUSE_CREATE, dir);
+    ((struct fuse_in_header *)r->data->data)->uid = 5;
+    ((struct fuse_in_header *)r->data->data)->gid = 6;
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "f");
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, 0);
+    host_owner(&t, "d/f", 100005, 200006);
+    ino = test_lookup(&t, dir, "f", &attr);
+    g_assert_cmpuint(attr.uid, ==, 5);
+    g_assert_cmpuint(attr.gid, ==, 6);
+
+    /* A caller outside the map has no host identity */
+    g_assert_cmpint(mkdir_as(&t, dir, "x", 1000, 0, &e), ==, -EPERM);
+    g_assert_cmpint(mkdir_as(&t, dir, "x", 0, 1000, &e), ==, -EPERM);
+    g_assert_cmpint(mkdir_as(&t, dir, "x", UINT32_MAX, 0, &e), ==, -EPERM);
+    g_assert_cmpint(faccessat(t.dir_fd, "d/x", F_OK, 0), ==, -1);
+
+    /* chown: translated, and refused for ids outside the map */
+    g_assert_cmpint(chown_req(&t, ino, FATTR_UID | FATTR_GID, 7, 5000, &out),
+                    ==, 0);
+    host_owner(&t, "d/f", 100007, 7);
+    g_assert_cmpuint(out.attr.uid, ==, 7);
+    g_assert_cmpuint(out.attr.gid, ==, 5000);
+    g_assert_cmpint(chown_req(&t, ino, FATTR_UID, 1000, 0, &out), ==,
+                    -EINVAL);
+    g_assert_cmpint(chown_req(&t, ino, FATTR_GID, 0, 4999, &out), ==,
+                    -EINVAL);
+    g_assert_cmpint(chown_req(&t, ino, FATTR_UID, UINT32_MAX, 0, &out), ==,
+                    -EINVAL);
+    host_owner(&t, "d/f", 100007, 7);
+    /* Only the gid: the uid stays */
+    g_assert_cmpint(chown_req(&t, ino, FATTR_GID, 0, 0, &out), ==, 0);
+    host_owner(&t, "d/f", 100007, 200000);
+
+    /* Host ids outside the map show up as the overflow id */
+    g_assert_cmpint(fchownat(t.dir_fd, "d/f", 0, 0, 0), ==, 0);
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.attr.uid, ==, VFSD_OVERFLOW_ID);
+    g_assert_cmpuint(out.attr.gid, ==, VFSD_OVERFLOW_ID);
+
+    /* ACL entries: guest ids in, host ids on disk, guest ids out */
+    len = make_named_acl(acl, 5, 5000);
+    g_assert_cmpint(setxattr_req(&t, ino, "system.posix_acl_access", acl,
+                                 len, 0), ==, 0);
+    {
+        g_autofree char *path = g_strdup_printf("%s/d/f", t.dir);
+
+        g_assert_cmpint(getxattr(path, "system.posix_acl_access", got,
+                                 sizeof(got)), ==, (ssize_t)len);
+    }
+    g_assert_cmpuint(GUINT32_FROM_LE(got[4]), ==, 100005);
+    g_assert_cmpuint(GUINT32_FROM_LE(got[8]), ==, 7);
+    r = test_req_new(FUSE_GETXATTR, ino);
+    test_req_add(r, &(struct fuse_getxattr_in){ .size = sizeof(got) },
+                 sizeof(struct fuse_getxattr_in));
+    test_req_add_str(r, "system.posix_acl_access");
+    g_assert_cmpint(test_send(&t, r, 4096, got, sizeof(got), &got_len), ==,
+                    0);
+    g_assert_cmpmem(got, got_len, acl, len);
+    /* Naming an unmapped user is refused, and changes nothing */
+    len = make_named_acl(acl, 1000, 5000);
+    g_assert_cmpint(setxattr_req(&t, ino, "system.posix_acl_access", acl,
+                                 len, 0), ==, -EINVAL);
+    g_assert_cmpint(setxattr_req(&t, dir, "system.posix_acl_default", acl,
+                                 len, 0), ==, -EINVAL);
+    /* A torn ACL is not passed on */
+    len = make_named_acl(acl, 5, 5000);
+    g_assert_cmpint(setxattr_req(&t, ino, "system.posix_acl_access", acl,
+                                 len - 2, 0), ==, -EINVAL);
+
+    test_fs_teardown(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -757,5 +1104,7 @@ int main(int argc, char **argv)
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
+    g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
+    g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
     return g_test_run();
 }

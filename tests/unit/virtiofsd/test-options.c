@@ -6,6 +6,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
+#include <errno.h>
 #include <glib.h>
 #include <string.h>
 
@@ -59,10 +60,37 @@ static void test_new_style(void)
     g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x"));
     g_assert_cmpint(o.cache, ==, VFSD_CACHE_AUTO);
     g_assert_cmpint(o.sandbox, ==, VFSD_SANDBOX_NAMESPACE);
-    g_assert_true(o.seccomp);
+    g_assert_cmpint(o.seccomp, ==, VFSD_SECCOMP_KILL);
     g_assert_false(o.xattr || o.flock || o.posix_lock || o.readonly);
     g_assert_cmpint(o.dax_policy, ==, VFSD_DAX_ALWAYS);
     vfsd_options_free(&o);
+}
+
+static void test_seccomp(void)
+{
+    static const struct {
+        const char *arg;
+        VfsdSeccomp action;
+    } cases[] = {
+        { "--seccomp=kill", VFSD_SECCOMP_KILL },
+        { "--seccomp=log", VFSD_SECCOMP_LOG },
+        { "--seccomp trap", VFSD_SECCOMP_TRAP },
+        { "--seccomp=none", VFSD_SECCOMP_NONE },
+        /* The last one wins */
+        { "--seccomp=none --seccomp=trap", VFSD_SECCOMP_TRAP },
+    };
+    unsigned int i;
+
+    for (i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *line = g_strdup_printf("--fd=3 --shared-dir=/x %s",
+                                                cases[i].arg);
+        g_autofree char *err = NULL;
+        VfsdOptions o;
+
+        g_assert_true(parse(&o, &err, line));
+        g_assert_cmpint(o.seccomp, ==, cases[i].action);
+        vfsd_options_free(&o);
+    }
 }
 
 static void test_legacy(void)
@@ -89,6 +117,29 @@ static void test_legacy(void)
     g_assert_true(o.announce_submounts);
     g_assert_cmpint(o.log_level, ==, VFSD_LOG_WARN);
     vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--fd=3 -o source=/a,xattr,posix_acl"));
+    g_assert_true(o.xattr && o.posix_acl);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 -o source=/a,posix_acl,"
+                        "no_posix_acl"));
+    g_assert_false(o.posix_acl);
+    vfsd_options_free(&o);
+}
+
+static void test_posix_acl(void)
+{
+    VfsdOptions o;
+    g_autofree char *err = NULL;
+
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x --posix-acl "
+                        "--xattr"));
+    g_assert_true(o.posix_acl && o.xattr);
+    vfsd_options_free(&o);
+    /* Off by default */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x --xattr"));
+    g_assert_false(o.posix_acl);
+    vfsd_options_free(&o);
 }
 
 static void test_errors(void)
@@ -109,9 +160,50 @@ static void test_errors(void)
         { "--fd=3 --shared-dir=/x --dax-policy=size:", "invalid DAX" },
         { "--fd=3 --shared-dir=/x --dax-policy=size:12Q", "invalid DAX" },
         { "--fd=3 --shared-dir=/x --log-level=loud", "invalid log level" },
-        { "--fd=3 --shared-dir=/x --uid-map=:0:1000:1:", "not supported" },
-        { "--fd=3 --shared-dir=/x --gid-map=:0:1000:1:", "not supported" },
+        { "--fd=3 --shared-dir=/x --seccomp=allow", "invalid seccomp" },
+        { "--fd=3 --shared-dir=/x --seccomp=", "invalid seccomp" },
+        /* Maps: the message names the option and says why */
+        { "--fd=3 --shared-dir=/x --uid-map=0:1000:1", "invalid --uid-map "
+          "'0:1000:1': expected :guest_id:host_id:count:" },
+        { "--fd=3 --shared-dir=/x --gid-map=:0:1000:1", "invalid --gid-map" },
+        { "--fd=3 --shared-dir=/x --uid-map=:", "expected" },
+        { "--fd=3 --shared-dir=/x --uid-map=::", "expected" },
+        { "--fd=3 --shared-dir=/x --uid-map=::::", "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=:0:1000:", "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=:0:1000:1:2:", "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=:-1:1000:1:", "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=:+1:1000:1:", "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=: 1:1000:1:", "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=:0x10:1000:1:", "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=:0:1000:1e3:", "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=:4294967296:0:1:",
+          "three numbers" },
+        { "--fd=3 --shared-dir=/x --uid-map=:0:0:18446744073709551617:",
+          "three numbers" },
+        { "--fd=3 --shared-dir=/x --gid-map=:0:1000:0:", "must not be 0" },
+        { "--fd=3 --shared-dir=/x --uid-map=:4294967295:0:1:",
+          "past id 4294967294" },
+        { "--fd=3 --shared-dir=/x --uid-map=:0:4294967295:1:",
+          "past id 4294967294" },
+        { "--fd=3 --shared-dir=/x --uid-map=:1:0:4294967295:",
+          "past id 4294967294" },
+        { "--fd=3 --shared-dir=/x --uid-map=:4294967294:0:2:",
+          "past id 4294967294" },
+        { "--fd=3 --shared-dir=/x --uid-map=:0:100000:65536: "
+          "--uid-map=:65535:300000:10:", "guest ids overlap :0:100000:65536:" },
+        { "--fd=3 --shared-dir=/x --gid-map=:100:1000:10: "
+          "--gid-map=:0:1009:1:", "host ids overlap :100:1000:10:" },
+        { "--fd=3 --shared-dir=/x --uid-map=:5:5:1: --uid-map=:5:5:1:",
+          "guest ids overlap" },
+        { "--fd=3 --shared-dir=/x --uid-map", "needs a value" },
         { "--fd=3 --shared-dir=/x --frobnicate", "unknown option" },
+        { "--fd=3 --shared-dir=/x --posix-acl", "needs --xattr" },
+        { "--fd=3 --shared-dir=/x --posix-acl --xattr --no-xattr",
+          "needs --xattr" },
+        { "--fd=3 -o source=/x,posix_acl", "needs --xattr" },
+        { "--fd=3 --shared-dir=/x --xattr --posix-acl=yes",
+          "takes no value" },
+        { "--fd=3 -o source=/x,posix_acl=1", "unknown or malformed" },
         { "--fd=3 --shared-dir=/x --xattr=yes", "takes no value" },
         { "--fd=3 --shared-dir", "needs a value" },
         { "--fd=3 -o source=/x,bogus", "unknown or malformed" },
@@ -132,6 +224,131 @@ static void test_errors(void)
                     cases[i].msg);
         }
         vfsd_options_free(&o);
+    }
+}
+
+static void test_id_maps(void)
+{
+    g_autoptr(GString) line = g_string_new("--fd=3 --shared-dir=/x");
+    g_autofree char *err = NULL;
+    VfsdOptions o;
+    unsigned int i;
+
+    /* No map: both kinds of ids pass unchanged */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x"));
+    g_assert_false(vfsd_idmap_active(&o.uid_map));
+    g_assert_false(vfsd_idmap_active(&o.gid_map));
+    vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--uid-map=:0:100000:65536: --uid-map :65536:1000:1: "
+                        "--gid-map=:0:4294967294:1:"));
+    g_assert_cmpuint(o.uid_map.n, ==, 2);
+    g_assert_cmpuint(o.uid_map.r[0].guest, ==, 0);
+    g_assert_cmpuint(o.uid_map.r[0].host, ==, 100000);
+    g_assert_cmpuint(o.uid_map.r[0].count, ==, 65536);
+    g_assert_cmpuint(o.uid_map.r[1].guest, ==, 65536);
+    g_assert_cmpuint(o.uid_map.r[1].host, ==, 1000);
+    g_assert_cmpuint(o.gid_map.n, ==, 1);
+    g_assert_cmpuint(o.gid_map.r[0].host, ==, 4294967294u);
+    vfsd_options_free(&o);
+
+    /* Adjacent ranges are fine, one more than the maximum is not */
+    for (i = 0; i < VFSD_IDMAP_MAX; i++) {
+        g_string_append_printf(line, " --uid-map=:%u:%u:1:", i, 1000 + i);
+    }
+    g_assert_true(parse(&o, &err, line->str));
+    g_assert_cmpuint(o.uid_map.n, ==, VFSD_IDMAP_MAX);
+    vfsd_options_free(&o);
+    g_string_append(line, " --uid-map=:5000:5000:1:");
+    g_assert_false(parse(&o, &err, line->str));
+    g_assert_nonnull(strstr(err, "more than 64 ranges"));
+    vfsd_options_free(&o);
+}
+
+static void test_idmap_translate(void)
+{
+    VfsdIdMap m = { 0 }, g = { 0 };
+    g_autofree char *err = NULL;
+
+    /* Empty: identity, even for the extremes */
+    g_assert_cmpuint(vfsd_idmap_to_host(&m, 0), ==, 0);
+    g_assert_cmpuint(vfsd_idmap_to_host(&m, UINT32_MAX), ==, UINT32_MAX);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, 12345), ==, 12345);
+
+    g_assert_true(vfsd_idmap_add(&m, ":0:100000:1000:", &err));
+    g_assert_true(vfsd_idmap_add(&m, ":1000:5:1:", &err));
+    g_assert_true(vfsd_idmap_add(&m, ":4294967293:7:2:", &err));
+    g_assert_cmpuint(vfsd_idmap_to_host(&m, 0), ==, 100000);
+    g_assert_cmpuint(vfsd_idmap_to_host(&m, 999), ==, 100999);
+    g_assert_cmpuint(vfsd_idmap_to_host(&m, 1000), ==, 5);
+    g_assert_cmpuint(vfsd_idmap_to_host(&m, 1001), ==, VFSD_NO_ID);
+    g_assert_cmpuint(vfsd_idmap_to_host(&m, 4294967294u), ==, 8);
+    g_assert_cmpuint(vfsd_idmap_to_host(&m, UINT32_MAX), ==, VFSD_NO_ID);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, 100000), ==, 0);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, 100999), ==, 999);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, 101000), ==, VFSD_OVERFLOW_ID);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, 99999), ==, VFSD_OVERFLOW_ID);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, 5), ==, 1000);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, 0), ==, VFSD_OVERFLOW_ID);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, 8), ==, 4294967294u);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&m, UINT32_MAX), ==,
+                     VFSD_OVERFLOW_ID);
+    /* A failed add leaves the map as it was */
+    g_assert_false(vfsd_idmap_add(&m, ":999:1:2:", &err));
+    g_assert_cmpuint(m.n, ==, 3);
+
+    g_assert_true(vfsd_idmap_add(&g, ":100:200:10:", &err));
+    {
+        /* user_obj, user 5, user 7777 (unmapped), group 105, mask, other */
+        static const uint32_t ent[][2] = {
+            { 0x01 | (7 << 16), UINT32_MAX }, { 0x02 | (6 << 16), 5 },
+            { 0x02 | (4 << 16), 7777 }, { 0x08 | (5 << 16), 105 },
+            { 0x10 | (7 << 16), UINT32_MAX }, { 0x20, UINT32_MAX },
+        };
+        uint32_t acl[1 + 2 * G_N_ELEMENTS(ent)];
+        uint32_t copy[G_N_ELEMENTS(acl)];
+        unsigned int i;
+
+        acl[0] = GUINT32_TO_LE(2);
+        for (i = 0; i < G_N_ELEMENTS(ent); i++) {
+            acl[1 + 2 * i] = GUINT32_TO_LE(ent[i][0]);
+            acl[2 + 2 * i] = GUINT32_TO_LE(ent[i][1]);
+        }
+        /* Host to guest: unmapped ids become the overflow id */
+        memcpy(copy, acl, sizeof(acl));
+        g_assert_cmpint(vfsd_idmap_acl(&m, &g, copy, sizeof(copy), false),
+                        ==, 0);
+        g_assert_cmpuint(GUINT32_FROM_LE(copy[4]), ==, 1000);
+        g_assert_cmpuint(GUINT32_FROM_LE(copy[6]), ==, VFSD_OVERFLOW_ID);
+        g_assert_cmpuint(GUINT32_FROM_LE(copy[8]), ==, VFSD_OVERFLOW_ID);
+        /* Entries without an id are left alone */
+        g_assert_cmpuint(GUINT32_FROM_LE(copy[2]), ==, UINT32_MAX);
+        g_assert_cmpuint(GUINT32_FROM_LE(copy[10]), ==, UINT32_MAX);
+        g_assert_cmpmem(&copy[9], 4, &acl[9], 4);
+
+        /* Guest to host: the unmapped user 7777 refuses the whole ACL */
+        memcpy(copy, acl, sizeof(acl));
+        g_assert_cmpint(vfsd_idmap_acl(&m, &g, copy, sizeof(copy), true),
+                        ==, -EINVAL);
+        g_assert_cmpmem(copy, sizeof(copy), acl, sizeof(acl));
+        acl[6] = GUINT32_TO_LE(1000);
+        memcpy(copy, acl, sizeof(acl));
+        g_assert_cmpint(vfsd_idmap_acl(&m, &g, copy, sizeof(copy), true),
+                        ==, 0);
+        g_assert_cmpuint(GUINT32_FROM_LE(copy[4]), ==, 100005);
+        g_assert_cmpuint(GUINT32_FROM_LE(copy[6]), ==, 5);
+        g_assert_cmpuint(GUINT32_FROM_LE(copy[8]), ==, 205);
+
+        /* Not an ACL: wrong version, torn entry, too short */
+        memcpy(copy, acl, sizeof(acl));
+        copy[0] = GUINT32_TO_LE(1);
+        g_assert_cmpint(vfsd_idmap_acl(&m, &g, copy, sizeof(copy), true),
+                        ==, -EINVAL);
+        g_assert_cmpint(vfsd_idmap_acl(&m, &g, acl, sizeof(acl) - 1, false),
+                        ==, -EINVAL);
+        g_assert_cmpint(vfsd_idmap_acl(&m, &g, acl, 3, false), ==, -EINVAL);
+        g_assert_cmpint(vfsd_idmap_acl(&m, &g, acl, 4, false), ==, 0);
     }
 }
 
@@ -156,6 +373,10 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/virtiofsd/options/new-style", test_new_style);
     g_test_add_func("/virtiofsd/options/legacy", test_legacy);
+    g_test_add_func("/virtiofsd/options/seccomp", test_seccomp);
+    g_test_add_func("/virtiofsd/options/posix-acl", test_posix_acl);
+    g_test_add_func("/virtiofsd/options/id-maps", test_id_maps);
+    g_test_add_func("/virtiofsd/idmap/translate", test_idmap_translate);
     g_test_add_func("/virtiofsd/options/errors", test_errors);
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
     return g_test_run();

@@ -5,14 +5,20 @@
  * An input is one guest session:
  *
  *   byte 0     configuration: bits 0-1 cache mode, bit 2 read-only,
- *              bit 3 writeback, bits 4-5 DAX policy, bit 6 the front-end
- *              offers SHMEM_REPLACE, bit 7 no DAX window at all
+ *              bit 3 writeback (clear: --posix-acl instead), bits 4-5
+ *              DAX policy, bit 6 the front-end offers SHMEM_REPLACE,
+ *              bit 7 no DAX window at all
  *   records    u16 len (LE), u8 seg, u8 out, then len bytes of request
  *              (a FUSE header and its arguments, lying at will).
  *              seg bits 0-6: both directions are cut in pieces of that
  *              many bytes (0: one piece); bit 7: odd pieces go through
  *              the memory access callback, as a buffer inside the DAX
  *              window does.  out: room for the reply (see out_size()).
+ *
+ * Every session has --uid-map/--gid-map: guest ids 0-65535 are the same
+ * on the host (so the seed corpus means what it did before), the next
+ * 65536 are host 200000 on, the rest are unmapped; ids and ACL values
+ * from the guest all go through the translation.
  *
  * Unless the first request is an INIT, the session starts with the INIT
  * a Linux 6.12 guest sends, so that single requests get past it.
@@ -692,6 +698,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opts.cache = caches[cfg & 3];
     opts.readonly = cfg & 4;
     opts.writeback = cfg & 8;
+    /* Both paths of the umask: the guest's, or ours under FUSE_DONT_MASK */
+    opts.posix_acl = !(cfg & 8);
     opts.dax_policy = policies[(cfg >> 4) & 3];
     opts.dax_min_size = 1024 * 1024;
     opts.sandbox = VFSD_SANDBOX_NONE;
@@ -700,6 +708,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opts.posix_lock = true;
     opts.killpriv_v2 = true;
     opts.announce_submounts = true;
+    if (!vfsd_idmap_add(&opts.uid_map, ":0:0:65536:", &err) ||
+        !vfsd_idmap_add(&opts.uid_map, ":65536:200000:65536:", &err) ||
+        !vfsd_idmap_add(&opts.gid_map, ":0:0:65536:", &err) ||
+        !vfsd_idmap_add(&opts.gid_map, ":65536:200000:65536:", &err)) {
+        fuzz_fail("id maps: %s", err);
+    }
     memset(&frontend, 0, sizeof(frontend));
     frontend.replace = cfg & 0x40;
 

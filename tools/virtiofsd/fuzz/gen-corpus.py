@@ -273,6 +273,35 @@ def seeds():
     m.req(LISTXATTR, 3, struct.pack("<II", 256, 0))
     s["xattr"] = m
 
+    # --posix-acl and the harness's id maps: ACL values carry ids both
+    # ways, creations run under the guest's umask (FUSE_DONT_MASK), chown
+    # and callers outside the map
+    def acl(*ents):
+        return struct.pack("<I", 2) + b"".join(
+            struct.pack("<HHI", tag, perm, i) for tag, perm, i in ents)
+    named = acl((1, 6, 0xffffffff), (2, 4, 70000), (4, 4, 0xffffffff),
+                (8, 4, 65537), (0x10, 6, 0xffffffff), (0x20, 0, 0xffffffff))
+    m = Session()
+    m.req(LOOKUP, ROOT, name("file"))
+    m.req(SETXATTR, 2, struct.pack("<IIII", len(named), 0, 1, 0),
+          name("system.posix_acl_access"), named)
+    m.req(GETXATTR, 2, struct.pack("<II", 0, 0),
+          name("system.posix_acl_access"))
+    m.req(GETXATTR, 2, struct.pack("<II", 256, 0),
+          name("system.posix_acl_access"))
+    m.req(LOOKUP, ROOT, name("dir"))
+    m.req(SETXATTR, 3, struct.pack("<IIII", 28, 0, 0, 0),
+          name("system.posix_acl_default"),
+          acl((1, 7, 0xffffffff), (4, 7, 0xffffffff), (0x20, 5, 0xffffffff)))
+    m.req(CREATE, 3, create_in(O_RDWR | O_CREAT | O_EXCL, umask=0o77),
+          name("f"), uid=70000, gid=70000)
+    m.req(MKDIR, 3, struct.pack("<II", 0o777, 0o27), name("d"))
+    m.req(MKDIR, 3, struct.pack("<II", 0o777, 0o27), name("e"), uid=140000)
+    m.req(SETATTR, 2, setattr_in(FATTR_UID | FATTR_GID, uid=70000,
+                                 gid=65536))
+    m.req(SETATTR, 2, setattr_in(FATTR_UID, uid=140000))
+    s["acl-idmap"] = m
+
     # locks: POSIX (OFD per owner), flock, GETLK
     m = Session()
     m.req(LOOKUP, ROOT, name("file"))

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Our virtiofsd with --posix-acl and --uid-map/--gid-map, seen from a
+# guest: guest ids 0-65535 are host ids 100000-165535.  The guest's root
+# owns the share (host 100000), files it makes are host 100000 or what it
+# chowns them to plus 100000, host files outside the map show as 65534,
+# chown outside the map fails; a default ACL replaces the guest's umask,
+# an access ACL naming user 1000 is enforced by the guest kernel, and the
+# ACL's ids are host ids on disk.  Extra arguments go to harness/vm.py.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+shared=$(mktemp -d /tmp/vfsdax-aclmap.XXXXXX)
+guest_script=$(mktemp)
+trap 'rm -rf "$shared" "$guest_script"' EXIT
+echo host > "$shared/hostroot"
+chown 100000:100000 "$shared"
+chmod 755 "$shared"
+
+cat > "$guest_script" <<'GUEST'
+. /lib/vfsdax.sh
+mount_virtiofs "$VFS_TAG" /mnt
+ids=$(stat -c %u:%g /mnt)
+[ "$ids" = 0:0 ] || fail "the share's owner shows as $ids, not 0:0"
+ids=$(stat -c %u:%g /mnt/hostroot)
+[ "$ids" = 65534:65534 ] || fail "host root's file shows as $ids"
+pass "host ids shown through the map"
+echo x > /mnt/byroot || fail "create as guest root"
+echo y > /mnt/owned && chown 1000:1000 /mnt/owned || fail "chown 1000:1000"
+[ "$(stat -c %u:%g /mnt/owned)" = 1000:1000 ] || fail "owner after chown"
+if chown 70000 /mnt/owned 2>/dev/null; then
+    fail "chown to a uid outside the map worked"
+fi
+[ "$(stat -c %u /mnt/owned)" = 1000 ] || fail "owner after a refused chown"
+pass "chown translated, ids outside the map refused"
+
+mkdir /mnt/acl || fail "mkdir acl"
+r=$(acltool setacl /mnt/acl default u::7,g::7,o::5)
+[ "$r" = ok ] || fail "setting a default ACL: $r"
+r=$(acltool create 077 666 /mnt/acl/f)
+[ "$r" = 664 ] || fail "file under a default ACL with umask 077: mode $r, not 664"
+r=$(acltool mkdir 077 777 /mnt/acl/d)
+[ "$r" = 775 ] || fail "dir under a default ACL with umask 077: mode $r, not 775"
+r=$(acltool getacl /mnt/acl/d default)
+[ "$r" = u::7,g::7,o::5 ] || fail "default ACL not inherited: $r"
+r=$(acltool create 027 666 /mnt/plain)
+[ "$r" = 640 ] || fail "file without a default ACL, umask 027: mode $r"
+pass "a default ACL replaces the umask, the umask applies elsewhere"
+
+echo secret > /mnt/secret && chmod 600 /mnt/secret || fail "secret"
+r=$(acltool setacl /mnt/secret access u::6,u:1000:4,g::0,m::4,o::0)
+[ "$r" = ok ] || fail "setting an access ACL: $r"
+[ "$(stat -c %a /mnt/secret)" = 640 ] || fail "mode after the ACL: $(stat -c %a /mnt/secret)"
+r=$(acltool getacl /mnt/secret access)
+[ "$r" = u::6,u:1000:4,g::0,m::4,o::0 ] || fail "ACL reads back as $r"
+r=$(acltool as 1000 1000 r /mnt/secret)
+[ "$r" = ok ] || fail "user 1000, named in the ACL, cannot read: $r"
+r=$(acltool as 1001 1001 r /mnt/secret)
+[ "$r" = EACCES ] || fail "user 1001 reads: $r"
+r=$(acltool as 1000 1000 w /mnt/secret)
+[ "$r" = EACCES ] || fail "user 1000 writes: $r"
+r=$(acltool setacl /mnt/secret access u::6,u:70000:4,g::0,m::4,o::0)
+[ "$r" = EINVAL ] || fail "ACL naming a uid outside the map: $r"
+pass "access ACL enforced by the guest, ids outside the map refused"
+sync
+umount /mnt || fail umount
+pass "unmounted"
+GUEST
+
+python3 "$top/harness/vm.py" --shared "$shared" --daemon ours \
+    --daemon-args="--xattr --posix-acl --uid-map=:0:100000:65536: --gid-map=:0:100000:65536:" \
+    "$@" "$guest_script"
+
+check() {
+    local got
+    got=$(stat -c %u:%g "$shared/$1")
+    [ "$got" = "$2" ] || { echo "FAIL: $1 is $got on the host, not $2"; exit 1; }
+}
+check byroot 100000:100000
+check owned 101000:101000
+check acl/f 100000:100000
+check acl/d 100000:100000
+# The named user in the ACL on disk is the host's id
+python3 - "$shared/secret" <<'PY'
+import os, struct, sys
+v = os.getxattr(sys.argv[1], "system.posix_acl_access")
+ents = [struct.unpack_from("<HHI", v, off) for off in range(4, len(v), 8)]
+named = [e[2] for e in ents if e[0] == 0x02]
+assert named == [101000], f"named users on the host: {named}"
+print("ok: the ACL names host uid 101000 on disk")
+PY
+echo "ok: ACLs and id maps end to end"
