@@ -96,9 +96,22 @@ done
 grep -q "Input/output error" /tmp/again-$i.out ||
     fail "the old session after a reconnect: $(cat /tmp/again-$i.out)"
 pass "the old FUSE session fails with EIO after the back-end came back"
+# The loops' own children (a cat, an mmapio) outlive a killed subshell and
+# keep the old mount busy: kill them by name too, then give the ones that
+# were waiting on the old session a moment to see its EIO and exit.
 kill -KILL $bg 2>/dev/null
+killall -KILL mmapio cat stat 2>/dev/null
 wait 2>/dev/null
-umount /mnt || fail "umount of the old session"
+i=0
+until umount /mnt 2>/tmp/umount.err; do
+    i=$((i + 1))
+    if [ $i -gt 50 ]; then
+        ps -o pid,stat,args 2>/dev/null || ps
+        fail "umount of the old session: $(cat /tmp/umount.err)"
+    fi
+    killall -KILL mmapio cat stat 2>/dev/null
+    sleep 0.1
+done
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "DAX not active after the new mount"
 mmapio check /mnt/data.bin 1 || fail "data.bin through DAX after the restart"
