@@ -50,6 +50,12 @@ struct VfsdDax {
      * inode, and a file reached through two mounts is two of our inodes.
      */
     GHashTable *wds;
+    /*
+     * inotify watches count against a limit of the user we run as, which
+     * the host's other programs need too: the guest decides how many
+     * files it maps, so it must not decide how many watches we take.
+     */
+    unsigned int max_watches;
     bool watch_full_warned;
 };
 
@@ -105,11 +111,17 @@ static void dax_inode_attach(VfsdDax *dax, VfsdInode *inode, int fd)
      * directory is /proc/self/fd, where the inode's O_PATH fd names it.
      */
     snprintf(name, sizeof(name), "%d", inode->fd);
-    wd = inotify_add_watch(dax->watch_fd, name, IN_MODIFY);
+    if (g_hash_table_size(dax->wds) >= dax->max_watches) {
+        wd = -1;
+        errno = EMFILE;
+    } else {
+        wd = inotify_add_watch(dax->watch_fd, name, IN_MODIFY);
+    }
     if (wd < 0) {
-        /* e.g. fs.inotify.max_user_watches reached; sizes we see still count */
+        /* Sizes we read for the guest are still checked */
         if (!dax->watch_full_warned) {
             vfsd_warn("DAX: cannot watch a mapped file for truncation: %s",
+                      errno == EMFILE ? "too many files mapped" :
                       strerror(errno));
             dax->watch_full_warned = true;
         }
@@ -658,8 +670,9 @@ static bool dax_watching(VfsdFs *fs)
     return fs->dax && fs->dax->watch_fd >= 0;
 }
 
-bool vfsd_dax_watch_start(VfsdDax *dax, char **err)
+bool vfsd_dax_watch_start(VfsdDax *dax, unsigned int max_files, char **err)
 {
+    dax->max_watches = max_files;
     dax->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (dax->watch_fd < 0) {
         *err = g_strdup_printf("cannot watch files for truncation: "

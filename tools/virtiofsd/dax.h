@@ -64,12 +64,14 @@ unsigned int vfsd_dax_count(VfsdFs *fs);
 
 /*
  * Watching mapped files for host-side truncation (--watch-truncate).
- * vfsd_dax_watch_start() sets up the watch; its fd becomes readable when
- * a watched file changed, and vfsd_dax_watch_events() (which never
- * blocks) then drops what the files no longer back.  Both calls need the
- * back-end usable, as the mapping requests do.
+ * vfsd_dax_watch_start() sets up the watch, for at most @max_files files
+ * at a time; its fd becomes readable when a watched file changed, and
+ * vfsd_dax_watch_events() (which never blocks) then drops what the files
+ * no longer back.  Both calls need the back-end usable, as the mapping
+ * requests do.
  */
-bool vfsd_dax_watch_start(VfsdDax *dax, char **err);
+#define VFSD_DAX_MAX_WATCHES 4096
+bool vfsd_dax_watch_start(VfsdDax *dax, unsigned int max_files, char **err);
 int vfsd_dax_watch_fd(VfsdDax *dax);
 void vfsd_dax_watch_events(VfsdFs *fs);
 /* The guest is about to learn @size as the file's size */

@@ -406,7 +406,7 @@ static bool watch_start(VfsdDev *dev)
     g_autofree char *err = NULL;
     int ret;
 
-    if (!vfsd_dax_watch_start(dev->fs->dax, &err)) {
+    if (!vfsd_dax_watch_start(dev->fs->dax, VFSD_DAX_MAX_WATCHES, &err)) {
         vfsd_err("%s", err);
         return false;
     }

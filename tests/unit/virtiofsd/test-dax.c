@@ -351,16 +351,22 @@ static void watch_setup(DaxFixture *d, gconstpointer data)
     g_autofree char *err = NULL;
 
     setup(d, data);
-    g_assert_true(vfsd_dax_watch_start(d->t.fs.dax, &err));
+    g_assert_true(vfsd_dax_watch_start(d->t.fs.dax, 1, &err));
 }
 
-static void host_truncate(DaxFixture *d, uint64_t size)
+static void host_truncate_file(DaxFixture *d, const char *name,
+                               uint64_t size)
 {
-    int fd = openat(d->t.dir_fd, "file", O_WRONLY | O_CLOEXEC);
+    int fd = openat(d->t.dir_fd, name, O_WRONLY | O_CLOEXEC);
 
     g_assert_cmpint(fd, >=, 0);
     g_assert_cmpint(ftruncate(fd, size), ==, 0);
     close(fd);
+}
+
+static void host_truncate(DaxFixture *d, uint64_t size)
+{
+    host_truncate_file(d, "file", size);
 }
 
 /* inotify watches on the daemon's inotify fd, as the kernel counts them */
@@ -528,6 +534,41 @@ static void test_watch_before_event(DaxFixture *d, gconstpointer data)
     g_assert_cmpuint(d->fake.maps->len, ==, 1);
 }
 
+static void test_watch_limit(DaxFixture *d, gconstpointer data)
+{
+    uint64_t ino1 = d->ino, fh;
+    uint64_t ino2 = test_create(&d->t, FUSE_ROOT_ID, "other", O_RDWR, &fh);
+    TestReq *r;
+
+    g_assert_cmpint(test_write(&d->t, ino2, fh, 4 * MiB - 1, "z", 1), ==, 1);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    /* The fixture allows one watched file: the second is not watched */
+    d->ino = ino2;
+    g_assert_cmpint(setup_mapping(d, 0, 2 * MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpuint(count_watches(d), ==, 1);
+    g_string_truncate(d->fake.log, 0);
+
+    /* Its truncate goes unheard... */
+    host_truncate_file(d, "other", 0);
+    vfsd_dax_watch_events(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+
+    /* ...until the size is read for the guest */
+    r = test_req_new(FUSE_GETATTR, ino2);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 200000+200000;");
+
+    /* The first file's watch gone, a file mapped afresh gets one */
+    const uint64_t first[][2] = { { 0, 2 * MiB } };
+    d->ino = ino1;
+    g_assert_cmpint(remove_mapping(d, first, 1, 1), ==, 0);
+    g_assert_cmpuint(count_watches(d), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 4 * MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpuint(count_watches(d), ==, 1);
+}
+
 static void test_watch_off(DaxFixture *d, gconstpointer data)
 {
     g_assert_cmpint(setup_mapping(d, 4 * MiB, 0, 2 * MiB, 3), ==, 0);
@@ -568,6 +609,7 @@ int main(int argc, char **argv)
               test_watch_remap_cut_range, 1);
     ADD_WATCH("guest-shrink", test_watch_guest_shrink, 0);
     ADD_WATCH("before-event", test_watch_before_event, 0);
+    ADD_WATCH("limit", test_watch_limit, 0);
     ADD("watch-off", test_watch_off, 0);
     return g_test_run();
 }
