@@ -13,8 +13,8 @@
 #    window: how often QEMU still caught a SIGBUS is reported, not judged.
 # Every run: the guest survives, reads zeros where the file was (or gets
 # SIGBUS itself), the mount stays usable; with the option, the file
-# refilled by the guest reads back right through its DAX ranges again
-# (the daemon mapped them back).
+# written anew by the host, then refilled by the guest, reads back right
+# through the guest's DAX ranges (the daemon mapped them back).
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,6 +41,20 @@ fi
 wait $survey || fail "mmapio survey: $(cat /tmp/survey.out)"
 cat /tmp/survey.out
 echo "guest size after truncate: $(stat -c %s /mnt/victim.bin)"
+# The host writes the file anew (mmapio's pattern, seed 9) and the guest
+# reads it through the ranges it has kept: they must map the file again.
+touch /mnt/regrow1
+i=0
+while [ ! -e /mnt/regrow2 ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && fail "the host never wrote the file anew"
+    sleep 0.1
+done
+sleep 2     # the attributes the guest holds expire (--cache=auto: 1 s)
+if mmapio check /mnt/victim.bin 9 > /tmp/regrow.out 2>&1; then
+    echo "regrow: ok"
+else
+    echo "regrow: FAILED: $(tr '\n' ' ' < /tmp/regrow.out)"
+fi
 # The same file, refilled and read through mmap again: the guest reuses
 # its DAX ranges, which must map the file again.
 if mmapio fill /mnt/victim.bin $((4 << 20)) 7 > /tmp/remap.out 2>&1 &&
@@ -56,8 +70,27 @@ pass "guest kept reading a file truncated on the host"
 umount /mnt || fail umount
 GUEST
 
+# Step one: the truncate.  Step two, in the background until the guest
+# asks for it: the file written anew, without truncating it again.
 host_truncate() {
     truncate -s 0 "$shared/victim.bin"
+    (
+        for _ in $(seq 1 3000); do
+            if [ -e "$shared/regrow1" ]; then
+                python3 -c '
+import sys
+n = 4 << 20
+data = bytes((i * 31 + 9 + (i >> 12)) & 255 for i in range(n))
+with open(sys.argv[1], "r+b") as f:
+    f.write(data)
+' "$shared/victim.bin"
+                touch "$shared/regrow2"
+                exit 0
+            fi
+            sleep 0.1
+        done
+    ) &
+    echo $! > "$shared.regrow.pid"
 }
 
 # run NAME DAEMON-ARGS VM-ARGS...: one guest run; its guest output goes
@@ -73,6 +106,9 @@ run() {
         --daemon-args="$dargs" --cache-size 16M --log-dir "$work/$name" \
         --qemu-args "-trace virtio_shm_window_sigbus" \
         "$@" "$work/guest.sh" > "$work/$name.out" || rc=$?
+    if [ -e "$shared.regrow.pid" ]; then
+        kill "$(cat "$shared.regrow.pid")" 2>/dev/null || true
+    fi
     sed "s/^/  $name| /" "$work/$name.out"
     if [ $rc -ne 0 ]; then
         echo "FAIL: the $name run failed (status $rc)"
@@ -116,7 +152,7 @@ check "with --watch-truncate, QEMU never took the SIGBUS path" \
       "! sigbus_seen watch"
 check "the daemon dropped the ranges past the new end" \
       "grep -q 'file truncated on the host' '$work/watch/virtiofsd.log'"
-check "the daemon mapped them back once the guest refilled the file" \
+check "the daemon mapped them back once the file grew again" \
       "grep -q 'file grew back' '$work/watch/virtiofsd.log'"
 for r in plain watch watch-hot; do
     zeros=$(field $r zero-pages-last-pass)
@@ -132,7 +168,13 @@ for r in watch watch-hot; do
     check "$r: the file refilled after the truncate reads back" \
           "grep -q '^remap: ok' '$work/$r.out'"
 done
-echo "note: without the option, the refilled file gave:" \
+for r in watch watch-hot; do
+    check "$r: the file written anew on the host reads back" \
+          "grep -q '^regrow: ok' '$work/$r.out'"
+done
+echo "note: without the option, the file written anew gave:" \
+     "$(grep '^regrow:' "$work/plain.out")"
+echo "note: without the option, the file refilled by the guest gave:" \
      "$(grep '^remap:' "$work/plain.out")"
 for r in plain watch watch-hot; do
     echo "note: $r: QEMU filled $(sigbus_pages $r) pages after SIGBUS"
