@@ -135,6 +135,10 @@ SUITES = [
     # Hardening of the window: a host-side truncate of a mapped file, and
     # code executed from the window after a remap (TCG's translation cache).
     guest("guest: DAX survives host truncate", "dax-truncate.sh"),
+    # The same with virtiofsd --watch-truncate: the daemon unmaps first,
+    # QEMU must not need its SIGBUS fixup (three guest runs).
+    guest("guest: DAX host truncate, virtiofsd --watch-truncate",
+          "dax-truncate-watch.sh", timeout=600),
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),

@@ -7,11 +7,16 @@
  *   mmapio check FILE SEED         read via mmap, verify the pattern
  *   mmapio loop FILE SECONDS       read the file via mmap over and over,
  *                                  reporting what it sees (truncation test)
+ *   mmapio survey FILE SECONDS     the same, reading every byte, and say
+ *                                  how many pages of the last pass read as
+ *                                  zeros and whether a SIGBUS came
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +31,13 @@ static inline uint8_t pattern(uint64_t i, unsigned seed)
     return (uint8_t)(i * 31 + seed + (i >> 12));
 }
 
+static sigjmp_buf bus_jump;
+
+static void on_sigbus(int sig)
+{
+    siglongjmp(bus_jump, 1);
+}
+
 static int fail(const char *what, const char *file)
 {
     fprintf(stderr, "mmapio: %s %s: %s\n", what, file, strerror(errno));
@@ -35,7 +47,7 @@ static int fail(const char *what, const char *file)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop FILE SECONDS\n");
+        fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop|survey FILE SECONDS\n");
         return 2;
     }
     const char *op = argv[1], *file = argv[2];
@@ -133,6 +145,53 @@ int main(int argc, char **argv)
             (void)sum;
         }
         printf("loop %s: %lu passes\n", file, passes);
+        return 0;
+    }
+    if (!strcmp(op, "survey")) {
+        int seconds = atoi(argv[3]);
+        struct stat st;
+        int fd = open(file, O_RDONLY);
+
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+            return fail("open", file);
+        }
+        volatile uint8_t *p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            return fail("mmap", file);
+        }
+        uint64_t pages = (st.st_size + 4095) / 4096;
+        /* Outcome of the latest pass, and the first pass that saw zeros */
+        volatile uint64_t zero_pages = 0, first_zero_pass = 0;
+        volatile unsigned long passes = 0;
+        volatile int sigbus = 0;
+        struct sigaction sa = { .sa_handler = on_sigbus };
+        sigaction(SIGBUS, &sa, NULL);
+        time_t end = time(NULL) + seconds;
+        if (sigsetjmp(bus_jump, 1)) {
+            sigbus = 1;
+        } else {
+            while (time(NULL) < end) {
+                uint64_t zeros = 0;
+                for (uint64_t pg = 0; pg < pages; pg++) {
+                    uint64_t lim = (pg + 1) * 4096 < (uint64_t)st.st_size ?
+                                   (pg + 1) * 4096 : (uint64_t)st.st_size;
+                    uint8_t any = 0;
+                    for (uint64_t i = pg * 4096; i < lim; i++) {
+                        any |= p[i];
+                    }
+                    zeros += !any;
+                }
+                passes++;
+                zero_pages = zeros;
+                if (zeros && !first_zero_pass) {
+                    first_zero_pass = passes;
+                }
+            }
+        }
+        printf("survey %s: passes %lu pages %llu zero-pages-last-pass %llu "
+               "first-zero-pass %llu sigbus %d\n", file, passes,
+               (unsigned long long)pages, (unsigned long long)zero_pages,
+               (unsigned long long)first_zero_pass, sigbus);
         return 0;
     }
     fprintf(stderr, "mmapio: unknown operation %s\n", op);

@@ -14,6 +14,10 @@
  * pages past its own i_size, which it updates with the truncate, so those
  * mappings are harmless.  A truncate done on the host behind the guest's
  * back is another matter, and not something the daemon can prevent.
+ * With --watch-truncate it can at least limit the damage: inotify tells
+ * it when a mapped file changed, and the ranges the file no longer backs
+ * are unmapped before the guest (most likely) touches them, so that it
+ * reads zeros from the window instead of making QEMU catch a SIGBUS.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -23,7 +27,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include "dax.h"
@@ -36,6 +43,20 @@ struct VfsdDax {
     GMutex lock;
     GTree *maps;                /* &moffset -> VfsdDaxMap, disjoint */
     VfsdDaxBackend be;
+    /* --watch-truncate: inotify fd, -1 when off */
+    int watch_fd;
+    /*
+     * wd -> number of inodes sharing it: inotify has one watch per host
+     * inode, and a file reached through two mounts is two of our inodes.
+     */
+    GHashTable *wds;
+    /*
+     * inotify watches count against a limit of the user we run as, which
+     * the host's other programs need too: the guest decides how many
+     * files it maps, so it must not decide how many watches we take.
+     */
+    unsigned int max_watches;
+    bool watch_full_warned;
 };
 
 static gint cmp_u64(gconstpointer a, gconstpointer b, gpointer opaque)
@@ -52,12 +73,91 @@ VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be)
     g_mutex_init(&dax->lock);
     dax->maps = g_tree_new_full(cmp_u64, NULL, NULL, NULL);
     dax->be = *be;
+    dax->watch_fd = -1;
+    dax->wds = g_hash_table_new(NULL, NULL);
     return dax;
+}
+
+/* Keeps the inode's count of cut mappings, read without the lock */
+static void dax_set_mapped(VfsdDaxMap *m, uint64_t mapped)
+{
+    bool was_cut = m->mapped < m->len;
+
+    m->mapped = mapped;
+    if (mapped < m->len && !was_cut) {
+        g_atomic_int_inc(&m->inode->dax_cut);
+    } else if (mapped == m->len && was_cut) {
+        g_atomic_int_add(&m->inode->dax_cut, -1);
+    }
+}
+
+/*
+ * The first mapping of an inode starts watching its file.  The watch
+ * comes before the size we compare with, so a truncate in between is
+ * seen.  Called with the lock held; @fd is the file, open.
+ */
+static void dax_inode_attach(VfsdDax *dax, VfsdInode *inode, int fd)
+{
+    char name[16];
+    struct stat st;
+    gpointer users;
+    int wd;
+
+    if (inode->dax_maps++ || dax->watch_fd < 0) {
+        return;
+    }
+    /*
+     * inotify takes a path and has no *at() form: the daemon's working
+     * directory is /proc/self/fd, where the inode's O_PATH fd names it.
+     */
+    snprintf(name, sizeof(name), "%d", inode->fd);
+    if (g_hash_table_size(dax->wds) >= dax->max_watches) {
+        wd = -1;
+        errno = EMFILE;
+    } else {
+        wd = inotify_add_watch(dax->watch_fd, name, IN_MODIFY);
+    }
+    if (wd < 0) {
+        /* Sizes we read for the guest are still checked */
+        if (!dax->watch_full_warned) {
+            vfsd_warn("DAX: cannot watch a mapped file for truncation: %s",
+                      errno == EMFILE ? "too many files mapped" :
+                      strerror(errno));
+            dax->watch_full_warned = true;
+        }
+    } else {
+        inode->dax_wd = wd;
+        users = g_hash_table_lookup(dax->wds, GINT_TO_POINTER(wd));
+        g_hash_table_insert(dax->wds, GINT_TO_POINTER(wd),
+                            GUINT_TO_POINTER(GPOINTER_TO_UINT(users) + 1));
+    }
+    inode->dax_size = fstat(fd, &st) == 0 ? st.st_size : 0;
+}
+
+/* The last mapping of an inode gone, so is its watch.  Lock held. */
+static void dax_inode_detach(VfsdDax *dax, VfsdInode *inode)
+{
+    gpointer key = GINT_TO_POINTER(inode->dax_wd);
+    unsigned int users;
+
+    if (--inode->dax_maps || !inode->dax_wd) {
+        return;
+    }
+    users = GPOINTER_TO_UINT(g_hash_table_lookup(dax->wds, key));
+    if (users > 1) {
+        g_hash_table_insert(dax->wds, key, GUINT_TO_POINTER(users - 1));
+    } else if (users) {
+        g_hash_table_remove(dax->wds, key);
+        inotify_rm_watch(dax->watch_fd, inode->dax_wd);
+    }
+    inode->dax_wd = 0;
 }
 
 static void dax_map_free(VfsdDax *dax, VfsdDaxMap *m)
 {
     g_tree_remove(dax->maps, &m->moffset);
+    dax_set_mapped(m, m->len);
+    dax_inode_detach(dax, m->inode);
     vfsd_inode_unref(m->inode);
     g_free(m);
 }
@@ -90,6 +190,10 @@ void vfsd_dax_free(VfsdDax *dax)
         dax_map_free(dax, g_ptr_array_index(all, i));
     }
     g_tree_destroy(dax->maps);
+    g_hash_table_destroy(dax->wds);
+    if (dax->watch_fd >= 0) {
+        close(dax->watch_fd);
+    }
     g_mutex_clear(&dax->lock);
     g_free(dax);
 }
@@ -140,9 +244,11 @@ static GPtrArray *dax_overlapping(VfsdDax *dax, uint64_t start, uint64_t end)
 
 /*
  * Unmaps @maps (window order, all to go) with as few requests as
- * possible: the front-end accepts one unmap over adjacent mappings.
- * Called with the lock held.  Returns false if any unmap failed; the
- * records go anyway, as the front-end drops what it cannot keep.
+ * possible: the front-end accepts one unmap over adjacent mappings, but
+ * not over a range that is not mapped, such as the part of a mapping a
+ * host-side truncate made us drop.  Called with the lock held.  Returns
+ * false if any unmap failed; the records go anyway, as the front-end
+ * drops what it cannot keep.
  */
 static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps)
 {
@@ -151,15 +257,21 @@ static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps)
 
     while (i < maps->len) {
         VfsdDaxMap *first = g_ptr_array_index(maps, i);
-        uint64_t end = first->moffset + first->len;
+        uint64_t end = first->moffset + first->mapped;
 
+        if (!first->mapped) {
+            dax_map_free(dax, first);
+            i++;
+            continue;
+        }
+        /* A run ends with a mapping cut short: the next is not at end */
         for (j = i + 1; j < maps->len; j++) {
             VfsdDaxMap *m = g_ptr_array_index(maps, j);
 
             if (m->moffset != end) {
                 break;
             }
-            end += m->len;
+            end += m->mapped;
         }
         if (!dax->be.unmap(dax->be.opaque, first->moffset,
                            end - first->moffset)) {
@@ -266,6 +378,8 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
         ret = -EIO;
         goto out;
     }
+    /* First, so that upgrading a range keeps the file's watch */
+    dax_inode_attach(dax, inode, fd);
     if (flags & VFSD_DAX_MAP_REPLACE) {
         for (i = 0; i < old->len; i++) {
             dax_map_free(dax, g_ptr_array_index(old, i));
@@ -276,6 +390,7 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     m->moffset = in->moffset;
     m->len = in->len;
     m->foffset = in->foffset;
+    m->mapped = in->len;
     m->writable = writable;
     m->inode = inode;
     vfsd_inode_ref(inode);
@@ -393,4 +508,285 @@ void vfsd_dax_forget_all(VfsdFs *fs)
         dax_map_free(dax, g_ptr_array_index(all, i));
     }
     g_mutex_unlock(&dax->lock);
+}
+
+/*
+ * Host-side truncation (--watch-truncate).
+ *
+ * The front-end maps a file range with one mmap(); once the file is
+ * shorter, the pages past its new end raise SIGBUS when touched.  We
+ * replace them with the window's own zero pages: the front-end unmaps
+ * only whole mappings, so a mapping the new end cuts through is unmapped
+ * and its head mapped again.  For that short moment the head reads zeros
+ * too; without it, the guest could fault on the tail.  The record keeps
+ * the guest's range and how much of it is still mapped, so that the
+ * guest's later REMOVEMAPPING or SETUPMAPPING of the range works.
+ *
+ * When the file grows again, cut mappings are mapped whole once more, as
+ * SETUPMAPPING made them: the guest writes through them once its i_size
+ * covers them, and what it wrote into the window's zero pages would be
+ * lost.  Hence the checks before the guest can learn a larger size: the
+ * attributes we reply with, and its own writes that extend the file.
+ *
+ * A guest-initiated shrink is left alone, as above: the guest knows its
+ * new size.  Only shrinks below the size we last saw count.
+ */
+
+/* A fresh fd for a mapping's file, or a negative errno */
+static int dax_reopen(VfsdFs *fs, VfsdDaxMap *m)
+{
+    int fd;
+
+    if (!vfsd_fd_reserve(fs)) {
+        return -ENFILE;
+    }
+    fd = vfsd_reopen(fs, m->inode, m->writable ? O_RDWR : O_RDONLY);
+    if (fd < 0) {
+        vfsd_fd_release(fs);
+    }
+    return fd;
+}
+
+static void dax_close(VfsdFs *fs, int fd)
+{
+    if (fd >= 0) {
+        close(fd);
+        vfsd_fd_release(fs);
+    }
+}
+
+/* Keeps only the first @keep bytes of @m mapped.  Lock held. */
+static void dax_cut_map(VfsdFs *fs, VfsdDaxMap *m, uint64_t keep)
+{
+    VfsdDax *dax = fs->dax;
+    uint64_t flags = m->writable ? VFSD_DAX_MAP_RW : 0;
+    int fd = -1;
+
+    if (keep) {
+        fd = dax_reopen(fs, m);
+        if (fd < 0) {
+            /* Zeros for the whole range still beat a fault */
+            vfsd_warn("DAX: cannot reopen a truncated file (%s), unmapping "
+                      "all of window range 0x%" PRIx64 "+0x%" PRIx64,
+                      strerror(-fd), m->moffset, m->len);
+            keep = 0;
+        }
+    }
+    if (!dax->be.unmap(dax->be.opaque, m->moffset, m->mapped)) {
+        vfsd_err("DAX: front-end failed to unmap window range 0x%" PRIx64
+                 "+0x%" PRIx64 " past the end of a truncated file",
+                 m->moffset, m->mapped);
+        dax_close(fs, fd);
+        return;
+    }
+    dax_set_mapped(m, 0);
+    if (keep) {
+        if (dax->be.map(dax->be.opaque, m->foffset, m->moffset, keep, flags,
+                        fd)) {
+            dax_set_mapped(m, keep);
+        } else {
+            vfsd_err("DAX: front-end failed to map back window range 0x%"
+                     PRIx64 "+0x%" PRIx64, m->moffset, keep);
+        }
+    }
+    vfsd_debug("DAX: file truncated on the host: window range 0x%" PRIx64
+               "+0x%" PRIx64 " keeps 0x%" PRIx64 " bytes mapped",
+               m->moffset, m->len, m->mapped);
+    dax_close(fs, fd);
+}
+
+/* Maps all of a cut mapping again.  Lock held. */
+static void dax_restore_map(VfsdFs *fs, VfsdDaxMap *m)
+{
+    VfsdDax *dax = fs->dax;
+    uint64_t flags = m->writable ? VFSD_DAX_MAP_RW : 0;
+    int fd = dax_reopen(fs, m);
+
+    if (fd < 0) {
+        vfsd_warn("DAX: cannot reopen a file that grew back (%s): window "
+                  "range 0x%" PRIx64 "+0x%" PRIx64 " stays partly unmapped",
+                  strerror(-fd), m->moffset, m->len);
+        return;
+    }
+    if (m->mapped) {
+        if (dax->be.can_replace(dax->be.opaque)) {
+            /* The head never stops reading the file */
+            flags |= VFSD_DAX_MAP_REPLACE;
+        } else if (dax->be.unmap(dax->be.opaque, m->moffset, m->mapped)) {
+            dax_set_mapped(m, 0);
+        } else {
+            vfsd_err("DAX: front-end failed to unmap window range 0x%"
+                     PRIx64 "+0x%" PRIx64, m->moffset, m->mapped);
+            dax_close(fs, fd);
+            return;
+        }
+    }
+    if (dax->be.map(dax->be.opaque, m->foffset, m->moffset, m->len, flags,
+                    fd)) {
+        dax_set_mapped(m, m->len);
+        vfsd_debug("DAX: file grew back: window range 0x%" PRIx64 "+0x%"
+                   PRIx64 " mapped whole again", m->moffset, m->len);
+    } else {
+        vfsd_err("DAX: front-end failed to map window range 0x%" PRIx64
+                 "+0x%" PRIx64 " again", m->moffset, m->len);
+    }
+    dax_close(fs, fd);
+}
+
+/* The file of @inode is now @size bytes long.  Lock held. */
+static void dax_inode_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size)
+{
+    VfsdDax *dax = fs->dax;
+    g_autoptr(GPtrArray) all = NULL;
+    uint64_t old = inode->dax_size;
+    /* Sizes come from stat: at most INT64_MAX, this cannot wrap */
+    uint64_t end = (size + VFSD_DAX_ALIGN - 1) & ~(VFSD_DAX_ALIGN - 1);
+    unsigned int i;
+
+    inode->dax_size = size;
+    if (size == old || !inode->dax_maps ||
+        (size > old && !g_atomic_int_get(&inode->dax_cut))) {
+        return;
+    }
+    all = dax_all_maps(dax);
+    for (i = 0; i < all->len; i++) {
+        VfsdDaxMap *m = g_ptr_array_index(all, i);
+        uint64_t keep;
+
+        if (m->inode != inode) {
+            continue;
+        }
+        keep = end > m->foffset ? MIN(end - m->foffset, m->len) : 0;
+        if (size < old && keep < m->mapped) {
+            dax_cut_map(fs, m, keep);
+        } else if (size > old && keep > m->mapped) {
+            dax_restore_map(fs, m);
+        }
+    }
+}
+
+static bool dax_watching(VfsdFs *fs)
+{
+    return fs->dax && fs->dax->watch_fd >= 0;
+}
+
+bool vfsd_dax_watch_start(VfsdDax *dax, unsigned int max_files, char **err)
+{
+    dax->max_watches = max_files;
+    dax->watch_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (dax->watch_fd < 0) {
+        *err = g_strdup_printf("cannot watch files for truncation: "
+                               "inotify_init1: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+int vfsd_dax_watch_fd(VfsdDax *dax)
+{
+    return dax->watch_fd;
+}
+
+void vfsd_dax_watch_events(VfsdFs *fs)
+{
+    VfsdDax *dax = fs->dax;
+    g_autoptr(GHashTable) changed = g_hash_table_new(NULL, NULL);
+    g_autoptr(GHashTable) ignored = g_hash_table_new(NULL, NULL);
+    g_autoptr(GHashTable) checked = g_hash_table_new(NULL, NULL);
+    g_autoptr(GPtrArray) all = NULL;
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    const struct inotify_event *ev;
+    bool overflow = false;
+    unsigned int i;
+    ssize_t n;
+    char *p;
+
+    /* Drain first: one file written many times is checked once */
+    for (;;) {
+        n = read(dax->watch_fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        for (p = buf; p < buf + n; p += sizeof(*ev) + ev->len) {
+            ev = (const struct inotify_event *)p;
+            if (ev->mask & IN_Q_OVERFLOW) {
+                overflow = true;
+            } else if (ev->mask & IN_IGNORED) {
+                g_hash_table_add(ignored, GINT_TO_POINTER(ev->wd));
+            } else {
+                g_hash_table_add(changed, GINT_TO_POINTER(ev->wd));
+            }
+        }
+    }
+    if (!overflow && !g_hash_table_size(changed) &&
+        !g_hash_table_size(ignored)) {
+        return;
+    }
+
+    g_mutex_lock(&dax->lock);
+    all = dax_all_maps(dax);
+    for (i = 0; i < all->len; i++) {
+        VfsdInode *inode = ((VfsdDaxMap *)g_ptr_array_index(all, i))->inode;
+        gpointer wd = GINT_TO_POINTER(inode->dax_wd);
+        struct stat st;
+
+        if (inode->dax_wd && g_hash_table_contains(ignored, wd)) {
+            /* The kernel dropped the watch (file system unmounted) */
+            g_hash_table_remove(dax->wds, wd);
+            inode->dax_wd = 0;
+        } else if (!overflow && !g_hash_table_contains(changed, wd)) {
+            continue;
+        }
+        if (!g_hash_table_add(checked, inode)) {
+            continue;
+        }
+        if (fstat(inode->fd, &st) == 0) {
+            dax_inode_resize(fs, inode, st.st_size);
+        }
+    }
+    g_mutex_unlock(&dax->lock);
+}
+
+void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
+{
+    if (!dax_watching(fs) || inode->type != S_IFREG) {
+        return;
+    }
+    g_mutex_lock(&fs->dax->lock);
+    if (inode->dax_maps) {
+        dax_inode_resize(fs, inode, size);
+    }
+    g_mutex_unlock(&fs->dax->lock);
+}
+
+void vfsd_dax_guest_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size)
+{
+    if (!dax_watching(fs)) {
+        return;
+    }
+    /*
+     * Before the truncate, so that its event finds the size expected.  A
+     * larger size is not taken here: growing back cut mappings is up to
+     * the check of the size the guest is then told.
+     */
+    g_mutex_lock(&fs->dax->lock);
+    if (inode->dax_maps && size < inode->dax_size) {
+        inode->dax_size = size;
+    }
+    g_mutex_unlock(&fs->dax->lock);
+}
+
+void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode)
+{
+    struct stat st;
+
+    if (!dax_watching(fs) || !g_atomic_int_get(&inode->dax_cut)) {
+        return;
+    }
+    if (fstat(inode->fd, &st) == 0) {
+        vfsd_dax_size_seen(fs, inode, st.st_size);
+    }
 }

@@ -36,6 +36,11 @@ typedef struct VfsdDaxMap {
     uint64_t moffset;
     uint64_t len;
     uint64_t foffset;
+    /*
+     * How much of the range, from moffset on, the front-end maps: len,
+     * or less once a host-side truncate made us drop the tail.
+     */
+    uint64_t mapped;
     bool writable;
     VfsdInode *inode;           /* holds a reference */
 } VfsdDaxMap;
@@ -56,5 +61,24 @@ void vfsd_dax_reset(VfsdFs *fs);
 void vfsd_dax_forget_all(VfsdFs *fs);
 /* Number of live mappings, for tests */
 unsigned int vfsd_dax_count(VfsdFs *fs);
+
+/*
+ * Watching mapped files for host-side truncation (--watch-truncate).
+ * vfsd_dax_watch_start() sets up the watch, for at most @max_files files
+ * at a time; its fd becomes readable when a watched file changed, and
+ * vfsd_dax_watch_events() (which never blocks) then drops what the files
+ * no longer back.  Both calls need the back-end usable, as the mapping
+ * requests do.
+ */
+#define VFSD_DAX_MAX_WATCHES 4096
+bool vfsd_dax_watch_start(VfsdDax *dax, unsigned int max_files, char **err);
+int vfsd_dax_watch_fd(VfsdDax *dax);
+void vfsd_dax_watch_events(VfsdFs *fs);
+/* The guest is about to learn @size as the file's size */
+void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size);
+/* The guest itself changes the file's size, to @size */
+void vfsd_dax_guest_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size);
+/* The guest may have grown the file (write, fallocate, copy) */
+void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode);
 
 #endif /* VIRTIOFSD_DAX_H */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "dax.h"
 #include "log.h"
 
 int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
@@ -100,6 +101,9 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
         kill = true;
     }
     ret = kill ? vfsd_drop_fsetid(&dropped) : 0;
+    if (ret == 0) {
+        vfsd_dax_guest_resize(fs, inode, in->size);
+    }
     if (ret == 0 && ftruncate(fd, in->size) < 0) {
         ret = -errno;
     }

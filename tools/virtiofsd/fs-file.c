@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "dax.h"
 #include "log.h"
 
 /* Largest READ/WRITE payload: what INIT announces as max_write */
@@ -108,6 +109,9 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
             vfsd_fd_release(fs);
             return ret;
         }
+    }
+    if (f & O_TRUNC) {
+        vfsd_dax_guest_resize(fs, inode, 0);
     }
     fd = vfsd_reopen(fs, inode, f);
     vfsd_restore_fsetid(dropped);
@@ -342,6 +346,9 @@ ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
     }
     ret = n < 0 ? -errno : n;
     vfsd_restore_fsetid(dropped);
+    if (n > 0) {
+        vfsd_dax_guest_grew(fs, h->inode);
+    }
     return ret;
 }
 
@@ -406,6 +413,7 @@ int vfsd_op_fallocate(VfsdFs *fs, uint64_t nodeid, uint64_t fh,
     if (fallocate(h->fd, mode, offset, length) < 0) {
         return -errno;
     }
+    vfsd_dax_guest_grew(fs, h->inode);
     return 0;
 }
 
@@ -449,6 +457,9 @@ ssize_t vfsd_op_copy_file_range(VfsdFs *fs,
     }
     n = copy_file_range(hin->fd, &off_in, hout->fd, &off_out,
                         MIN(in->len, (uint64_t)SSIZE_MAX), 0);
+    if (n > 0) {
+        vfsd_dax_guest_grew(fs, hout->inode);
+    }
     return n < 0 ? -errno : n;
 }
 

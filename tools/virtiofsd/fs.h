@@ -44,6 +44,14 @@ typedef struct VfsdInode {
      */
     GMutex plock_lock;
     GHashTable *plocks;         /* uint64_t owner -> fd, or NULL */
+    /*
+     * DAX mappings of the inode and the watch for host-side truncation
+     * (dax.c), under the window's lock; dax_cut is also read without it.
+     */
+    unsigned int dax_maps;      /* live mappings */
+    int dax_wd;                 /* inotify watch descriptor, 0: none */
+    uint64_t dax_size;          /* file size when last checked */
+    gint dax_cut;               /* mappings cut short by a host truncate */
 } VfsdInode;
 
 typedef struct VfsdInodeStore {

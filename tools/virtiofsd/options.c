@@ -55,6 +55,8 @@ void vfsd_options_usage(const char *prog)
            "  --no-killpriv-v2          do not offer FUSE_HANDLE_KILLPRIV_V2\n"
            "  --allow-mmap              let the guest mmap files with\n"
            "                            --cache=never (no DAX)\n"
+           "  --watch-truncate          unmap the DAX ranges of files the\n"
+           "                            host truncates (best effort)\n"
            "  --dax-policy=never|always|size:N|xattr\n"
            "                            files with per-inode DAX (dax=inode)\n"
            "                            (always; xattr: files carrying\n"
@@ -243,6 +245,8 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         { "allow_mmap", offsetof(VfsdOptions, allow_mmap), true },
         { "posix_acl", offsetof(VfsdOptions, posix_acl), true },
         { "no_posix_acl", offsetof(VfsdOptions, posix_acl), false },
+        { "watch_truncate", offsetof(VfsdOptions, watch_truncate), true },
+        { "no_watch_truncate", offsetof(VfsdOptions, watch_truncate), false },
     };
     const char *eq = strchr(item, '=');
     g_autofree char *key = eq ? g_strndup(item, eq - item) : g_strdup(item);
@@ -310,6 +314,7 @@ enum {
     OPT_VERSION,
     OPT_POSIX_ACL,
     OPT_ALLOW_MMAP,
+    OPT_WATCH_TRUNCATE,
 };
 
 static const struct {
@@ -350,6 +355,7 @@ static const struct {
     { "--version", OPT_VERSION },
     { "--posix-acl", OPT_POSIX_ACL },
     { "--allow-mmap", OPT_ALLOW_MMAP },
+    { "--watch-truncate", OPT_WATCH_TRUNCATE },
 };
 
 static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
@@ -473,6 +479,9 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return true;
     case OPT_ALLOW_MMAP:
         o->allow_mmap = true;
+        return true;
+    case OPT_WATCH_TRUNCATE:
+        o->watch_truncate = true;
         return true;
     }
     g_assert_not_reached();

@@ -72,6 +72,7 @@ typedef struct VfsdOptions {
     bool print_capabilities;
     bool help;
     bool version;
+    bool watch_truncate;        /* unmap DAX ranges of host-shrunk files */
 } VfsdOptions;
 
 /*

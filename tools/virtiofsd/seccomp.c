@@ -15,6 +15,7 @@
 #include <seccomp.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <unistd.h>
 
 #include "sandbox.h"
@@ -158,6 +159,24 @@ bool vfsd_seccomp_install(VfsdSeccomp action, char **err)
             continue;
         }
         ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+    }
+    /*
+     * --watch-truncate.  Allowed whether or not it is on, as the option
+     * only decides whether we call them; a watch can only ask for the
+     * modifications of a file, the one event the watch needs.
+     */
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(inotify_init1),
+                               0);
+    }
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW,
+                               SCMP_SYS(inotify_add_watch), 1,
+                               SCMP_A2(SCMP_CMP_EQ, IN_MODIFY));
+    }
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW,
+                               SCMP_SYS(inotify_rm_watch), 0);
     }
     /*
      * libvhost-user probes userfaultfd for postcopy migration, which we

@@ -60,6 +60,9 @@ struct VfsdDev {
     GThreadPool *blocking_pool;
     uint64_t next_gen;
     int panic_fd;               /* wakes the main thread up on vu_panic() */
+    /* --watch-truncate: a thread reads the inotify events */
+    pthread_t watch_thread;
+    int watch_stop_fd;          /* -1: no such thread */
 };
 
 typedef struct VfsdElem {
@@ -363,6 +366,77 @@ static void queue_set_started(VuDev *vu, int qidx, bool started)
     dev->queues[qidx] = q;
 }
 
+/*
+ * Host-side truncation of mapped files.  Its own thread, so that
+ * requests never wait for it; it takes dispatch_lock like a worker, since
+ * dropping mappings talks to the front-end through libvhost-user.
+ */
+static void *watch_thread(void *opaque)
+{
+    VfsdDev *dev = opaque;
+    int watch_fd = vfsd_dax_watch_fd(dev->fs->dax);
+
+    for (;;) {
+        struct pollfd pfd[2] = {
+            { .fd = watch_fd, .events = POLLIN },
+            { .fd = dev->watch_stop_fd, .events = POLLIN },
+        };
+
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            vfsd_err("truncation watch: poll: %s", strerror(errno));
+            break;
+        }
+        if (pfd[1].revents) {
+            break;
+        }
+        if (pfd[0].revents & POLLIN) {
+            pthread_rwlock_rdlock(&dev->dispatch_lock);
+            vfsd_dax_watch_events(dev->fs);
+            pthread_rwlock_unlock(&dev->dispatch_lock);
+        }
+    }
+    return NULL;
+}
+
+static bool watch_start(VfsdDev *dev)
+{
+    g_autofree char *err = NULL;
+    int ret;
+
+    if (!vfsd_dax_watch_start(dev->fs->dax, VFSD_DAX_MAX_WATCHES, &err)) {
+        vfsd_err("%s", err);
+        return false;
+    }
+    dev->watch_stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (dev->watch_stop_fd < 0) {
+        vfsd_err("eventfd: %s", strerror(errno));
+        return false;
+    }
+    ret = pthread_create(&dev->watch_thread, NULL, watch_thread, dev);
+    if (ret) {
+        vfsd_err("cannot start the truncation watch thread: %s",
+                 strerror(ret));
+        close(dev->watch_stop_fd);
+        dev->watch_stop_fd = -1;
+        return false;
+    }
+    return true;
+}
+
+static void watch_stop(VfsdDev *dev)
+{
+    if (dev->watch_stop_fd < 0) {
+        return;
+    }
+    eventfd_write(dev->watch_stop_fd, 1);
+    pthread_join(dev->watch_thread, NULL);
+    close(dev->watch_stop_fd);
+    dev->watch_stop_fd = -1;
+}
+
 static uint64_t get_features(VuDev *vu)
 {
     return 1ULL << VIRTIO_F_VERSION_1 |
@@ -469,6 +543,7 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     unsigned int i;
 
     dev->fs = fs;
+    dev->watch_stop_fd = -1;
     dev->panic_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (dev->panic_fd < 0) {
         vfsd_err("eventfd: %s", strerror(errno));
@@ -497,8 +572,12 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     }
     dev->blocking_pool = g_thread_pool_new(blocking_worker, dev,
                                            VFSD_MAX_BLOCKING, FALSE, NULL);
+    /* Asked for explicitly: not serving beats serving without it */
+    if (fs->opts->watch_truncate && !watch_start(dev)) {
+        ok = false;
+    }
 
-    for (;;) {
+    while (ok) {
         struct pollfd pfd[2] = {
             { .fd = conn_fd, .events = POLLIN },
             { .fd = dev->panic_fd, .events = POLLIN },
@@ -537,6 +616,7 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
         queue_stop(dev, i);
     }
     pthread_rwlock_unlock(&dev->dispatch_lock);
+    watch_stop(dev);
     if (dev->pool) {
         g_thread_pool_free(dev->pool, FALSE, TRUE);
     }

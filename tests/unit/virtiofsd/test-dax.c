@@ -341,6 +341,244 @@ static void test_no_window(void)
     test_fs_teardown(&t);
 }
 
+/*
+ * --watch-truncate.  The host side of the file is the scratch dir; the
+ * events are handled by calling vfsd_dax_watch_events() directly, as the
+ * daemon's watch thread does when the inotify fd is readable.
+ */
+static void watch_setup(DaxFixture *d, gconstpointer data)
+{
+    g_autofree char *err = NULL;
+
+    setup(d, data);
+    g_assert_true(vfsd_dax_watch_start(d->t.fs.dax, 1, &err));
+}
+
+static void host_truncate_file(DaxFixture *d, const char *name,
+                               uint64_t size)
+{
+    int fd = openat(d->t.dir_fd, name, O_WRONLY | O_CLOEXEC);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    close(fd);
+}
+
+static void host_truncate(DaxFixture *d, uint64_t size)
+{
+    host_truncate_file(d, "file", size);
+}
+
+/* inotify watches on the daemon's inotify fd, as the kernel counts them */
+static unsigned int count_watches(DaxFixture *d)
+{
+    g_autofree char *path = g_strdup_printf(
+        "/proc/self/fdinfo/%d", vfsd_dax_watch_fd(d->t.fs.dax));
+    g_autofree char *info = NULL;
+    unsigned int n = 0;
+    const char *p;
+
+    g_assert_true(g_file_get_contents(path, &info, NULL, NULL));
+    for (p = info; (p = strstr(p, "inotify wd:")); p++) {
+        n++;
+    }
+    return n;
+}
+
+static int getattr(DaxFixture *d, struct fuse_attr_out *out)
+{
+    TestReq *r = test_req_new(FUSE_GETATTR, d->ino);
+
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    return test_send(&d->t, r, 4096, out, sizeof(*out), NULL);
+}
+
+static void test_watch_cut_and_remove(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t all[][2] = {
+        { 0, 2 * MiB }, { 2 * MiB, 2 * MiB }, { 6 * MiB, 2 * MiB },
+    };
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 6 * MiB, 2 * MiB, 2), ==, 0);
+    /* One file, one watch */
+    g_assert_cmpuint(count_watches(d), ==, 1);
+    g_string_truncate(d->fake.log, 0);
+
+    /*
+     * The new end falls inside the second range: its head is mapped
+     * again up to the page holding the end; the third range is wholly
+     * past the end and goes.  The first is still backed.
+     */
+    host_truncate(d, 3 * MiB + 100);
+    vfsd_dax_watch_events(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "unmap 200000+200000;map 200000+101000 rw;"
+                    "unmap 600000+200000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 3);
+
+    /* Nothing changed since: nothing to do */
+    g_string_truncate(d->fake.log, 0);
+    vfsd_dax_watch_events(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+
+    /*
+     * The guest drops its three ranges: the front-end is asked to unmap
+     * exactly what it still maps (the fake refuses anything else).
+     */
+    g_assert_cmpint(remove_mapping(d, all, 3, 3), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+301000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+    /* The last mapping gone, so is the watch */
+    g_assert_cmpuint(count_watches(d), ==, 0);
+}
+
+static void test_watch_grow_back(DaxFixture *d, gconstpointer data)
+{
+    bool replace = GPOINTER_TO_INT(data) == 0;
+
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 6 * MiB, 2 * MiB, 2 * MiB, 2), ==, 0);
+    host_truncate(d, 3 * MiB);
+    vfsd_dax_watch_events(&d->t.fs);
+    g_string_truncate(d->fake.log, 0);
+
+    /* The host makes the file long again: both ranges mapped whole */
+    host_truncate(d, 8 * MiB);
+    vfsd_dax_watch_events(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==, replace ?
+                    "map 0+200000 rw replace;map 200000+200000 ro;" :
+                    "unmap 0+100000;map 0+200000 rw;map 200000+200000 ro;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+
+    /* Whole again, they go in one unmap */
+    g_string_truncate(d->fake.log, 0);
+    const uint64_t both[][2] = { { 0, 4 * MiB } };
+    g_assert_cmpint(remove_mapping(d, both, 1, 1), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+400000;");
+}
+
+static void test_watch_remap_cut_range(DaxFixture *d, gconstpointer data)
+{
+    bool replace = GPOINTER_TO_INT(data) == 0;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 2), ==, 0);
+    host_truncate(d, 4096);
+    vfsd_dax_watch_events(&d->t.fs);
+    g_string_truncate(d->fake.log, 0);
+
+    /*
+     * The guest maps its ranges anew (e.g. upgrading to writable): the
+     * part still mapped is replaced, the part we dropped just filled.
+     */
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 3), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, replace ?
+                    "map 0+200000 rw replace;map 200000+200000 rw replace;" :
+                    "unmap 0+1000;map 0+200000 rw;map 200000+200000 rw;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
+    g_assert_cmpuint(count_watches(d), ==, 1);
+}
+
+static void test_watch_guest_shrink(DaxFixture *d, gconstpointer data)
+{
+    struct fuse_setattr_in in = { .valid = FATTR_SIZE, .size = 4096 };
+    TestReq *r;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 8 * MiB, 2 * MiB, 3), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    /* As without the watch: the guest knows, its mappings stay */
+    r = test_req_new(FUSE_SETATTR, d->ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    test_open(&d->t, d->ino, O_RDWR | O_TRUNC);
+    vfsd_dax_watch_events(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+}
+
+static void test_watch_before_event(DaxFixture *d, gconstpointer data)
+{
+    struct fuse_attr_out out;
+
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 0, 2 * MiB, 3), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    /*
+     * The guest asks for the size before the watch thread got to the
+     * event: the reply does not wait for it.
+     */
+    host_truncate(d, 0);
+    g_assert_cmpint(getattr(d, &out), ==, 0);
+    g_assert_cmpuint(out.attr.size, ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+200000;");
+    vfsd_dax_watch_events(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+200000;");
+
+    /*
+     * The guest extends the file itself, then writes through its range:
+     * the range must map the file again before the write's reply.
+     */
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(test_write(&d->t, d->ino, d->fh, 5 * MiB, "y", 1),
+                    ==, 1);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 1);
+}
+
+static void test_watch_limit(DaxFixture *d, gconstpointer data)
+{
+    uint64_t ino1 = d->ino, fh;
+    uint64_t ino2 = test_create(&d->t, FUSE_ROOT_ID, "other", O_RDWR, &fh);
+    TestReq *r;
+
+    g_assert_cmpint(test_write(&d->t, ino2, fh, 4 * MiB - 1, "z", 1), ==, 1);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    /* The fixture allows one watched file: the second is not watched */
+    d->ino = ino2;
+    g_assert_cmpint(setup_mapping(d, 0, 2 * MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpuint(count_watches(d), ==, 1);
+    g_string_truncate(d->fake.log, 0);
+
+    /* Its truncate goes unheard... */
+    host_truncate_file(d, "other", 0);
+    vfsd_dax_watch_events(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+
+    /* ...until the size is read for the guest */
+    r = test_req_new(FUSE_GETATTR, ino2);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 200000+200000;");
+
+    /* The first file's watch gone, a file mapped afresh gets one */
+    const uint64_t first[][2] = { { 0, 2 * MiB } };
+    d->ino = ino1;
+    g_assert_cmpint(remove_mapping(d, first, 1, 1), ==, 0);
+    g_assert_cmpuint(count_watches(d), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 4 * MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpuint(count_watches(d), ==, 1);
+}
+
+static void test_watch_off(DaxFixture *d, gconstpointer data)
+{
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 0, 2 * MiB, 3), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+    host_truncate(d, 0);
+    /* Without the option, attributes do not touch the mappings */
+    g_assert_cmpint(getattr(d, &(struct fuse_attr_out){ 0 }), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -358,5 +596,20 @@ int main(int argc, char **argv)
     ADD("destroy-unmaps-all", test_destroy_unmaps_all, 0);
     ADD("mapping-keeps-inode", test_mapping_keeps_inode, 0);
     g_test_add_func("/virtiofsd/dax/no-window", test_no_window);
+
+#define ADD_WATCH(path, fn, noreplace)                                 \
+    g_test_add("/virtiofsd/dax/watch/" path, DaxFixture,               \
+               GINT_TO_POINTER(noreplace), watch_setup, fn, teardown)
+
+    ADD_WATCH("cut-and-remove", test_watch_cut_and_remove, 0);
+    ADD_WATCH("grow-back", test_watch_grow_back, 0);
+    ADD_WATCH("grow-back-without-replace", test_watch_grow_back, 1);
+    ADD_WATCH("remap-cut-range", test_watch_remap_cut_range, 0);
+    ADD_WATCH("remap-cut-range-without-replace",
+              test_watch_remap_cut_range, 1);
+    ADD_WATCH("guest-shrink", test_watch_guest_shrink, 0);
+    ADD_WATCH("before-event", test_watch_before_event, 0);
+    ADD_WATCH("limit", test_watch_limit, 0);
+    ADD("watch-off", test_watch_off, 0);
     return g_test_run();
 }

@@ -368,6 +368,30 @@ static void test_capabilities(void)
     vfsd_options_free(&o);
 }
 
+static void test_watch_truncate(void)
+{
+    VfsdOptions o;
+    g_autofree char *err = NULL;
+
+    /* Off unless asked for, in either spelling */
+    g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x"));
+    g_assert_false(o.watch_truncate);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x --watch-truncate"));
+    g_assert_true(o.watch_truncate);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=5 -o source=/x,watch_truncate"));
+    g_assert_true(o.watch_truncate);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=5 -o source=/x,watch_truncate "
+                        "-o no_watch_truncate"));
+    g_assert_false(o.watch_truncate);
+    vfsd_options_free(&o);
+    g_assert_false(parse(&o, &err, "--fd=5 -o source=/x,watch_truncate=1"));
+    g_assert_nonnull(strstr(err, "unknown or malformed"));
+    vfsd_options_free(&o);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -379,5 +403,6 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/idmap/translate", test_idmap_translate);
     g_test_add_func("/virtiofsd/options/errors", test_errors);
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
+    g_test_add_func("/virtiofsd/options/watch-truncate", test_watch_truncate);
     return g_test_run();
 }
