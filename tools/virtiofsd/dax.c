@@ -7,17 +7,22 @@
  * because the front-end's rules are strict (no map over a map, unmaps
  * cover whole mappings) and everything goes on FUSE_DESTROY.
  *
- * A guest-initiated shrink (SETATTR size, O_TRUNC, punch hole) leaves the
- * mappings alone, on purpose: the guest keeps using its ranges after the
- * file grows again, so removing them behind its back loses its writes
- * (they land in the window, not in the file).  The guest never touches
- * pages past its own i_size, which it updates with the truncate, so those
- * mappings are harmless.  A truncate done on the host behind the guest's
- * back is another matter, and not something the daemon can prevent.
- * With --watch-truncate it can at least limit the damage: inotify tells
- * it when a mapped file changed, and the ranges the file no longer backs
- * are unmapped before the guest (most likely) touches them, so that it
- * reads zeros from the window instead of making QEMU catch a SIGBUS.
+ * Before we shorten a file for the guest (SETATTR size, open with
+ * O_TRUNC), the part of each mapping past the new end is unmapped: no
+ * window page is left over a part of the file that no longer exists.
+ * The guest keeps its ranges, though, and uses them again once the file
+ * grows back (its extending writes go through FUSE_WRITE, then it reads
+ * and writes through the same ranges), so a cut mapping is mapped whole
+ * again before any reply that lets the guest see a larger size.  A hole
+ * punched in the file is not cut: it is still part of the file, reads as
+ * zeros and takes writes through the mapping.
+ *
+ * A truncate done on the host behind the guest's back is another matter,
+ * and not something the daemon can prevent.  With --watch-truncate it
+ * can at least limit the damage: inotify tells it when a mapped file
+ * changed, and the ranges the file no longer backs are cut the same way
+ * before the guest (most likely) touches them, so that it reads zeros
+ * from the window instead of making QEMU catch a SIGBUS.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -528,8 +533,9 @@ void vfsd_dax_forget_all(VfsdFs *fs)
  * lost.  Hence the checks before the guest can learn a larger size: the
  * attributes we reply with, and its own writes that extend the file.
  *
- * A guest-initiated shrink is left alone, as above: the guest knows its
- * new size.  Only shrinks below the size we last saw count.
+ * A guest-initiated shrink is cut the same way, before the truncate; the
+ * guest holds its own locks meanwhile, so none of its threads reads the
+ * head of a cut mapping while it is mapped again.
  */
 
 /* A fresh fd for a mapping's file, or a negative errno */
@@ -752,7 +758,8 @@ void vfsd_dax_watch_events(VfsdFs *fs)
 
 void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
 {
-    if (!dax_watching(fs) || inode->type != S_IFREG) {
+    if (!fs->dax || inode->type != S_IFREG ||
+        (!dax_watching(fs) && !g_atomic_int_get(&inode->dax_cut))) {
         return;
     }
     g_mutex_lock(&fs->dax->lock);
@@ -764,17 +771,23 @@ void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
 
 void vfsd_dax_guest_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size)
 {
-    if (!dax_watching(fs)) {
+    struct stat st;
+
+    if (!fs->dax || inode->type != S_IFREG) {
         return;
     }
     /*
-     * Before the truncate, so that its event finds the size expected.  A
+     * Before the truncate, so that no mapping covers the cut range when
+     * it goes, and so that the watch's event finds the size expected.  A
      * larger size is not taken here: growing back cut mappings is up to
-     * the check of the size the guest is then told.
+     * vfsd_dax_guest_grew() after the truncate, and to the check of the
+     * size the guest is then told.
      */
     g_mutex_lock(&fs->dax->lock);
-    if (inode->dax_maps && size < inode->dax_size) {
-        inode->dax_size = size;
+    if (inode->dax_maps && fstat(inode->fd, &st) == 0 &&
+        size < (uint64_t)st.st_size) {
+        inode->dax_size = st.st_size;
+        dax_inode_resize(fs, inode, size);
     }
     g_mutex_unlock(&fs->dax->lock);
 }
@@ -783,7 +796,7 @@ void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode)
 {
     struct stat st;
 
-    if (!dax_watching(fs) || !g_atomic_int_get(&inode->dax_cut)) {
+    if (!fs->dax || !g_atomic_int_get(&inode->dax_cut)) {
         return;
     }
     if (fstat(inode->fd, &st) == 0) {

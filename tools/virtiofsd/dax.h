@@ -76,7 +76,10 @@ int vfsd_dax_watch_fd(VfsdDax *dax);
 void vfsd_dax_watch_events(VfsdFs *fs);
 /* The guest is about to learn @size as the file's size */
 void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size);
-/* The guest itself changes the file's size, to @size */
+/*
+ * We are about to set the file's size to @size for the guest: the parts
+ * of its mappings past a smaller size are unmapped first.
+ */
 void vfsd_dax_guest_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size);
 /* The guest may have grown the file (write, fallocate, copy) */
 void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode);

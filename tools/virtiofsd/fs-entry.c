@@ -108,6 +108,8 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
         ret = -errno;
     }
     vfsd_restore_fsetid(dropped);
+    /* A failed truncate, or one that grew the file: map cut ranges back */
+    vfsd_dax_guest_grew(fs, inode);
 
     if (!h || fd != h->fd) {
         close(fd);

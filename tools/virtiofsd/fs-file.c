@@ -115,6 +115,10 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
     }
     fd = vfsd_reopen(fs, inode, f);
     vfsd_restore_fsetid(dropped);
+    if (f & O_TRUNC) {
+        /* Refused, or another writer already grew it: map cut ranges back */
+        vfsd_dax_guest_grew(fs, inode);
+    }
     if (fd < 0) {
         vfsd_fd_release(fs);
         return fd;

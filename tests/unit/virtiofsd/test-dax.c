@@ -261,9 +261,18 @@ static void test_bad_requests(DaxFixture *d, gconstpointer data)
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
 }
 
-static void test_shrink_keeps_mappings(DaxFixture *d, gconstpointer data)
+static int guest_truncate(DaxFixture *d, uint64_t size)
 {
-    struct fuse_setattr_in in = { .valid = FATTR_SIZE, .size = 4096 };
+    struct fuse_setattr_in in = { .valid = FATTR_SIZE, .size = size };
+    TestReq *r = test_req_new(FUSE_SETATTR, d->ino);
+
+    test_req_add(r, &in, sizeof(in));
+    return test_send(&d->t, r, 4096, NULL, 0, NULL);
+}
+
+static void test_guest_shrink_cuts(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t both[][2] = { { 0, 2 * MiB }, { 8 * MiB, 2 * MiB } };
     TestReq *r;
 
     g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
@@ -271,21 +280,43 @@ static void test_shrink_keeps_mappings(DaxFixture *d, gconstpointer data)
     g_string_truncate(d->fake.log, 0);
 
     /*
-     * The guest shrinks the file, then may grow it and write through the
-     * same ranges: they must still map the file.
+     * Before the file shrinks, nothing past its new end stays mapped; the
+     * page that holds the end does.
      */
-    r = test_req_new(FUSE_SETATTR, d->ino);
-    test_req_add(r, &in, sizeof(in));
-    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(guest_truncate(d, 4096), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "unmap 0+200000;map 0+1000 rw;unmap 800000+200000;");
+
+    /* A punched hole is still part of the file: it stays mapped */
+    g_string_truncate(d->fake.log, 0);
     r = test_req_new(FUSE_FALLOCATE, d->ino);
     test_req_add(r, &(struct fuse_fallocate_in){
                      .fh = d->fh, .offset = 0, .length = 2 * MiB,
                      .mode = 0x01 | 0x02 /* KEEP_SIZE | PUNCH_HOLE */ },
                  sizeof(struct fuse_fallocate_in));
     g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
-    test_open(&d->t, d->ino, O_RDWR | O_TRUNC);
     g_assert_cmpstr(d->fake.log->str, ==, "");
+
+    test_open(&d->t, d->ino, O_RDWR | O_TRUNC);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+1000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+
+    /*
+     * The guest keeps its ranges and writes through them once the file
+     * is long again: they map the file whole before it can know.
+     */
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(guest_truncate(d, 8 * MiB), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "map 0+200000 rw;map 800000+200000 rw;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(remove_mapping(d, both, 2, 2), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "unmap 0+200000;unmap 800000+200000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
 }
 
 static void test_destroy_unmaps_all(DaxFixture *d, gconstpointer data)
@@ -495,14 +526,18 @@ static void test_watch_guest_shrink(DaxFixture *d, gconstpointer data)
     g_assert_cmpint(setup_mapping(d, 4 * MiB, 8 * MiB, 2 * MiB, 3), ==, 0);
     g_string_truncate(d->fake.log, 0);
 
-    /* As without the watch: the guest knows, its mappings stay */
+    /*
+     * As without the watch, cut before the truncate; the events that
+     * follow find the size they expect and change nothing.
+     */
     r = test_req_new(FUSE_SETATTR, d->ino);
     test_req_add(r, &in, sizeof(in));
     g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
     test_open(&d->t, d->ino, O_RDWR | O_TRUNC);
     vfsd_dax_watch_events(&d->t.fs);
-    g_assert_cmpstr(d->fake.log->str, ==, "");
-    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+200000;map 0+1000 rw;"
+                    "unmap 800000+200000;unmap 0+1000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
 }
 
 static void test_watch_before_event(DaxFixture *d, gconstpointer data)
@@ -592,7 +627,7 @@ int main(int argc, char **argv)
     ADD("map-upgrade-remove", test_map_upgrade_remove, 0);
     ADD("without-replace", test_without_replace, 1);
     ADD("bad-requests", test_bad_requests, 0);
-    ADD("shrink-keeps-mappings", test_shrink_keeps_mappings, 0);
+    ADD("guest-shrink-cuts", test_guest_shrink_cuts, 0);
     ADD("destroy-unmaps-all", test_destroy_unmaps_all, 0);
     ADD("mapping-keeps-inode", test_mapping_keeps_inode, 0);
     g_test_add_func("/virtiofsd/dax/no-window", test_no_window);
