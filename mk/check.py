@@ -132,6 +132,10 @@ SUITES = [
     # the host's copies compared with the model at the end.
     guest("guest: DAX fsx, 100,000 random operations, 4 MiB window",
           "fsx.sh", "--daemon", "ours", timeout=1500),
+    # Two QEMUs, each with its own virtiofsd on one directory, count
+    # together through one file both map with DAX (harness/two-vms.py).
+    guest("guest: two guests share a DAX mmap, 1000 increments observed",
+          "two-guests.sh", timeout=300),
     # Hardening of the window: a host-side truncate of a mapped file, and
     # code executed from the window after a remap (TCG's translation cache).
     guest("guest: DAX survives host truncate", "dax-truncate.sh"),
