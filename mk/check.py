@@ -123,6 +123,13 @@ SUITES = [
     # A guest that holds and looks up files without end (CVE-2020-10717)
     guest("guest: our virtiofsd under fd exhaustion", "exhaust.sh",
           timeout=300),
+    # Escape attempts from the guest; the daemon as every guest test runs
+    # it (namespace sandbox, seccomp kill), then without the namespace,
+    # where the daemon's own care must hold.
+    guest("guest: sandbox, escapes from the share (namespace, seccomp)",
+          "sandbox.sh", timeout=300),
+    guest("guest: sandbox, escapes from the share with --sandbox=none",
+          "sandbox.sh", "--sandbox-off", timeout=300),
     # Needs the device's cache window (cache-size)
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),
