@@ -5,7 +5,7 @@
  * punching and copy_file_range, spread over a few files.
  *
  *   fsx [-n OPS] [-s SEED] [-l MAXLEN] [-m MAXOP] [-c EVERY] [-o DIR]
- *       [-x NAME]... [-X OP] FILE...
+ *       [-x NAME]... [-X OP] [-w SECS] FILE...
  *
  *   -n OPS     operations in all (default 100000)
  *   -s SEED    the run is a function of the seed alone (default 1)
@@ -18,6 +18,9 @@
  *              narrow down a failure
  *   -X OP      self-test: after operation OP, change one byte of the first
  *              file behind the model's back; the run must then fail
+ *   -w SECS    report a run that makes no progress for SECS seconds (a
+ *              call that never returns) with the operation log, and say
+ *              "has not returned"; 0 (the default) does not watch
  *
  * Every read is compared with the model at once.  On the first difference
  * the tool prints where, what it expected, the last operations it did and
@@ -35,6 +38,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,6 +96,9 @@ static long page;
 static uint8_t *buf;
 static struct logent oplog[LOG_LEN];
 static uint64_t opno;
+/* Bumped at every step of the run; the watchdog looks for it to move */
+static uint64_t beats;
+static unsigned watchdog_s;
 static uint64_t op_count[OP_NR], short_copies;
 
 /* splitmix64: tiny, and the same sequence everywhere for a given seed */
@@ -245,6 +252,7 @@ static void full_check(struct file *f, int with_mmap)
         uint64_t len = f->size - off < maxop ? f->size - off : maxop;
         ssize_t n = pread(f->fd, buf, len, off);
 
+        __atomic_add_fetch(&beats, 1, __ATOMIC_RELAXED);
         if (n != (ssize_t)len) {
             die("full check: pread %s at 0x%" PRIx64 ": %zd of 0x%" PRIx64
                 " bytes (%s)", f->path, off, n, len,
@@ -442,6 +450,7 @@ static void one_op(void)
     if (len > maxlen) {
         len = maxlen;
     }
+    __atomic_add_fetch(&beats, 1, __ATOMIC_RELAXED);
     *e = (struct logent){ .n = opno, .op = op, .f = f - files,
                           .f2 = f - files, .size_before = f->size };
     switch (op) {
@@ -514,6 +523,31 @@ static void one_op(void)
     op_count[op]++;
 }
 
+/*
+ * A page fault that waits for a free window range nobody frees does not
+ * return, and no signal gets the thread out of it: only another thread can
+ * still say where the run stood.  It reports once; the guest script sees
+ * the message and gives up on the process.
+ */
+static void *watchdog(void *arg)
+{
+    uint64_t before;
+
+    (void)arg;
+    for (;;) {
+        before = __atomic_load_n(&beats, __ATOMIC_RELAXED);
+        sleep(watchdog_s);
+        if (__atomic_load_n(&beats, __ATOMIC_RELAXED) == before) {
+            break;
+        }
+    }
+    fprintf(stderr, "fsx: FAIL: operation %" PRIu64 " has not returned in %u"
+            " s (seed %" PRIu64 ")\n", opno, watchdog_s, seed);
+    dump_log();
+    fflush(stderr);
+    return NULL;
+}
+
 /* Self-test: change one byte of the file without telling the model */
 static void corrupt(struct file *f)
 {
@@ -550,7 +584,7 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     int c, i;
 
-    while ((c = getopt(argc, argv, "n:s:l:m:c:o:x:X:")) != -1) {
+    while ((c = getopt(argc, argv, "n:s:l:m:c:o:x:X:w:")) != -1) {
         switch (c) {
         case 'n':
             nops = strtoull(optarg, NULL, 0);
@@ -583,10 +617,13 @@ int main(int argc, char **argv)
         case 'X':
             corrupt_at = strtoull(optarg, NULL, 0);
             break;
+        case 'w':
+            watchdog_s = strtoul(optarg, NULL, 0);
+            break;
         default:
             fprintf(stderr, "usage: fsx [-n OPS] [-s SEED] [-l MAXLEN] "
                     "[-m MAXOP] [-c EVERY] [-o DIR] [-x NAME]... [-X OP] "
-                    "FILE...\n");
+                    "[-w SECS] FILE...\n");
             return 2;
         }
     }
@@ -613,6 +650,15 @@ int main(int argc, char **argv)
            seed, nops, nfiles, maxlen, maxop);
     fflush(stdout);
 
+    if (watchdog_s) {
+        pthread_t t;
+
+        if (pthread_create(&t, NULL, watchdog, NULL)) {
+            fprintf(stderr, "fsx: cannot start the watchdog\n");
+            return 1;
+        }
+        pthread_detach(t);
+    }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (opno = 1; opno <= nops; opno++) {
         one_op();
