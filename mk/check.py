@@ -128,10 +128,26 @@ SUITES = [
     # --posix-acl with --uid-map/--gid-map: ids, umask, ACLs end to end
     guest("guest: our virtiofsd with POSIX ACLs and id maps",
           "acl-idmap.sh", timeout=300),
+    # Escape attempts from the guest; the daemon as every guest test runs
+    # it (namespace sandbox, seccomp kill), then without the namespace,
+    # where the daemon's own care must hold.
+    guest("guest: sandbox, escapes from the share (namespace, seccomp)",
+          "sandbox.sh", timeout=300),
+    guest("guest: sandbox, escapes from the share with --sandbox=none",
+          "sandbox.sh", "--sandbox-off", timeout=300),
     # Needs the device's cache window (cache-size)
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),
     guest("guest: DAX (our virtiofsd)", "dax.sh", "--daemon", "ours"),
+    # Data integrity: 100,000 random operations checked against a model,
+    # through a 4 MiB window over 48 MiB of files (constant reclaim), and
+    # the host's copies compared with the model at the end.
+    guest("guest: DAX fsx, 100,000 random operations, 4 MiB window",
+          "fsx.sh", "--daemon", "ours", timeout=1500),
+    # Two QEMUs, each with its own virtiofsd on one directory, count
+    # together through one file both map with DAX (harness/two-vms.py).
+    guest("guest: two guests share a DAX mmap, 1000 increments observed",
+          "two-guests.sh", timeout=300),
     # Hardening of the window: a host-side truncate of a mapped file, and
     # code executed from the window after a remap (TCG's translation cache).
     guest("guest: DAX survives host truncate", "dax-truncate.sh"),

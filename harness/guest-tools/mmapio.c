@@ -10,6 +10,13 @@
  *   mmapio survey FILE SECONDS     the same, reading every byte, and say
  *                                  how many pages of the last pass read as
  *                                  zeros and whether a SIGBUS came
+ *   mmapio coherence FILE SIZE SEED1 SEED2 DIR
+ *                                  size the file, store SEED1's pattern
+ *                                  through a mapping (no msync), hand over
+ *                                  to the host (DIR/phase1, then wait for
+ *                                  DIR/phase2, as host_step), then verify
+ *                                  SEED2's pattern, which the host wrote,
+ *                                  through the same mapping
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -47,7 +54,8 @@ static int fail(const char *what, const char *file)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop|survey FILE SECONDS\n");
+        fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop|survey FILE SECONDS\n"
+                "       mmapio coherence FILE SIZE SEED1 SEED2 DIR\n");
         return 2;
     }
     const char *op = argv[1], *file = argv[2];
@@ -119,6 +127,55 @@ int main(int argc, char **argv)
             }
         }
         printf("check %s: %llu bytes ok\n", file, (unsigned long long)st.st_size);
+        return 0;
+    }
+
+    if (!strcmp(op, "coherence") && argc == 7) {
+        uint64_t size = strtoull(argv[3], NULL, 0);
+        unsigned seed1 = atoi(argv[4]), seed2 = atoi(argv[5]);
+        char phase[4096];
+        struct stat st;
+        int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        int waited;
+
+        if (fd < 0 || ftruncate(fd, size) < 0) {
+            return fail("open and size", file);
+        }
+        volatile uint8_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                                   MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            return fail("mmap", file);
+        }
+        /*
+         * No msync: under DAX these stores land in the host's page cache
+         * directly, so the host must see them as they are.
+         */
+        for (uint64_t i = 0; i < size; i++) {
+            p[i] = pattern(i, seed1);
+        }
+        snprintf(phase, sizeof(phase), "%s/phase1", argv[6]);
+        if (close(open(phase, O_WRONLY | O_CREAT, 0644)) < 0) {
+            return fail("create", phase);
+        }
+        snprintf(phase, sizeof(phase), "%s/phase2", argv[6]);
+        for (waited = 0; stat(phase, &st) < 0; waited++) {
+            if (waited > 600) {
+                fprintf(stderr, "mmapio: the host never answered\n");
+                return 1;
+            }
+            usleep(100000);
+        }
+        /* The same mapping, never remapped: the host's pwrite shows */
+        for (uint64_t i = 0; i < size; i++) {
+            if (p[i] != pattern(i, seed2)) {
+                printf("coherence %s: byte %llu is %u through the mapping, "
+                       "the host wrote %u\n", file, (unsigned long long)i,
+                       p[i], pattern(i, seed2));
+                return 1;
+            }
+        }
+        printf("coherence %s: %llu bytes each way\n", file,
+               (unsigned long long)size);
         return 0;
     }
 

@@ -3,15 +3,16 @@
 # run_vm_with_host_step SHARED STEP VM-ARGS...: run harness/vm.py with
 # VM-ARGS; when the guest script calls host_step on the share, run the shell
 # function STEP on the host, then let the guest go on.  Returns vm.py's
-# status.
+# status.  The wait for the guest lasts as long as the VM does: vm.py's
+# --timeout bounds it, and a guest may work for many minutes before its
+# step (fsx.sh).
 run_vm_with_host_step() {
     local shared=$1 step=$2 vm
     shift 2
     python3 "$(dirname "${BASH_SOURCE[0]}")/../vm.py" --shared "$shared" "$@" &
     vm=$!
-    for _ in $(seq 1 3000); do
+    while kill -0 $vm 2>/dev/null; do
         [ -e "$shared/phase1" ] && break
-        kill -0 $vm 2>/dev/null || break
         sleep 0.1
     done
     if [ -e "$shared/phase1" ]; then
