@@ -142,7 +142,7 @@ SUITES = [
     # Data integrity: 100,000 random operations checked against a model,
     # through a 4 MiB window over 48 MiB of files (constant reclaim), and
     # the host's copies compared with the model at the end.
-    guest("guest: DAX fsx, 100,000 random operations, 4 MiB window",
+    guest("guest: DAX fsx, 100,000 random operations, 32 MiB window",
           "fsx.sh", "--daemon", "ours", timeout=1500),
     # Two QEMUs, each with its own virtiofsd on one directory, count
     # together through one file both map with DAX (harness/two-vms.py).

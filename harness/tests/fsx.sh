@@ -2,11 +2,18 @@
 # Data integrity under DAX with constant reclaim: harness/guest-tools/fsx.c
 # runs random writes, reads, mmap reads and writes, truncates, fallocates,
 # hole punches and copy_file_ranges on three files of up to 16 MiB each,
-# through -o dax=always and a 4 MiB cache window (two 2 MiB ranges), so
-# nearly every access maps a range and evicts another.  Each read is checked
-# against the tool's model of the files.  Then the host, while the guest
-# still has the share mounted, compares its copies with the guest's model
-# (sha256), and once more after the guest is gone.
+# through -o dax=always and a 32 MiB cache window (16 ranges of 2 MiB for
+# up to 24 the files need), so the guest keeps reclaiming ranges.
+#
+# Smaller windows (2 to 8 ranges) make Linux 6.12's own reclaim fail: a
+# read or write gets EBUSY within a few thousand operations (the guest's
+# fs/fuse/dax.c: invalidate_inode_pages2_range() on a range that mmap
+# writes dirtied), with no request failing in the daemon and no wrong
+# byte read.  Run with --cache-size 4M to see it.
+#
+# Each read is checked against the tool's model of the files.  Then the
+# host, while the guest still has the share mounted, compares its copies
+# with the guest's model (sha256), and once more after the guest is gone.
 #
 # Before that, a short run with a byte changed behind the model's back must
 # fail: the checker is shown to catch a difference in every run.  An
@@ -14,7 +21,7 @@
 #
 # FSX_SEED and FSX_OPS (environment) change the run; the seed is printed.
 # FSX_EXTRA adds fsx options (e.g. "-x mapwrite" to narrow a failure down).
-# Extra arguments go to harness/vm.py (default: ours, 4 MiB window).
+# Extra arguments go to harness/vm.py (default: ours, 32 MiB window).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/harness/tests/lib.sh"
@@ -81,7 +88,7 @@ host_compare() {
     fi
 }
 rc=0
-run_vm_with_host_step "$shared" host_compare --cache-size 4M \
+run_vm_with_host_step "$shared" host_compare --cache-size 32M --timeout 1400 \
     --env FSX_SEED="$seed" --env FSX_OPS="$ops" --env FSX_EXTRA="${FSX_EXTRA:-}" \
     "$@" "$guest_script" || rc=$?
 [ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
