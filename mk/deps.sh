@@ -37,6 +37,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         die "missing packages: run: sudo apt-get install ${missing[*]}"
     fi
     say "installing: ${missing[*]}"
+    mkdir -p "$CACHE"
     stamp=/var/lib/apt/periodic/virtiofs-dax-update
     if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +720)" ]; then
         apt-get -q update >/dev/null 2>&1 || true
@@ -44,7 +45,6 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
     DEBIAN_FRONTEND=noninteractive apt-get -q install -y --no-install-recommends \
         "${missing[@]}" >"$CACHE/apt-install.log" 2>&1 || {
-        mkdir -p "$CACHE"
         die "apt-get install ${missing[*]} failed (see $CACHE/apt-install.log)"; }
 fi
 
