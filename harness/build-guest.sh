@@ -34,9 +34,13 @@ kernel_deb() {
     echo "$deb"
 }
 
+# Several worktrees share the cache: one of them unpacks at a time.
+mkdir -p "$CACHE/kernel"
+exec 9>"$CACHE/kernel/.lock"
+flock 9
 deb=$(kernel_deb)
 kdir=$CACHE/kernel/$(basename "$deb" .deb)
-if [ ! -f "$kdir/.done" ]; then
+if [ ! -f "$kdir/.done" ] || ! ls "$kdir"/boot/vmlinuz-* >/dev/null 2>&1; then
     rm -rf "$kdir"
     dpkg-deb -x "$deb" "$kdir" || die "cannot unpack $deb"
     # The package leaves modules.dep to depmod at install time.
@@ -54,6 +58,7 @@ if ! cmp -s "$vmlinuz" "$GUEST/vmlinuz" 2>/dev/null; then
     cp "$vmlinuz" "$GUEST/vmlinuz"
 fi
 echo "$kver ($(basename "$deb"))" > "$GUEST/kernel.txt"
+flock -u 9
 
 # --- initramfs --------------------------------------------------------------
 busybox=/bin/busybox
