@@ -254,8 +254,12 @@ static GPtrArray *dax_overlapping(VfsdDax *dax, uint64_t start, uint64_t end)
  * host-side truncate made us drop.  Called with the lock held.  Returns
  * false if any unmap failed; the records go anyway, as the front-end
  * drops what it cannot keep.
+ *
+ * Without @wait, the unmaps are only queued when the front-end allows:
+ * for ranges the guest gave up, which nothing can reach before a later
+ * map of ours, and the front-end handles that one after the unmaps.
  */
-static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps)
+static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
 {
     bool ok = true;
     unsigned int i = 0, j;
@@ -278,8 +282,11 @@ static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps)
             }
             end += m->mapped;
         }
-        if (!dax->be.unmap(dax->be.opaque, first->moffset,
-                           end - first->moffset)) {
+        if (!(!wait && dax->be.unmap_nowait ?
+              dax->be.unmap_nowait(dax->be.opaque, first->moffset,
+                                   end - first->moffset) :
+              dax->be.unmap(dax->be.opaque, first->moffset,
+                            end - first->moffset))) {
             vfsd_err("DAX: front-end failed to unmap window range 0x%" PRIx64
                      "+0x%" PRIx64, first->moffset, end - first->moffset);
             ok = false;
@@ -308,6 +315,8 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     VfsdDaxMap *m;
     unsigned int i;
     int fd, ret = 0;
+    int64_t start;
+    bool mapped;
 
     if (!vfsd_dax_available(fs)) {
         return -EOPNOTSUPP;
@@ -371,13 +380,18 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
              * the range never reads anything but the file.
              */
             flags |= VFSD_DAX_MAP_REPLACE;
-        } else if (!dax_unmap_maps(dax, old)) {
+        } else if (!dax_unmap_maps(dax, old, true)) {
             ret = -EIO;
             goto out;
         }
     }
-    if (!dax->be.map(dax->be.opaque, in->foffset, in->moffset, in->len,
-                     flags, fd)) {
+    start = fs->stats ? vfsd_stats_now() : 0;
+    mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, in->len,
+                         flags, fd);
+    if (fs->stats) {
+        vfsd_stats_record(fs->stats, VFSD_STATS_FE_MAP, start);
+    }
+    if (!mapped) {
         vfsd_guest_error("SETUPMAPPING: front-end refused to map 0x%" PRIx64
                          "+0x%" PRIx64, in->moffset, in->len);
         ret = -EIO;
@@ -422,6 +436,7 @@ int vfsd_op_removemapping(VfsdFs *fs,
     g_autofree struct fuse_removemapping_one *r = NULL;
     g_autoptr(GPtrArray) doomed = g_ptr_array_new();
     uint32_t i, n = 0;
+    int64_t start;
     int ret = 0;
 
     if (!vfsd_dax_available(fs)) {
@@ -474,8 +489,12 @@ int vfsd_op_removemapping(VfsdFs *fs,
      * Ranges with nothing mapped are accepted: the guest may retry a
      * removal whose reply it lost, and there is nothing left to undo.
      */
-    if (!dax_unmap_maps(dax, doomed)) {
+    start = fs->stats ? vfsd_stats_now() : 0;
+    if (!dax_unmap_maps(dax, doomed, false)) {
         ret = -EIO;
+    }
+    if (fs->stats) {
+        vfsd_stats_record(fs->stats, VFSD_STATS_FE_UNMAP, start);
     }
 out:
     g_mutex_unlock(&dax->lock);
@@ -490,7 +509,7 @@ void vfsd_dax_reset(VfsdFs *fs)
     g_mutex_lock(&dax->lock);
     all = dax_all_maps(dax);
     if (all->len && dax->be.available(dax->be.opaque)) {
-        dax_unmap_maps(dax, all);
+        dax_unmap_maps(dax, all, true);
     } else {
         unsigned int i;
 

@@ -28,6 +28,11 @@ typedef struct VfsdDaxBackend {
     bool (*map)(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
                 uint64_t len, uint64_t flags, int fd);
     bool (*unmap)(void *opaque, uint64_t shm_offset, uint64_t len);
+    /*
+     * Optional: queue an unmap without waiting for the front-end, which
+     * handles it before any map sent after it
+     */
+    bool (*unmap_nowait)(void *opaque, uint64_t shm_offset, uint64_t len);
     void *opaque;
 } VfsdDaxBackend;
 

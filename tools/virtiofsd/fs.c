@@ -31,6 +31,7 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
 
     memset(fs, 0, sizeof(*fs));
     fs->opts = opts;
+    fs->stats = opts->stats ? vfsd_stats_new() : NULL;
     fs->proc_self_fd = proc_self_fd;
     vfsd_inodes_init(&fs->inodes);
     g_mutex_init(&fs->handles_lock);
@@ -96,6 +97,11 @@ void vfsd_fs_reset(VfsdFs *fs)
 void vfsd_fs_cleanup(VfsdFs *fs)
 {
     vfsd_fs_reset(fs);
+    if (fs->stats) {
+        vfsd_stats_report(fs->stats);
+        vfsd_stats_free(fs->stats);
+        fs->stats = NULL;
+    }
     vfsd_inodes_destroy(fs);
     g_hash_table_destroy(fs->handles);
     g_mutex_clear(&fs->handles_lock);

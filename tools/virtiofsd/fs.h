@@ -18,6 +18,7 @@
 #include "standard-headers/linux/fuse.h"
 #include "options.h"
 #include "buf.h"
+#include "stats.h"
 
 typedef struct VfsdDax VfsdDax;
 
@@ -95,6 +96,7 @@ struct VfsdFs {
     int fds_max;
 
     VfsdDax *dax;               /* NULL without a DAX window */
+    VfsdStats *stats;           /* NULL without --stats */
 
     /*
      * With FUSE_DONT_MASK creations run under the guest's umask, and the

@@ -58,6 +58,8 @@ void vfsd_options_usage(const char *prog)
            "                            --cache=never (no DAX)\n"
            "  --watch-truncate          unmap the DAX ranges of files the\n"
            "                            host truncates (best effort)\n"
+           "  --stats                   log per-request counts and service\n"
+           "                            times when the session ends\n"
            "  --dax-policy=never|always|size:N|xattr\n"
            "                            files with per-inode DAX (dax=inode)\n"
            "                            (always; xattr: files carrying\n"
@@ -316,6 +318,7 @@ enum {
     OPT_POSIX_ACL,
     OPT_ALLOW_MMAP,
     OPT_WATCH_TRUNCATE,
+    OPT_STATS,
 };
 
 static const struct {
@@ -357,6 +360,7 @@ static const struct {
     { "--posix-acl", OPT_POSIX_ACL },
     { "--allow-mmap", OPT_ALLOW_MMAP },
     { "--watch-truncate", OPT_WATCH_TRUNCATE },
+    { "--stats", OPT_STATS },
 };
 
 static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
@@ -483,6 +487,9 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return true;
     case OPT_WATCH_TRUNCATE:
         o->watch_truncate = true;
+        return true;
+    case OPT_STATS:
+        o->stats = true;
         return true;
     }
     g_assert_not_reached();

@@ -73,6 +73,7 @@ typedef struct VfsdOptions {
     bool help;
     bool version;
     bool watch_truncate;        /* unmap DAX ranges of host-shrunk files */
+    bool stats;                 /* log request counts and times at exit */
 } VfsdOptions;
 
 /*

@@ -21,6 +21,7 @@
 #include "server.h"
 #include "dax.h"
 #include "log.h"
+#include "stats.h"
 
 /* Same as fs-file.c: what INIT announces */
 #define VFSD_MAX_WRITE (1024 * 1024)
@@ -826,6 +827,7 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
     };
     VfsdReq *r = &req;
     size_t avail = vfsd_buf_remaining(in);
+    int64_t start;
 
     if (!vfsd_buf_read(in, &r->h, sizeof(r->h))) {
         vfsd_guest_error("request of %zu bytes has no FUSE header", avail);
@@ -856,6 +858,7 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
         return r->written;
     }
 
+    start = fs->stats ? vfsd_stats_now() : 0;
     switch (r->h.opcode) {
     case FUSE_INIT:
         do_init(r);
@@ -1002,5 +1005,13 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
         reply_err(r, -ENOSYS);
         break;
     }
+    if (fs->stats) {
+        vfsd_stats_record(fs->stats, r->h.opcode, start);
+    }
     return r->written;
+}
+
+const char *vfsd_opname(uint32_t opcode)
+{
+    return opname(opcode);
 }

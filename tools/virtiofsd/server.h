@@ -30,4 +30,7 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
  */
 bool vfsd_request_may_block(const VfsdBuf *in);
 
+/* The opcode's name without FUSE_, for log lines */
+const char *vfsd_opname(uint32_t opcode);
+
 #endif /* VIRTIOFSD_SERVER_H */

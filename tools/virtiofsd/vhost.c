@@ -479,8 +479,14 @@ static void remove_watch(VuDev *vu, int fd)
  */
 static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
 {
+    VfsdDev *dev = (VfsdDev *)vu;
+
     if (vmsg->request == VHOST_USER_NONE) {
         vfsd_info("front-end disconnected, exiting");
+        /* libvhost-user exits right after this: no cleanup will report */
+        if (dev->fs->stats) {
+            vfsd_stats_report(dev->fs->stats);
+        }
     }
     return 0;
 }
@@ -528,6 +534,13 @@ static bool dax_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
     return vu_shmem_unmap(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
 }
 
+static bool dax_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)
+{
+    VfsdDev *dev = opaque;
+
+    return vu_shmem_unmap_nowait(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
+}
+
 bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
 {
     VfsdDev *dev = g_new0(VfsdDev, 1);
@@ -536,6 +549,7 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
         .can_replace = dax_can_replace,
         .map = dax_map,
         .unmap = dax_unmap,
+        .unmap_nowait = dax_unmap_nowait,
         .opaque = dev,
     };
     pthread_rwlockattr_t attr;

@@ -104,6 +104,19 @@ static bool fake_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
     return covered == len;
 }
 
+/* Same rules; the log tells which unmaps the daemon did not wait for */
+static bool fake_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)
+{
+    Fake *f = opaque;
+
+    g_string_append(f->log, "nowait ");
+    return fake_unmap(opaque, shm_offset, len);
+}
+
+/* Fixture variants, the test data */
+#define FAKE_NO_REPLACE 1
+#define FAKE_NOWAIT 2
+
 typedef struct DaxFixture {
     TestFs t;
     Fake fake;
@@ -123,7 +136,10 @@ static void setup(DaxFixture *d, gconstpointer data)
 
     d->fake.maps = g_array_new(false, true, sizeof(FakeMap));
     d->fake.log = g_string_new("");
-    d->fake.replace = GPOINTER_TO_INT(data) == 0;
+    d->fake.replace = !(GPOINTER_TO_INT(data) & FAKE_NO_REPLACE);
+    if (GPOINTER_TO_INT(data) & FAKE_NOWAIT) {
+        be.unmap_nowait = fake_unmap_nowait;
+    }
     test_fs_setup(&d->t, NULL);
     d->t.fs.dax = vfsd_dax_new(&be);
     test_fs_init_session(&d->t, FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX);
@@ -330,6 +346,46 @@ static void test_destroy_unmaps_all(DaxFixture *d, gconstpointer data)
     g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
     g_assert_cmpstr(d->fake.log->str, ==,
                     "unmap 0+200000;unmap 400000+200000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+}
+
+/*
+ * With a front-end that takes unmaps without answering, the ranges the
+ * guest gives back go that way; the daemon's own unmaps (the guest
+ * shrinking a file, DESTROY) still wait, since what follows them relies
+ * on the range being gone.
+ */
+static void test_remove_does_not_wait(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t ranges[][2] = { { 0, 2 * MiB }, { 2 * MiB, 2 * MiB } };
+    struct fuse_setattr_in in = { .valid = FATTR_SIZE, .size = 1 * MiB };
+    TestReq *r;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 4 * MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 6 * MiB, 8 * MiB, 2 * MiB, 2), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(remove_mapping(d, ranges, 2, 2), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "nowait unmap 0+400000;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
+
+    /* A range given back can be mapped again at once */
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    r = test_req_new(FUSE_SETATTR, d->ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "unmap 0+200000;map 0+100000 ro;"
+                    "unmap 400000+200000;unmap 800000+200000;");
+    g_string_truncate(d->fake.log, 0);
+
+    r = test_req_new(FUSE_DESTROY, 0);
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+100000;");
     g_assert_cmpuint(d->fake.maps->len, ==, 0);
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
 }
@@ -630,6 +686,7 @@ int main(int argc, char **argv)
     ADD("guest-shrink-cuts", test_guest_shrink_cuts, 0);
     ADD("destroy-unmaps-all", test_destroy_unmaps_all, 0);
     ADD("mapping-keeps-inode", test_mapping_keeps_inode, 0);
+    ADD("remove-does-not-wait", test_remove_does_not_wait, FAKE_NOWAIT);
     g_test_add_func("/virtiofsd/dax/no-window", test_no_window);
 
 #define ADD_WATCH(path, fn, noreplace)                                 \

@@ -392,6 +392,19 @@ static void test_watch_truncate(void)
     vfsd_options_free(&o);
 }
 
+static void test_stats(void)
+{
+    VfsdOptions o;
+    g_autofree char *err = NULL;
+
+    g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x"));
+    g_assert_false(o.stats);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x --stats"));
+    g_assert_true(o.stats);
+    vfsd_options_free(&o);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -404,5 +417,6 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/options/errors", test_errors);
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
     g_test_add_func("/virtiofsd/options/watch-truncate", test_watch_truncate);
+    g_test_add_func("/virtiofsd/options/stats", test_stats);
     return g_test_run();
 }

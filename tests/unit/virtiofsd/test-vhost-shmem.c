@@ -233,6 +233,40 @@ static void test_map_unmap(Fixture *f, gconstpointer data)
     close(fd);
 }
 
+/*
+ * An unmap nobody waits for: no NEED_REPLY, so the front-end sends nothing
+ * back, and a refusal cannot be seen.  The next request that waits must
+ * still get its own reply, not a stale one.
+ */
+static void test_unmap_nowait(Fixture *f, gconstpointer data)
+{
+    g_autofree Msg *m = NULL;
+    VhostUserMMap mm;
+    int fd = open("/dev/null", O_RDONLY);
+
+    f->script.ack = EINVAL;
+    g_assert_true(vu_shmem_unmap_nowait(&f->dev, 0, 0x200000, 0x200000));
+    m = next_msg(f);
+    g_assert_cmpuint(m->request, ==, VHOST_USER_BACKEND_SHMEM_UNMAP);
+    g_assert_false(m->flags & VHOST_USER_NEED_REPLY_MASK);
+    memcpy(&mm, m->payload, sizeof(mm));
+    g_assert_cmpuint(mm.shm_offset, ==, 0x200000);
+    g_assert_cmpuint(mm.len, ==, 0x200000);
+    g_free(m);
+
+    f->script.ack = 0;
+    g_assert_true(vu_shmem_map(&f->dev, 0, 0, 0x200000, 0x200000, 0, fd));
+    m = next_msg(f);
+    g_assert_true(m->flags & VHOST_USER_NEED_REPLY_MASK);
+
+    /* Invalid, or the feature is missing: nothing is sent */
+    g_assert_false(vu_shmem_unmap_nowait(&f->dev, 0, 0, 0));
+    f->dev.protocol_features &= ~F(SHMEM);
+    g_assert_false(vu_shmem_unmap_nowait(&f->dev, 0, 0, 4096));
+    g_assert_null(g_async_queue_timeout_pop(f->script.seen, 100000));
+    close(fd);
+}
+
 static void test_features(Fixture *f, gconstpointer data)
 {
     int fd = open("/dev/null", O_RDONLY);
@@ -425,6 +459,7 @@ int main(int argc, char **argv)
                GSIZE_TO_POINTER(feat), setup, fn, teardown)
 
     ADD("map-unmap", test_map_unmap, ALL);
+    ADD("unmap-nowait", test_unmap_nowait, ALL);
     ADD("features", test_features, F(SHMEM) | F(BACKEND_REQ));
     ADD("no-shmem", test_no_shmem, F(REPLY_ACK));
     ADD("mem-read", test_mem_read, ALL);

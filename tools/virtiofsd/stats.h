@@ -1,0 +1,35 @@
+/*
+ * virtiofsd: request counters and service times (--stats)
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#ifndef VIRTIOFSD_STATS_H
+#define VIRTIOFSD_STATS_H
+
+#include <stdint.h>
+
+/*
+ * Slots past the FUSE opcodes, for the waits on the front-end that DAX
+ * requests include: they tell how much of a SETUPMAPPING is QEMU's.
+ */
+enum {
+    VFSD_STATS_FE_MAP = 62,
+    VFSD_STATS_FE_UNMAP,
+    VFSD_STATS_SLOTS,
+};
+
+typedef struct VfsdStats VfsdStats;
+
+VfsdStats *vfsd_stats_new(void);
+void vfsd_stats_free(VfsdStats *stats);
+/* Monotonic nanoseconds, for vfsd_stats_record()'s @start */
+int64_t vfsd_stats_now(void);
+/* Counts one @slot (opcode or VFSD_STATS_FE_*) that began at @start */
+void vfsd_stats_record(VfsdStats *stats, uint32_t slot, int64_t start);
+/* One log line per slot that saw any request */
+void vfsd_stats_report(VfsdStats *stats);
+
+#endif /* VIRTIOFSD_STATS_H */
