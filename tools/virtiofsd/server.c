@@ -817,7 +817,18 @@ bool vfsd_request_may_block(const VfsdBuf *in)
     return vfsd_buf_read(&peek, &h, sizeof(h)) && h.opcode == FUSE_SETLKW;
 }
 
-size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+/*
+ * What the hiprio queue carries.  Its requests are run as they arrive, in
+ * the queue's thread: anything else there (a SETLKW, a slow FSYNC) would
+ * hold up that thread and the forgets behind it.
+ */
+static bool hiprio_opcode(uint32_t opcode)
+{
+    return opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET ||
+           opcode == FUSE_INTERRUPT;
+}
+
+static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out, bool hiprio)
 {
     VfsdReq req = {
         .fs = fs,
@@ -849,6 +860,13 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
     vfsd_debug("%s unique %" PRIu64 " nodeid %" PRIu64 " len %u",
                opname(r->h.opcode), (uint64_t)r->h.unique,
                (uint64_t)r->h.nodeid, r->h.len);
+
+    if (hiprio && !hiprio_opcode(r->h.opcode)) {
+        vfsd_guest_error("%s on the hiprio queue, which only takes FORGET, "
+                         "BATCH_FORGET and INTERRUPT", opname(r->h.opcode));
+        reply_err(r, -EINVAL);
+        return r->written;
+    }
 
     if (!fs->initialized && r->h.opcode != FUSE_INIT) {
         vfsd_guest_error("%s before INIT", opname(r->h.opcode));
@@ -1003,4 +1021,14 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
         break;
     }
     return r->written;
+}
+
+size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+{
+    return process(fs, in, out, false);
+}
+
+size_t vfsd_process_hiprio(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+{
+    return process(fs, in, out, true);
 }

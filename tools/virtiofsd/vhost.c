@@ -144,7 +144,11 @@ static void process_elem(VfsdElem *el)
     /* The guest's out buffers are our input */
     vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
     vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
-    written = vfsd_process_request(dev->fs, &in, &out);
+    if (el->qidx == 0) {
+        written = vfsd_process_hiprio(dev->fs, &in, &out);
+    } else {
+        written = vfsd_process_request(dev->fs, &in, &out);
+    }
     complete(el, written);
 }
 
@@ -252,7 +256,10 @@ static void drain_queue(VfsdQueue *q)
             g_mutex_unlock(&q->inflight_lock);
             g_thread_pool_push(dev->pool, el, NULL);
         } else {
-            /* Also FORGETs on hiprio: quick, no need to hand them over */
+            /*
+             * Hiprio requests are quick (the others there are refused):
+             * no need to hand them over.
+             */
             process_elem(el);
         }
         pthread_rwlock_unlock(&dev->dispatch_lock);

@@ -122,7 +122,8 @@ int test_send_raw(TestFs *t, const void *req, size_t len, size_t out_size,
     n_out = make_segs(t, out, out_size, &out_segs);
     vfsd_buf_init(&ib, in_segs, len ? n_in : 0, test_mem, NULL);
     vfsd_buf_init(&ob, out_segs, out_size ? n_out : 0, test_mem, NULL);
-    written = vfsd_process_request(&t->fs, &ib, &ob);
+    written = t->hiprio ? vfsd_process_hiprio(&t->fs, &ib, &ob) :
+                          vfsd_process_request(&t->fs, &ib, &ob);
     if (written == 0) {
         return 1;
     }

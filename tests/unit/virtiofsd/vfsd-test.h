@@ -25,6 +25,8 @@ typedef struct TestFs {
     size_t seg_size;
     /* Pieces at odd positions go through the memory access callback */
     bool unmapped_odd;
+    /* Requests come from the hiprio queue (vfsd_process_hiprio()) */
+    bool hiprio;
 } TestFs;
 
 typedef struct TestReq {
