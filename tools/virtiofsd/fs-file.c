@@ -133,12 +133,18 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
  * Opening first and checking after would already have opened a device
  * node or FIFO the guest made there (CVE-2020-35517); the O_PATH fd pins
  * the inode we checked.  Sets errno on failure, like openat().
+ *
+ * The guest counts on O_TRUNC here (FUSE_ATOMIC_O_TRUNC: it does not
+ * truncate a file CREATE opened), so the file is truncated as an OPEN
+ * with O_TRUNC would: no DAX mapping may cover the cut range meanwhile.
  */
 static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
-                         int flags)
+                         int flags, bool kill_priv)
 {
+    g_autoptr(VfsdInode) inode = NULL;
     char procname[32];
     struct stat st;
+    bool dropped = false;
     int pfd, fd, err;
 
     pfd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -151,9 +157,30 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
         err = S_ISDIR(st.st_mode) ? EISDIR :
               S_ISLNK(st.st_mode) ? ELOOP : ENXIO;
     } else {
+        if (flags & O_TRUNC) {
+            /* Only an inode the guest knows can have mappings */
+            inode = vfsd_inode_find(fs, pfd);
+            if (inode) {
+                vfsd_dax_guest_resize(fs, inode, 0);
+            }
+            err = kill_priv ? -vfsd_drop_fsetid(&dropped) : 0;
+            if (err) {
+                if (inode) {
+                    vfsd_dax_guest_grew(fs, inode);
+                }
+                close(pfd);
+                errno = err;
+                return -1;
+            }
+        }
         snprintf(procname, sizeof(procname), "%d", pfd);
         fd = openat(fs->proc_self_fd, procname, flags | O_CLOEXEC);
         err = errno;
+        vfsd_restore_fsetid(dropped);
+        if (inode) {
+            /* Refused, or another writer already grew it */
+            vfsd_dax_guest_grew(fs, inode);
+        }
         close(pfd);
         errno = err;
         return fd;
@@ -164,12 +191,15 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
 }
 
 int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
-                   const char *name, uint32_t flags, mode_t mode,
-                   mode_t umask, bool tmpfile, struct fuse_entry_out *e,
-                   struct fuse_open_out *out)
+                   const char *name, uint32_t flags, uint32_t fuse_open_flags,
+                   mode_t mode, mode_t umask, bool tmpfile,
+                   struct fuse_entry_out *e, struct fuse_open_out *out)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+    /* A file we create is empty: O_TRUNC only matters for one that exists */
     int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
+    bool kill_priv = (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+                     (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID);
     VfsdSavedCreds old;
     char procname[32];
     bool masked;
@@ -209,7 +239,9 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                     f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
                     O_NONBLOCK, mode);
         if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
-            fd = open_existing(fs, dir, name, f | O_NONBLOCK);
+            fd = open_existing(fs, dir, name,
+                               f | (flags & O_TRUNC) | O_NONBLOCK,
+                               kill_priv);
         }
     }
     ret = fd < 0 ? -errno : 0;

@@ -129,6 +129,7 @@ void vfsd_inodes_init(VfsdInodeStore *st);
 bool vfsd_inodes_set_root(VfsdFs *fs, int fd);
 void vfsd_inodes_destroy(VfsdFs *fs);
 VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid);
+VfsdInode *vfsd_inode_find(VfsdFs *fs, int fd);
 void vfsd_inode_ref(VfsdInode *inode);
 void vfsd_inode_unref(VfsdInode *inode);
 int vfsd_inode_do_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
@@ -175,9 +176,9 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
                  uint32_t flags, uint32_t open_flags,
                  struct fuse_open_out *out);
 int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
-                   const char *name, uint32_t flags, mode_t mode,
-                   mode_t umask, bool tmpfile, struct fuse_entry_out *e,
-                   struct fuse_open_out *out);
+                   const char *name, uint32_t flags, uint32_t fuse_open_flags,
+                   mode_t mode, mode_t umask, bool tmpfile,
+                   struct fuse_entry_out *e, struct fuse_open_out *out);
 ssize_t vfsd_op_read(VfsdFs *fs, uint64_t fh, uint64_t offset,
                      uint32_t size, VfsdBuf *out);
 ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,

@@ -497,7 +497,7 @@ static void do_create(VfsdReq *r, bool tmpfile)
         return;
     }
     ret = vfsd_op_create(r->fs, &r->ctx, r->h.nodeid, name, in.flags,
-                         in.mode, in.umask, tmpfile, &e, &o);
+                         in.open_flags, in.mode, in.umask, tmpfile, &e, &o);
     if (ret < 0) {
         reply_err(r, ret);
     } else {

@@ -113,6 +113,65 @@ static void test_create_write_read(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_write(t, ino, fh, 0, "x", 1), ==, 1);
 }
 
+static int create_name(TestFs *t, const char *name, uint32_t flags,
+                      struct fuse_entry_out *e)
+{
+    TestReq *r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    struct {
+        struct fuse_entry_out e;
+        struct fuse_open_out o;
+    } out;
+    int ret;
+
+    test_req_add(r, &(struct fuse_create_in){ .flags = flags,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, name);
+    ret = test_send(t, r, 4096, &out, sizeof(out), NULL);
+    if (e) {
+        *e = out.e;
+    }
+    return ret;
+}
+
+/*
+ * With FUSE_ATOMIC_O_TRUNC the guest leaves O_TRUNC of a CREATE to us,
+ * also when the name turns out to exist (created on the host, or by
+ * another guest, since the guest's lookup).
+ */
+static void test_create_trunc_existing(TestFs *t, gconstpointer data)
+{
+    struct fuse_entry_out e;
+    struct stat st;
+    int fd;
+
+    fd = openat(t->dir_fd, "old", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(write(fd, "old data", 8), ==, 8);
+    close(fd);
+
+    /* Without O_TRUNC the data stays */
+    g_assert_cmpint(create_name(t, "old", O_RDWR, &e), ==, 0);
+    g_assert_cmpuint(e.attr.size, ==, 8);
+    g_assert_cmpint(fstatat(t->dir_fd, "old", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 8);
+
+    g_assert_cmpint(create_name(t, "old", O_RDWR | O_TRUNC, &e), ==, 0);
+    g_assert_cmpuint(e.attr.size, ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "old", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 0);
+
+    /* O_EXCL still refuses it, and truncates nothing */
+    fd = openat(t->dir_fd, "old", O_WRONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(write(fd, "again", 5), ==, 5);
+    close(fd);
+    g_assert_cmpint(create_name(t, "old", O_RDWR | O_TRUNC | O_EXCL, NULL),
+                    ==, -EEXIST);
+    g_assert_cmpint(fstatat(t->dir_fd, "old", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 5);
+}
+
 static void test_guest_credentials(TestFs *t, gconstpointer data)
 {
     g_autofree char *err = NULL;
@@ -1091,6 +1150,7 @@ int main(int argc, char **argv)
     g_test_add("/virtiofsd/ops/" path, TestFs, NULL, setup, fn, teardown)
 
     ADD("create-write-read", test_create_write_read);
+    ADD("create-trunc-existing", test_create_trunc_existing);
     ADD("guest-credentials", test_guest_credentials);
     ADD("dirs-and-names", test_dirs_and_names);
     ADD("attrs", test_attrs);
