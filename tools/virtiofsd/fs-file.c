@@ -33,6 +33,14 @@ static int open_flags(VfsdFs *fs, uint32_t flags)
     int f = flags & VFSD_OPEN_FLAGS;
 
     /*
+     * O_DIRECT from the guest is about its own page cache; on the host
+     * it only adds alignment rules the guest's requests need not meet.
+     */
+    if (!fs->opts->allow_direct_io) {
+        f &= ~O_DIRECT;
+    }
+
+    /*
      * With a writeback cache the guest reads pages it writes partially,
      * and it does O_APPEND positioning itself.
      */
@@ -45,8 +53,8 @@ static int open_flags(VfsdFs *fs, uint32_t flags)
     return f;
 }
 
-static void fill_open_out(VfsdFs *fs, uint64_t fh, bool is_dir,
-                          struct fuse_open_out *out)
+/* What the cache mode lets the guest keep of an open file (see fs-dir.c) */
+static void fill_open_out(VfsdFs *fs, uint64_t fh, struct fuse_open_out *out)
 {
     memset(out, 0, sizeof(*out));
     out->fh = fh;
@@ -54,18 +62,19 @@ static void fill_open_out(VfsdFs *fs, uint64_t fh, bool is_dir,
     case VFSD_CACHE_NEVER:
     case VFSD_CACHE_METADATA:
         /* No file data in the guest's page cache (DAX is not affected) */
-        if (!is_dir) {
-            out->open_flags |= FOPEN_DIRECT_IO;
-        }
+        out->open_flags |= FOPEN_DIRECT_IO;
+        /*
+         * Direct writes that do not extend the file need not exclude
+         * each other in the guest: ours are plain pwrite()s.  The guest
+         * ignores the flag without FOPEN_DIRECT_IO.
+         */
+        out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
         break;
     case VFSD_CACHE_AUTO:
         break;
     case VFSD_CACHE_ALWAYS:
-        out->open_flags |= is_dir ? FOPEN_CACHE_DIR : FOPEN_KEEP_CACHE;
+        out->open_flags |= FOPEN_KEEP_CACHE;
         break;
-    }
-    if (!is_dir) {
-        out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
     }
 }
 
@@ -124,7 +133,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         return fd;
     }
     (void)ctx;
-    fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), false, out);
+    fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
     return 0;
 }
 
@@ -286,8 +295,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
             vfsd_fd_release(fs);
             return -EIO;
         }
-        fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), false,
-                      out);
+        fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
     }
     return 0;
 

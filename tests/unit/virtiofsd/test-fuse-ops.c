@@ -1141,6 +1141,128 @@ static void test_id_map(void)
     test_fs_teardown(&t);
 }
 
+/*
+ * What each --cache mode tells the guest, as the Rust virtiofsd 1.14
+ * does: open flags of files and directories, entry and attribute
+ * timeouts, and negative entries.
+ */
+typedef struct CacheCase {
+    VfsdCache cache;
+    uint32_t file_flags;
+    uint32_t dir_flags;
+    uint64_t timeout;           /* entry and attribute, in seconds */
+} CacheCase;
+
+static const CacheCase cache_cases[] = {
+    { VFSD_CACHE_NEVER, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES, 0,
+      0 },
+    { VFSD_CACHE_METADATA, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES,
+      FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE, 86400 },
+    { VFSD_CACHE_AUTO, 0, 0, 1 },
+    { VFSD_CACHE_ALWAYS, FOPEN_KEEP_CACHE, FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE,
+      86400 },
+};
+
+static void test_cache_mode(gconstpointer data)
+{
+    const CacheCase *c = data;
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .cache = c->cache,
+    };
+    struct fuse_open_out oo;
+    struct fuse_entry_out e;
+    struct fuse_attr_out ao;
+    uint64_t fh, ino;
+    TestReq *r;
+    TestFs t;
+    int ret;
+
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, 0);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+
+    r = test_req_new(FUSE_OPEN, ino);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    g_assert_cmphex(oo.open_flags, ==, c->file_flags);
+
+    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    g_assert_cmphex(oo.open_flags, ==, c->dir_flags);
+
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add_str(r, "f");
+    g_assert_cmpint(test_send(&t, r, 4096, &e, sizeof(e), NULL), ==, 0);
+    g_assert_cmpuint(e.nodeid, ==, ino);
+    g_assert_cmpuint(e.entry_valid, ==, c->timeout);
+    g_assert_cmpuint(e.attr_valid, ==, c->timeout);
+
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &ao, sizeof(ao), NULL), ==, 0);
+    g_assert_cmpuint(ao.attr_valid, ==, c->timeout);
+
+    /*
+     * A missing name: with a timeout, a cacheable negative entry (nodeid
+     * 0), which spares the guest a round trip per stat() of it.
+     */
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add_str(r, "missing");
+    memset(&e, 0xff, sizeof(e));
+    ret = test_send(&t, r, 4096, &e, sizeof(e), NULL);
+    if (c->timeout) {
+        g_assert_cmpint(ret, ==, 0);
+        g_assert_cmpuint(e.nodeid, ==, 0);
+        g_assert_cmpuint(e.entry_valid, ==, c->timeout);
+    } else {
+        g_assert_cmpint(ret, ==, -ENOENT);
+    }
+    test_fs_teardown(&t);
+}
+
+/* The guest's O_DIRECT reaches the host only with --allow-direct-io */
+static void test_direct_io(gconstpointer data)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .cache = VFSD_CACHE_AUTO,
+        .allow_direct_io = GPOINTER_TO_INT(data),
+    };
+    g_autoptr(VfsdHandle) h = NULL, hc = NULL;
+    TestReq *r;
+    struct {
+        struct fuse_entry_out e;
+        struct fuse_open_out o;
+    } out;
+    uint64_t fh, ino;
+    int expect = o.allow_direct_io ? O_DIRECT : 0;
+    TestFs t;
+
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, 0);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    fh = test_open(&t, ino, O_RDWR | O_DIRECT);
+    h = vfsd_handle_get(&t.fs, fh, false);
+    g_assert_nonnull(h);
+    g_assert_cmphex(fcntl(h->fd, F_GETFL) & O_DIRECT, ==, expect);
+
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR | O_DIRECT,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "g");
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    hc = vfsd_handle_get(&t.fs, out.o.fh, false);
+    g_assert_nonnull(hc);
+    g_assert_cmphex(fcntl(hc->fd, F_GETFL) & O_DIRECT, ==, expect);
+    g_clear_pointer(&h, vfsd_handle_put);
+    g_clear_pointer(&hc, vfsd_handle_put);
+    test_fs_teardown(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1166,5 +1288,17 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
+    g_test_add_data_func("/virtiofsd/ops/cache/never", &cache_cases[0],
+                         test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/cache/metadata", &cache_cases[1],
+                         test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/cache/auto", &cache_cases[2],
+                         test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/cache/always", &cache_cases[3],
+                         test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/direct-io/dropped",
+                         GINT_TO_POINTER(0), test_direct_io);
+    g_test_add_data_func("/virtiofsd/ops/direct-io/allowed",
+                         GINT_TO_POINTER(1), test_direct_io);
     return g_test_run();
 }
