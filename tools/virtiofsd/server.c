@@ -36,6 +36,7 @@ typedef struct VfsdReq {
     VfsdBuf *out;
     struct fuse_in_header h;
     VfsdCtx ctx;
+    bool no_wait;               /* a SETLKW must not wait (see server.h) */
     size_t written;
 } VfsdReq;
 
@@ -703,10 +704,23 @@ static void do_getlk(VfsdReq *r)
 static void do_setlk(VfsdReq *r, bool sleep)
 {
     struct fuse_lk_in in;
+    int ret;
 
-    if (get_arg(r, &in, sizeof(in))) {
-        reply_status(r, vfsd_op_setlk(r->fs, in.fh, &in, sleep));
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
     }
+    if (sleep && r->no_wait) {
+        /* The lock if it is free, rather than a wait nobody would serve */
+        ret = vfsd_op_setlk(r->fs, in.fh, &in, false);
+        if (ret == -EAGAIN) {
+            vfsd_guest_error("SETLKW: too many lock waiters, refused with "
+                             "ENOLCK");
+            ret = -ENOLCK;
+        }
+    } else {
+        ret = vfsd_op_setlk(r->fs, in.fh, &in, sleep);
+    }
+    reply_status(r, ret);
 }
 
 static void do_access(VfsdReq *r)
@@ -828,12 +842,20 @@ static bool hiprio_opcode(uint32_t opcode)
            opcode == FUSE_INTERRUPT;
 }
 
-static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out, bool hiprio)
+typedef enum VfsdRunMode {
+    VFSD_RUN_NORMAL,
+    VFSD_RUN_HIPRIO,
+    VFSD_RUN_NO_WAIT,
+} VfsdRunMode;
+
+static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out,
+                      VfsdRunMode mode)
 {
     VfsdReq req = {
         .fs = fs,
         .in = in,
         .out = out,
+        .no_wait = mode == VFSD_RUN_NO_WAIT,
     };
     VfsdReq *r = &req;
     size_t avail = vfsd_buf_remaining(in);
@@ -861,7 +883,7 @@ static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out, bool hiprio)
                opname(r->h.opcode), (uint64_t)r->h.unique,
                (uint64_t)r->h.nodeid, r->h.len);
 
-    if (hiprio && !hiprio_opcode(r->h.opcode)) {
+    if (mode == VFSD_RUN_HIPRIO && !hiprio_opcode(r->h.opcode)) {
         vfsd_guest_error("%s on the hiprio queue, which only takes FORGET, "
                          "BATCH_FORGET and INTERRUPT", opname(r->h.opcode));
         reply_err(r, -EINVAL);
@@ -1025,10 +1047,15 @@ static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out, bool hiprio)
 
 size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
 {
-    return process(fs, in, out, false);
+    return process(fs, in, out, VFSD_RUN_NORMAL);
 }
 
 size_t vfsd_process_hiprio(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
 {
-    return process(fs, in, out, true);
+    return process(fs, in, out, VFSD_RUN_HIPRIO);
+}
+
+size_t vfsd_process_no_wait(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+{
+    return process(fs, in, out, VFSD_RUN_NO_WAIT);
 }

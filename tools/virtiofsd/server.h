@@ -32,6 +32,13 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
 size_t vfsd_process_hiprio(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
 
 /*
+ * The same for a request that may block (see vfsd_request_may_block())
+ * when the transport has no room left to let it wait: a SETLKW takes the
+ * lock if it is free and fails with ENOLCK if not.
+ */
+size_t vfsd_process_no_wait(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
+
+/*
  * Whether the request may block indefinitely (SETLKW), so the transport
  * runs it where it cannot hold up its queue.
  */

@@ -718,6 +718,44 @@ static void test_locks(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
 }
 
+static int setlk_req(TestFs *t, uint64_t ino, uint32_t opcode,
+                     const struct fuse_lk_in *in)
+{
+    TestReq *r = test_req_new(opcode, ino);
+
+    test_req_add(r, in, sizeof(*in));
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+/*
+ * A SETLKW the transport has no thread left to wait in: the lock if it
+ * is free, ENOLCK if it is taken (POSIX and BSD locks alike).
+ */
+static void test_setlkw_no_wait(TestFs *t, gconstpointer data)
+{
+    uint64_t fh2, fh, ino = test_create(t, FUSE_ROOT_ID, "l", O_RDWR, &fh);
+    struct fuse_lk_in in = {
+        .fh = fh, .owner = 1,
+        .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+    };
+
+    fh2 = test_open(t, ino, O_RDWR);
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
+    t->no_wait = true;
+    in.owner = 2;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLKW, &in), ==, -ENOLCK);
+    in.lk.start = 100;
+    in.lk.end = 199;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLKW, &in), ==, 0);
+
+    in.lk_flags = FUSE_LK_FLOCK;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLKW, &in), ==, 0);
+    in.fh = fh2;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLKW, &in), ==, -ENOLCK);
+    /* Only SETLKW is affected: SETLK answers EAGAIN as always */
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, -EAGAIN);
+}
+
 static void test_tmpfile(TestFs *t, gconstpointer data)
 {
     TestReq *r = test_req_new(FUSE_TMPFILE, FUSE_ROOT_ID);
@@ -1283,6 +1321,7 @@ int main(int argc, char **argv)
     ADD("xattr-symlink", test_xattr_symlink);
     ADD("fallocate-lseek-copy", test_fallocate_lseek_copy);
     ADD("locks", test_locks);
+    ADD("setlkw-no-wait", test_setlkw_no_wait);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);

@@ -27,6 +27,8 @@ typedef struct TestFs {
     bool unmapped_odd;
     /* Requests come from the hiprio queue (vfsd_process_hiprio()) */
     bool hiprio;
+    /* Requests that may block must not (vfsd_process_no_wait()) */
+    bool no_wait;
 } TestFs;
 
 typedef struct TestReq {
