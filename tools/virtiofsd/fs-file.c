@@ -625,8 +625,12 @@ int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
     return 0;
 }
 
+/*
+ * @waiter: NULL for SETLK, which does not wait; for SETLKW, what lets an
+ * INTERRUPT end the wait with EINTR.
+ */
 int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
-                  bool sleep)
+                  VfsdWaiter *waiter)
 {
     g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
     struct flock l;
@@ -652,17 +656,30 @@ int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
         default:
             return -EINVAL;
         }
-        if (!sleep) {
+        if (!waiter) {
             op |= LOCK_NB;
         }
-        return flock(h->fd, op) < 0 ? -errno : 0;
+        do {
+            if (waiter && vfsd_waiter_interrupted(fs, waiter)) {
+                return -EINTR;
+            }
+            ret = flock(h->fd, op) < 0 ? -errno : 0;
+        } while (ret == -EINTR);
+        return ret;
     }
 
     fd = plock_begin(fs, h, in, &l);
     if (fd < 0) {
         return fd;
     }
-    ret = fcntl(fd, sleep ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0 ? -errno : 0;
+    do {
+        if (waiter && vfsd_waiter_interrupted(fs, waiter)) {
+            ret = -EINTR;
+            break;
+        }
+        ret = fcntl(fd, waiter ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0 ?
+              -errno : 0;
+    } while (ret == -EINTR);
     plock_fd_done(fs, fd);
     return ret;
 }

@@ -303,6 +303,24 @@ static void do_forget(VfsdReq *r)
     }
 }
 
+/*
+ * Only waits can be interrupted (SETLKW): every other request finishes on
+ * its own.  Linux's virtio-fs driver does not send INTERRUPT (as of 6.12);
+ * others may.  It gets no reply, as the guest expects for one that found
+ * its request, and whatever is wrong with it is not worth the guest's
+ * attention either.
+ */
+static void do_interrupt(VfsdReq *r)
+{
+    struct fuse_interrupt_in in;
+
+    if (vfsd_buf_read(r->in, &in, sizeof(in))) {
+        vfsd_interrupt(r->fs, in.unique);
+    } else {
+        vfsd_guest_error("INTERRUPT: truncated request");
+    }
+}
+
 static void do_batch_forget(VfsdReq *r)
 {
     struct fuse_batch_forget_in in;
@@ -711,14 +729,20 @@ static void do_setlk(VfsdReq *r, bool sleep)
     }
     if (sleep && r->no_wait) {
         /* The lock if it is free, rather than a wait nobody would serve */
-        ret = vfsd_op_setlk(r->fs, in.fh, &in, false);
+        ret = vfsd_op_setlk(r->fs, in.fh, &in, NULL);
         if (ret == -EAGAIN) {
             vfsd_guest_error("SETLKW: too many lock waiters, refused with "
                              "ENOLCK");
             ret = -ENOLCK;
         }
+    } else if (sleep) {
+        VfsdWaiter w;
+
+        vfsd_waiter_begin(r->fs, &w, r->h.unique);
+        ret = vfsd_op_setlk(r->fs, in.fh, &in, &w);
+        vfsd_waiter_end(r->fs, &w);
     } else {
-        ret = vfsd_op_setlk(r->fs, in.fh, &in, sleep);
+        ret = vfsd_op_setlk(r->fs, in.fh, &in, NULL);
     }
     reply_status(r, ret);
 }
@@ -913,10 +937,7 @@ static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out,
         do_batch_forget(r);
         return 0;
     case FUSE_INTERRUPT:
-        /*
-         * Linux's virtio-fs driver does not send it; requests here finish
-         * on their own, so there is nothing to interrupt.
-         */
+        do_interrupt(r);
         return 0;
     case FUSE_GETATTR:
         do_getattr(r);

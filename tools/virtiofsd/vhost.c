@@ -644,8 +644,12 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     if (dev->pool) {
         g_thread_pool_free(dev->pool, FALSE, TRUE);
     }
-    /* Blocked lock waiters cannot be joined; they die with the process */
-    g_thread_pool_free(dev->blocking_pool, TRUE, FALSE);
+    /*
+     * Lock waiters give up (EINTR) and their replies are dropped: nothing
+     * of theirs may run on once the file system and dev are gone.
+     */
+    vfsd_interrupt_all(fs);
+    g_thread_pool_free(dev->blocking_pool, FALSE, TRUE);
 
     /* The front-end drops its mappings on disconnect */
     vfsd_dax_forget_all(fs);

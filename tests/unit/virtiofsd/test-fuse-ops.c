@@ -756,6 +756,115 @@ static void test_setlkw_no_wait(TestFs *t, gconstpointer data)
     g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, -EAGAIN);
 }
 
+typedef struct LockWaiter {
+    TestFs *t;
+    uint8_t req[sizeof(struct fuse_in_header) + sizeof(struct fuse_lk_in)];
+    int ret;
+} LockWaiter;
+
+static gpointer lock_waiter_thread(gpointer opaque)
+{
+    LockWaiter *w = opaque;
+
+    w->ret = test_send_raw(w->t, w->req, sizeof(w->req), 4096, NULL, 0,
+                           NULL);
+    return NULL;
+}
+
+/* A SETLKW from @owner with @unique, laid out for test_send_raw() */
+static void lock_waiter_init(LockWaiter *w, TestFs *t, uint64_t ino,
+                             uint64_t unique, const struct fuse_lk_in *in)
+{
+    struct fuse_in_header h = {
+        .len = sizeof(w->req), .opcode = FUSE_SETLKW, .unique = unique,
+        .nodeid = ino, .pid = 1,
+    };
+
+    w->t = t;
+    memcpy(w->req, &h, sizeof(h));
+    memcpy(w->req + sizeof(h), in, sizeof(*in));
+}
+
+static unsigned int count_waiters(TestFs *t)
+{
+    unsigned int n;
+
+    g_mutex_lock(&t->fs.intr_lock);
+    n = g_hash_table_size(t->fs.waiters);
+    g_mutex_unlock(&t->fs.intr_lock);
+    return n;
+}
+
+static void send_interrupt(TestFs *t, uint64_t unique)
+{
+    TestReq *r = test_req_new(FUSE_INTERRUPT, 0);
+
+    test_req_add(r, &(struct fuse_interrupt_in){ .unique = unique },
+                 sizeof(struct fuse_interrupt_in));
+    t->hiprio = true;
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    t->hiprio = false;
+}
+
+/* FUSE_INTERRUPT ends a SETLKW's wait with EINTR, POSIX or BSD lock */
+static void test_interrupt_setlkw(TestFs *t, gconstpointer data)
+{
+    uint64_t fh2, fh, ino = test_create(t, FUSE_ROOT_ID, "l", O_RDWR, &fh);
+    struct fuse_lk_in in = {
+        .fh = fh, .owner = 1,
+        .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+    };
+    gint64 deadline;
+    LockWaiter w;
+    GThread *th;
+    int pass;
+
+    fh2 = test_open(t, ino, O_RDWR);
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
+    in.lk_flags = FUSE_LK_FLOCK;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
+
+    for (pass = 0; pass < 2; pass++) {
+        in.lk_flags = pass ? FUSE_LK_FLOCK : 0;
+        in.owner = 2;
+        in.fh = fh2;
+        lock_waiter_init(&w, t, ino, 1000 + pass, &in);
+        th = g_thread_new("waiter", lock_waiter_thread, &w);
+        deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+        while (count_waiters(t) == 0) {
+            g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+            g_usleep(1000);
+        }
+        /* Give it time to be inside fcntl()/flock() */
+        g_usleep(20 * 1000);
+        send_interrupt(t, 999);         /* not waiting: nothing happens */
+        g_usleep(20 * 1000);
+        g_assert_cmpuint(count_waiters(t), ==, 1);
+        send_interrupt(t, 1000 + pass);
+        g_thread_join(th);
+        g_assert_cmpint(w.ret, ==, -EINTR);
+        g_assert_cmpuint(count_waiters(t), ==, 0);
+    }
+
+    /* An INTERRUPT that overtook its request still counts */
+    send_interrupt(t, 2000);
+    in.lk_flags = 0;
+    lock_waiter_init(&w, t, ino, 2000, &in);
+    lock_waiter_thread(&w);
+    g_assert_cmpint(w.ret, ==, -EINTR);
+
+    /* Without an interrupt the wait ends with the lock */
+    lock_waiter_init(&w, t, ino, 3000, &in);
+    th = g_thread_new("waiter", lock_waiter_thread, &w);
+    in.owner = 1;
+    in.fh = fh;
+    in.lk.type = F_UNLCK;
+    g_usleep(20 * 1000);
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
+    g_thread_join(th);
+    g_assert_cmpint(w.ret, ==, 0);
+}
+
 static void test_tmpfile(TestFs *t, gconstpointer data)
 {
     TestReq *r = test_req_new(FUSE_TMPFILE, FUSE_ROOT_ID);
@@ -1322,6 +1431,7 @@ int main(int argc, char **argv)
     ADD("fallocate-lseek-copy", test_fallocate_lseek_copy);
     ADD("locks", test_locks);
     ADD("setlkw-no-wait", test_setlkw_no_wait);
+    ADD("interrupt-setlkw", test_interrupt_setlkw);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
