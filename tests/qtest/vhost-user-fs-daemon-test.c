@@ -41,6 +41,9 @@
 #define DIR_NAME "subdir"
 /* The guest sends no file handle with SETUPMAPPING */
 #define NO_FH UINT64_MAX
+/* Requests in flight at once; above virtiofsd's 64 lock waiters */
+#define MAX_PENDING 128
+#define QUEUE_SIZE 1024
 
 typedef struct TestCtx {
     char *dir;
@@ -53,7 +56,18 @@ typedef struct TestCtx {
     QVhostUserFSPCI *fs;
     QVirtQueue *vq[2];
     uint64_t unique;
+    /* Requests answered out of order, not yet waited for (fuse_wait()) */
+    uint32_t done_head[MAX_PENDING];
+    unsigned int n_done;
 } TestCtx;
+
+/* A request submitted without waiting for its reply */
+typedef struct Pending {
+    int qidx;
+    uint32_t head;
+    uint64_t req, rep;
+    uint64_t unique;
+} Pending;
 
 /* The 64-bit word at @offset of the shared file */
 static uint64_t pattern_word(uint64_t offset)
@@ -147,7 +161,7 @@ static bool start_daemon(TestCtx *t)
      */
     const char *argv[] = {
         NULL, sock_opt, dir_opt, "--sandbox=none", "--cache=never",
-        "--log-level=warn", NULL,
+        "--log-level=error", "--posix-lock", "--flock", NULL,
     };
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
     g_autoptr(GError) err = NULL;
@@ -206,9 +220,10 @@ static bool setup(TestCtx *t)
                           "size=%" PRIu64 "M,share=on -numa node,memdev=mem "
                           "-chardev socket,id=vuf,path=%s "
                           "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
-                          "addr=04.0,cache-size=%" PRIu64 "M",
+                          "addr=04.0,cache-size=%" PRIu64 "M,"
+                          "queue-size=%d",
                           RAM_SIZE / MiB, RAM_SIZE / MiB, t->sock,
-                          CACHE_SIZE / MiB);
+                          CACHE_SIZE / MiB, QUEUE_SIZE);
     t->qts = t->qs->qts;
     t->fs = qvhost_user_fs_pci_new(t->qs->pcibus, &addr);
     g_assert_nonnull(t->fs);
@@ -339,6 +354,89 @@ static int fuse_call(TestCtx *t, uint32_t opcode, uint64_t nodeid,
     guest_free(&t->qs->alloc, req);
     guest_free(&t->qs->alloc, rep);
     return oh.error;
+}
+
+/*
+ * The asynchronous form of fuse_call(), for requests that may wait (a
+ * SETLKW) and may be answered in any order, on queue @qidx (0: hiprio).
+ */
+static Pending fuse_submit(TestCtx *t, int qidx, uint32_t opcode,
+                           uint64_t nodeid, const void *arg, size_t arg_len)
+{
+    QVirtQueue *vq = t->vq[qidx];
+    struct fuse_in_header ih = {
+        .len = sizeof(ih) + arg_len,
+        .opcode = opcode,
+        .unique = ++t->unique,
+        .nodeid = nodeid,
+        .uid = geteuid(),
+        .gid = getegid(),
+        .pid = getpid(),
+    };
+    Pending p = {
+        .qidx = qidx,
+        .req = guest_alloc(&t->qs->alloc, ih.len),
+        .rep = guest_alloc(&t->qs->alloc, sizeof(struct fuse_out_header)),
+        .unique = ih.unique,
+    };
+
+    qtest_memwrite(t->qts, p.req, &ih, sizeof(ih));
+    if (arg_len) {
+        qtest_memwrite(t->qts, p.req + sizeof(ih), arg, arg_len);
+    }
+    p.head = qvirtqueue_add(t->qts, vq, p.req, ih.len, false, true);
+    qvirtqueue_add(t->qts, vq, p.rep, sizeof(struct fuse_out_header), true,
+                   false);
+    qvirtqueue_kick(t->qts, t->fs->fs.vdev, vq, p.head);
+    return p;
+}
+
+/* Whether @p was answered, without waiting; remembers what else was */
+static bool fuse_answered(TestCtx *t, Pending *p)
+{
+    QVirtioDevice *d = t->fs->fs.vdev;
+    QVirtQueue *vq = t->vq[p->qidx];
+    uint32_t head, len;
+    unsigned int i;
+
+    d->bus->get_queue_isr_status(d, vq);
+    while (qvirtqueue_get_buf(t->qts, vq, &head, &len)) {
+        g_assert_cmpuint(t->n_done, <, MAX_PENDING);
+        t->done_head[t->n_done++] = head;
+    }
+    for (i = 0; i < t->n_done; i++) {
+        if (t->done_head[i] == p->head) {
+            t->done_head[i] = t->done_head[--t->n_done];
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Waits for the reply to @p; returns its error (no payload expected) */
+static int fuse_wait(TestCtx *t, Pending *p)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    struct fuse_out_header oh;
+
+    while (!fuse_answered(t, p)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    qtest_memread(t->qts, p->rep, &oh, sizeof(oh));
+    g_assert_cmpuint(oh.unique, ==, p->unique);
+    g_assert_cmpuint(oh.len, ==, sizeof(oh));
+    guest_free(&t->qs->alloc, p->req);
+    guest_free(&t->qs->alloc, p->rep);
+    return oh.error;
+}
+
+static int fuse_call_async(TestCtx *t, int qidx, uint32_t opcode,
+                           uint64_t nodeid, const void *arg, size_t arg_len)
+{
+    Pending p = fuse_submit(t, qidx, opcode, nodeid, arg, arg_len);
+
+    return fuse_wait(t, &p);
 }
 
 static void fuse_init(TestCtx *t)
@@ -705,6 +803,87 @@ static void test_daemon_exit_drops_mappings(void)
     teardown(&t);
 }
 
+static struct fuse_lk_in lock_arg(uint64_t fh, uint64_t owner, uint32_t type,
+                                  uint64_t start, uint64_t end)
+{
+    return (struct fuse_lk_in) {
+        .fh = fh,
+        .owner = owner,
+        .lk = { .start = start, .end = end, .type = type },
+    };
+}
+
+/*
+ * Lock waits (SETLKW) run where they hold up nothing: not on hiprio, not
+ * in the request queue's thread; and there is a bound on them.
+ */
+static void test_lock_waits(void)
+{
+    Pending waiters[64], p;
+    struct fuse_lk_in lk;
+    struct fuse_access_in ain = { .mask = R_OK };
+    uint64_t ino, fh;
+    unsigned int i;
+    TestCtx t;
+
+    if (!setup(&t)) {
+        teardown(&t);
+        return;
+    }
+    ino = open_pattern(&t, O_RDWR, &fh);
+    lk = lock_arg(fh, 1, F_WRLCK, 0, 4095);
+    g_assert_cmpint(fuse_call_async(&t, REQUEST_QUEUE, FUSE_SETLK, ino, &lk,
+                                    sizeof(lk)), ==, 0);
+
+    /* On hiprio it is refused at once instead of blocking the queue */
+    lk = lock_arg(fh, 2, F_RDLCK, 0, 4095);
+    g_assert_cmpint(fuse_call_async(&t, 0, FUSE_SETLKW, ino, &lk, sizeof(lk)),
+                    ==, -EINVAL);
+
+    /* As many waiters as virtiofsd keeps... */
+    for (i = 0; i < G_N_ELEMENTS(waiters); i++) {
+        lk = lock_arg(fh, 100 + i, F_RDLCK, 0, 4095);
+        waiters[i] = fuse_submit(&t, REQUEST_QUEUE, FUSE_SETLKW, ino, &lk,
+                                 sizeof(lk));
+    }
+    /* ...and the same queue still serves everything else */
+    for (i = 0; i < 4; i++) {
+        g_assert_cmpint(fuse_call_async(&t, REQUEST_QUEUE, FUSE_ACCESS, ino,
+                                        &ain, sizeof(ain)), ==, 0);
+    }
+    /* Past the bound, a taken lock fails instead of waiting; a free one */
+    lk = lock_arg(fh, 200, F_RDLCK, 0, 4095);
+    g_assert_cmpint(fuse_call_async(&t, REQUEST_QUEUE, FUSE_SETLKW, ino, &lk,
+                                    sizeof(lk)), ==, -ENOLCK);
+    lk = lock_arg(fh, 201, F_WRLCK, 8192, 8192);
+    g_assert_cmpint(fuse_call_async(&t, REQUEST_QUEUE, FUSE_SETLKW, ino, &lk,
+                                    sizeof(lk)), ==, 0);
+    for (i = 0; i < G_N_ELEMENTS(waiters); i++) {
+        g_assert_false(fuse_answered(&t, &waiters[i]));
+    }
+
+    /* Once the lock goes, every waiter gets its (shared) lock */
+    lk = lock_arg(fh, 1, F_UNLCK, 0, 4095);
+    g_assert_cmpint(fuse_call_async(&t, REQUEST_QUEUE, FUSE_SETLK, ino, &lk,
+                                    sizeof(lk)), ==, 0);
+    for (i = 0; i < G_N_ELEMENTS(waiters); i++) {
+        g_assert_cmpint(fuse_wait(&t, &waiters[i]), ==, 0);
+    }
+    /* The bound counts waiters, not waits that ever were: this one waits */
+    lk = lock_arg(fh, 1, F_WRLCK, 16384, 16384);
+    g_assert_cmpint(fuse_call_async(&t, REQUEST_QUEUE, FUSE_SETLK, ino, &lk,
+                                    sizeof(lk)), ==, 0);
+    lk = lock_arg(fh, 300, F_RDLCK, 16384, 16384);
+    p = fuse_submit(&t, REQUEST_QUEUE, FUSE_SETLKW, ino, &lk, sizeof(lk));
+    g_usleep(100 * 1000);
+    g_assert_false(fuse_answered(&t, &p));
+    lk = lock_arg(fh, 1, F_UNLCK, 16384, 16384);
+    g_assert_cmpint(fuse_call_async(&t, REQUEST_QUEUE, FUSE_SETLK, ino, &lk,
+                                    sizeof(lk)), ==, 0);
+    g_assert_cmpint(fuse_wait(&t, &p), ==, 0);
+    teardown(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -726,6 +905,7 @@ int main(int argc, char **argv)
                    test_destroy_drops_mappings);
     qtest_add_func("/vhost-user-fs-daemon/window/daemon-exit-drops-mappings",
                    test_daemon_exit_drops_mappings);
+    qtest_add_func("/vhost-user-fs-daemon/lock-waits", test_lock_waits);
 
     return g_test_run();
 }

@@ -50,7 +50,12 @@ int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
     }
     memset(out, 0, sizeof(*out));
     out->fh = vfsd_handle_new(fs, fd, O_RDONLY, inode, true);
-    if (fs->opts->cache == VFSD_CACHE_ALWAYS) {
+    /*
+     * As the Rust virtiofsd: directory listings are metadata, cached with
+     * it; FOPEN_KEEP_CACHE keeps them across opens.
+     */
+    if (fs->opts->cache == VFSD_CACHE_ALWAYS ||
+        fs->opts->cache == VFSD_CACHE_METADATA) {
         out->open_flags |= FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE;
     }
     return 0;

@@ -33,6 +33,14 @@ static int open_flags(VfsdFs *fs, uint32_t flags)
     int f = flags & VFSD_OPEN_FLAGS;
 
     /*
+     * O_DIRECT from the guest is about its own page cache; on the host
+     * it only adds alignment rules the guest's requests need not meet.
+     */
+    if (!fs->opts->allow_direct_io) {
+        f &= ~O_DIRECT;
+    }
+
+    /*
      * With a writeback cache the guest reads pages it writes partially,
      * and it does O_APPEND positioning itself.
      */
@@ -45,8 +53,8 @@ static int open_flags(VfsdFs *fs, uint32_t flags)
     return f;
 }
 
-static void fill_open_out(VfsdFs *fs, uint64_t fh, bool is_dir,
-                          struct fuse_open_out *out)
+/* What the cache mode lets the guest keep of an open file (see fs-dir.c) */
+static void fill_open_out(VfsdFs *fs, uint64_t fh, struct fuse_open_out *out)
 {
     memset(out, 0, sizeof(*out));
     out->fh = fh;
@@ -54,18 +62,19 @@ static void fill_open_out(VfsdFs *fs, uint64_t fh, bool is_dir,
     case VFSD_CACHE_NEVER:
     case VFSD_CACHE_METADATA:
         /* No file data in the guest's page cache (DAX is not affected) */
-        if (!is_dir) {
-            out->open_flags |= FOPEN_DIRECT_IO;
-        }
+        out->open_flags |= FOPEN_DIRECT_IO;
+        /*
+         * Direct writes that do not extend the file need not exclude
+         * each other in the guest: ours are plain pwrite()s.  The guest
+         * ignores the flag without FOPEN_DIRECT_IO.
+         */
+        out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
         break;
     case VFSD_CACHE_AUTO:
         break;
     case VFSD_CACHE_ALWAYS:
-        out->open_flags |= is_dir ? FOPEN_CACHE_DIR : FOPEN_KEEP_CACHE;
+        out->open_flags |= FOPEN_KEEP_CACHE;
         break;
-    }
-    if (!is_dir) {
-        out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
     }
 }
 
@@ -124,7 +133,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         return fd;
     }
     (void)ctx;
-    fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), false, out);
+    fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
     return 0;
 }
 
@@ -133,12 +142,18 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
  * Opening first and checking after would already have opened a device
  * node or FIFO the guest made there (CVE-2020-35517); the O_PATH fd pins
  * the inode we checked.  Sets errno on failure, like openat().
+ *
+ * The guest counts on O_TRUNC here (FUSE_ATOMIC_O_TRUNC: it does not
+ * truncate a file CREATE opened), so the file is truncated as an OPEN
+ * with O_TRUNC would: no DAX mapping may cover the cut range meanwhile.
  */
 static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
-                         int flags)
+                         int flags, bool kill_priv)
 {
+    g_autoptr(VfsdInode) inode = NULL;
     char procname[32];
     struct stat st;
+    bool dropped = false;
     int pfd, fd, err;
 
     pfd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -151,9 +166,30 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
         err = S_ISDIR(st.st_mode) ? EISDIR :
               S_ISLNK(st.st_mode) ? ELOOP : ENXIO;
     } else {
+        if (flags & O_TRUNC) {
+            /* Only an inode the guest knows can have mappings */
+            inode = vfsd_inode_find(fs, pfd);
+            if (inode) {
+                vfsd_dax_guest_resize(fs, inode, 0);
+            }
+            err = kill_priv ? -vfsd_drop_fsetid(&dropped) : 0;
+            if (err) {
+                if (inode) {
+                    vfsd_dax_guest_grew(fs, inode);
+                }
+                close(pfd);
+                errno = err;
+                return -1;
+            }
+        }
         snprintf(procname, sizeof(procname), "%d", pfd);
         fd = openat(fs->proc_self_fd, procname, flags | O_CLOEXEC);
         err = errno;
+        vfsd_restore_fsetid(dropped);
+        if (inode) {
+            /* Refused, or another writer already grew it */
+            vfsd_dax_guest_grew(fs, inode);
+        }
         close(pfd);
         errno = err;
         return fd;
@@ -164,12 +200,15 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
 }
 
 int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
-                   const char *name, uint32_t flags, mode_t mode,
-                   mode_t umask, bool tmpfile, struct fuse_entry_out *e,
-                   struct fuse_open_out *out)
+                   const char *name, uint32_t flags, uint32_t fuse_open_flags,
+                   mode_t mode, mode_t umask, bool tmpfile,
+                   struct fuse_entry_out *e, struct fuse_open_out *out)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+    /* A file we create is empty: O_TRUNC only matters for one that exists */
     int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
+    bool kill_priv = (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+                     (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID);
     VfsdSavedCreds old;
     char procname[32];
     bool masked;
@@ -209,7 +248,9 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                     f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
                     O_NONBLOCK, mode);
         if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
-            fd = open_existing(fs, dir, name, f | O_NONBLOCK);
+            fd = open_existing(fs, dir, name,
+                               f | (flags & O_TRUNC) | O_NONBLOCK,
+                               kill_priv);
         }
     }
     ret = fd < 0 ? -errno : 0;
@@ -254,8 +295,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
             vfsd_fd_release(fs);
             return -EIO;
         }
-        fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), false,
-                      out);
+        fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
     }
     return 0;
 
@@ -585,8 +625,12 @@ int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
     return 0;
 }
 
+/*
+ * @waiter: NULL for SETLK, which does not wait; for SETLKW, what lets an
+ * INTERRUPT end the wait with EINTR.
+ */
 int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
-                  bool sleep)
+                  VfsdWaiter *waiter)
 {
     g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
     struct flock l;
@@ -612,17 +656,30 @@ int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
         default:
             return -EINVAL;
         }
-        if (!sleep) {
+        if (!waiter) {
             op |= LOCK_NB;
         }
-        return flock(h->fd, op) < 0 ? -errno : 0;
+        do {
+            if (waiter && vfsd_waiter_interrupted(fs, waiter)) {
+                return -EINTR;
+            }
+            ret = flock(h->fd, op) < 0 ? -errno : 0;
+        } while (ret == -EINTR);
+        return ret;
     }
 
     fd = plock_begin(fs, h, in, &l);
     if (fd < 0) {
         return fd;
     }
-    ret = fcntl(fd, sleep ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0 ? -errno : 0;
+    do {
+        if (waiter && vfsd_waiter_interrupted(fs, waiter)) {
+            ret = -EINTR;
+            break;
+        }
+        ret = fcntl(fd, waiter ? F_OFD_SETLKW : F_OFD_SETLK, &l) < 0 ?
+              -errno : 0;
+    } while (ret == -EINTR);
     plock_fd_done(fs, fd);
     return ret;
 }

@@ -38,6 +38,9 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
     g_mutex_init(&fs->umask_lock);
     fs->handles = g_hash_table_new(g_int64_hash, g_int64_equal);
     fs->next_fh = 1;
+    if (!vfsd_intr_init(fs, err)) {
+        return false;
+    }
 
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
         rl.rlim_cur <= 2 * VFSD_FD_RESERVE) {
@@ -106,6 +109,7 @@ void vfsd_fs_cleanup(VfsdFs *fs)
     g_hash_table_destroy(fs->handles);
     g_mutex_clear(&fs->handles_lock);
     g_mutex_clear(&fs->umask_lock);
+    vfsd_intr_cleanup(fs);
 }
 
 bool vfsd_fd_reserve(VfsdFs *fs)

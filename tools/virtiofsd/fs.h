@@ -10,6 +10,8 @@
 #define VIRTIOFSD_FS_H
 
 #include <glib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -75,6 +77,20 @@ typedef struct VfsdHandle {
     bool is_dir;
 } VfsdHandle;
 
+/*
+ * A request waiting in a call that may block without end (SETLKW), so
+ * that FUSE_INTERRUPT can end the wait (intr.c).
+ */
+typedef struct VfsdWaiter {
+    uint64_t unique;
+    pthread_t thread;
+    bool interrupted;           /* under VfsdFs.intr_lock */
+    bool done;                  /* same */
+} VfsdWaiter;
+
+/* Makes a blocking system call of the thread fail with EINTR */
+#define VFSD_INTR_SIGNAL SIGUSR1
+
 /* Who sent a request: creations are done with the guest's ids */
 typedef struct VfsdCtx {
     uid_t uid;
@@ -104,6 +120,14 @@ struct VfsdFs {
      */
     GMutex umask_lock;
 
+    /* Requests that wait, by unique, for FUSE_INTERRUPT (intr.c) */
+    GMutex intr_lock;
+    GCond intr_cond;
+    GHashTable *waiters;
+    uint64_t intr_early[16];    /* interrupted before they came; 0: none */
+    unsigned int intr_early_next;
+    bool intr_closing;          /* waits end at once (disconnect) */
+
     /* Negotiated by FUSE_INIT */
     bool initialized;
     uint32_t proto_minor;
@@ -131,6 +155,7 @@ void vfsd_inodes_init(VfsdInodeStore *st);
 bool vfsd_inodes_set_root(VfsdFs *fs, int fd);
 void vfsd_inodes_destroy(VfsdFs *fs);
 VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid);
+VfsdInode *vfsd_inode_find(VfsdFs *fs, int fd);
 void vfsd_inode_ref(VfsdInode *inode);
 void vfsd_inode_unref(VfsdInode *inode);
 int vfsd_inode_do_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
@@ -177,9 +202,9 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
                  uint32_t flags, uint32_t open_flags,
                  struct fuse_open_out *out);
 int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
-                   const char *name, uint32_t flags, mode_t mode,
-                   mode_t umask, bool tmpfile, struct fuse_entry_out *e,
-                   struct fuse_open_out *out);
+                   const char *name, uint32_t flags, uint32_t fuse_open_flags,
+                   mode_t mode, mode_t umask, bool tmpfile,
+                   struct fuse_entry_out *e, struct fuse_open_out *out);
 ssize_t vfsd_op_read(VfsdFs *fs, uint64_t fh, uint64_t offset,
                      uint32_t size, VfsdBuf *out);
 ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
@@ -198,7 +223,7 @@ ssize_t vfsd_op_copy_file_range(VfsdFs *fs,
 int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
                   struct fuse_file_lock *out);
 int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
-                  bool sleep);
+                  VfsdWaiter *waiter);
 
 int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
                     struct fuse_open_out *out);
@@ -216,6 +241,20 @@ int vfsd_op_removexattr(VfsdFs *fs, uint64_t nodeid, const char *name);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(VfsdInode, vfsd_inode_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(VfsdHandle, vfsd_handle_put)
+
+/*
+ * intr.c.  A request that may wait calls vfsd_waiter_begin() first,
+ * checks vfsd_waiter_interrupted() before each blocking call and after
+ * each EINTR, and calls vfsd_waiter_end() when done.
+ */
+bool vfsd_intr_init(VfsdFs *fs, char **err);
+void vfsd_intr_cleanup(VfsdFs *fs);
+void vfsd_waiter_begin(VfsdFs *fs, VfsdWaiter *w, uint64_t unique);
+bool vfsd_waiter_interrupted(VfsdFs *fs, VfsdWaiter *w);
+void vfsd_waiter_end(VfsdFs *fs, VfsdWaiter *w);
+void vfsd_interrupt(VfsdFs *fs, uint64_t unique);
+/* Every wait, and every later one, ends with EINTR */
+void vfsd_interrupt_all(VfsdFs *fs);
 
 /* fs.c: FUSE_DESTROY and disconnect */
 void vfsd_fs_reset(VfsdFs *fs);

@@ -76,6 +76,31 @@ VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid)
     return inode;
 }
 
+/*
+ * The inode the guest knows behind @fd, with a reference; NULL if the
+ * guest has not looked it up.  Adds no lookup.
+ */
+VfsdInode *vfsd_inode_find(VfsdFs *fs, int fd)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode key, *inode;
+    struct statx stx;
+
+    if (vfsd_statx(fd, &stx) < 0) {
+        return NULL;
+    }
+    key.dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+    key.ino = stx.stx_ino;
+    key.mnt_id = stx.stx_mnt_id;
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_key, &key);
+    if (inode) {
+        vfsd_inode_ref(inode);
+    }
+    g_mutex_unlock(&st->lock);
+    return inode;
+}
+
 /* Drops the table's reference once the guest forgot the inode */
 static void inode_unhash(VfsdInodeStore *st, VfsdInode *inode)
 {

@@ -73,11 +73,16 @@ static void check_shared_dir(const char *dir)
     }
 }
 
-static int listen_socket(const char *path)
+/*
+ * The socket gets the mode the caller's umask gives, as with the Rust
+ * virtiofsd: the daemon's own umask of 0 would let any local user connect
+ * as the front-end.
+ */
+static int listen_socket(const char *path, int gid, mode_t caller_umask)
 {
     struct sockaddr_un sun = { .sun_family = AF_UNIX };
     struct stat st;
-    int fd;
+    int fd, ret;
 
     if (strlen(path) >= sizeof(sun.sun_path)) {
         die("socket path too long");
@@ -91,10 +96,19 @@ static int listen_socket(const char *path)
     if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
         unlink(path);
     }
-    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
-        listen(fd, 1) < 0) {
+    umask(caller_umask);
+    ret = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+    umask(0);
+    if (ret < 0 || listen(fd, 1) < 0) {
         g_autofree char *msg = g_strdup_printf("cannot listen on %s: %s",
                                                path, strerror(errno));
+        die(msg);
+    }
+    /* What the group may do is what the umask left it */
+    if (gid >= 0 && chown(path, -1, gid) < 0) {
+        g_autofree char *msg = g_strdup_printf("cannot give %s to group %d: "
+                                               "%s", path, gid,
+                                               strerror(errno));
         die(msg);
     }
     return fd;
@@ -106,6 +120,7 @@ int main(int argc, char **argv)
     VfsdFs fs;
     g_autofree char *err = NULL;
     int conn = -1, lfd, root_fd, proc_fd;
+    mode_t caller_umask;
     bool ok;
 
     if (!vfsd_options_parse(&opts, argc, argv, &err)) {
@@ -134,7 +149,7 @@ int main(int argc, char **argv)
     }
 
     /* Modes come from the guest, already masked by its umask */
-    umask(0);
+    caller_umask = umask(0);
     set_rlimit(opts.rlimit_nofile);
     signal(SIGPIPE, SIG_IGN);
     if (!vfsd_creds_init(&err)) {
@@ -144,7 +159,7 @@ int main(int argc, char **argv)
     check_shared_dir(opts.shared_dir);
 
     if (opts.socket_path) {
-        lfd = listen_socket(opts.socket_path);
+        lfd = listen_socket(opts.socket_path, opts.socket_gid, caller_umask);
         vfsd_info("waiting for the front-end on %s", opts.socket_path);
     } else {
         int listening = 0;

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ void vfsd_options_usage(const char *prog)
     printf("Usage: %s --socket-path=PATH | --fd=N  --shared-dir=DIR [options]\n"
            "\n"
            "  --socket-path=PATH        listen for the front-end on PATH\n"
+           "  --socket-group=GROUP      group of the socket (a name or gid)\n"
            "  --fd=N                    the front-end's connection is fd N\n"
            "  --shared-dir=DIR          the directory to share\n"
            "  --cache=never|metadata|auto|always   guest caching (auto)\n"
@@ -54,6 +56,8 @@ void vfsd_options_usage(const char *prog)
            "  --announce-submounts      tell the guest about submounts\n"
            "  --readonly                refuse every change\n"
            "  --no-killpriv-v2          do not offer FUSE_HANDLE_KILLPRIV_V2\n"
+           "  --allow-direct-io         honour the guest's O_DIRECT (off:\n"
+           "                            dropped, the host page cache serves)\n"
            "  --allow-mmap              let the guest mmap files with\n"
            "                            --cache=never (no DAX)\n"
            "  --watch-truncate          unmap the DAX ranges of files the\n"
@@ -246,6 +250,9 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         { "killpriv_v2", offsetof(VfsdOptions, killpriv_v2), true },
         { "no_killpriv_v2", offsetof(VfsdOptions, killpriv_v2), false },
         { "allow_mmap", offsetof(VfsdOptions, allow_mmap), true },
+        { "allow_direct_io", offsetof(VfsdOptions, allow_direct_io), true },
+        { "no_allow_direct_io", offsetof(VfsdOptions, allow_direct_io),
+          false },
         { "posix_acl", offsetof(VfsdOptions, posix_acl), true },
         { "no_posix_acl", offsetof(VfsdOptions, posix_acl), false },
         { "watch_truncate", offsetof(VfsdOptions, watch_truncate), true },
@@ -287,6 +294,7 @@ void vfsd_options_free(VfsdOptions *opts)
 /* Options that take a value, as --name=value or --name value */
 enum {
     OPT_SOCKET_PATH,
+    OPT_SOCKET_GROUP,
     OPT_FD,
     OPT_SHARED_DIR,
     OPT_CACHE,
@@ -317,6 +325,7 @@ enum {
     OPT_VERSION,
     OPT_POSIX_ACL,
     OPT_ALLOW_MMAP,
+    OPT_ALLOW_DIRECT_IO,
     OPT_WATCH_TRUNCATE,
     OPT_STATS,
 };
@@ -327,6 +336,7 @@ static const struct {
 } option_names[] = {
     { "--socket-path", OPT_SOCKET_PATH },
     { "--socket", OPT_SOCKET_PATH },
+    { "--socket-group", OPT_SOCKET_GROUP },
     { "--fd", OPT_FD },
     { "--shared-dir", OPT_SHARED_DIR },
     { "--cache", OPT_CACHE },
@@ -359,6 +369,7 @@ static const struct {
     { "--version", OPT_VERSION },
     { "--posix-acl", OPT_POSIX_ACL },
     { "--allow-mmap", OPT_ALLOW_MMAP },
+    { "--allow-direct-io", OPT_ALLOW_DIRECT_IO },
     { "--watch-truncate", OPT_WATCH_TRUNCATE },
     { "--stats", OPT_STATS },
 };
@@ -376,6 +387,21 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         g_free(o->socket_path);
         o->socket_path = g_strdup(val);
         return true;
+    case OPT_SOCKET_GROUP: {
+        /* Resolved now: an unknown group is a usage error like any other */
+        struct group *gr = getgrnam(val);
+
+        if (gr) {
+            o->socket_gid = gr->gr_gid;
+        } else if (parse_u64(val, &n, INT_MAX)) {
+            o->socket_gid = n;
+        } else {
+            *err = g_strdup_printf("unknown group '%s' for --socket-group",
+                                   val);
+            return false;
+        }
+        return true;
+    }
     case OPT_FD:
         if (!parse_u64(val, &n, INT_MAX)) {
             *err = g_strdup_printf("invalid file descriptor '%s'", val);
@@ -485,6 +511,9 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     case OPT_ALLOW_MMAP:
         o->allow_mmap = true;
         return true;
+    case OPT_ALLOW_DIRECT_IO:
+        o->allow_direct_io = true;
+        return true;
     case OPT_WATCH_TRUNCATE:
         o->watch_truncate = true;
         return true;
@@ -501,6 +530,7 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
 
     memset(o, 0, sizeof(*o));
     o->fd = -1;
+    o->socket_gid = -1;
     o->cache = VFSD_CACHE_AUTO;
     o->sandbox = VFSD_SANDBOX_NAMESPACE;
     o->seccomp = VFSD_SECCOMP_KILL;
@@ -556,6 +586,11 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     }
     if ((o->socket_path != NULL) == (o->fd >= 0)) {
         *err = g_strdup("give exactly one of --socket-path=PATH and --fd=N");
+        return false;
+    }
+    /* libvirt owns a socket it passes with --fd, group included */
+    if (o->socket_gid >= 0 && !o->socket_path) {
+        *err = g_strdup("--socket-group needs --socket-path");
         return false;
     }
     /* ACLs travel as extended attributes */

@@ -48,6 +48,7 @@ typedef enum VfsdSeccomp {
 typedef struct VfsdOptions {
     char *socket_path;
     int fd;                     /* -1: listen on socket_path */
+    int socket_gid;             /* group of socket_path; -1: ours */
     char *shared_dir;
     VfsdCache cache;
     VfsdSandbox sandbox;
@@ -60,6 +61,7 @@ typedef struct VfsdOptions {
     bool readonly;
     bool killpriv_v2;
     bool allow_mmap;
+    bool allow_direct_io;       /* honour the guest's O_DIRECT */
     bool posix_acl;             /* FUSE_POSIX_ACL; needs xattr */
     VfsdIdMap uid_map;          /* guest <-> host ids; empty: identity */
     VfsdIdMap gid_map;

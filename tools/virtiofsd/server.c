@@ -37,6 +37,7 @@ typedef struct VfsdReq {
     VfsdBuf *out;
     struct fuse_in_header h;
     VfsdCtx ctx;
+    bool no_wait;               /* a SETLKW must not wait (see server.h) */
     size_t written;
 } VfsdReq;
 
@@ -303,6 +304,24 @@ static void do_forget(VfsdReq *r)
     }
 }
 
+/*
+ * Only waits can be interrupted (SETLKW): every other request finishes on
+ * its own.  Linux's virtio-fs driver does not send INTERRUPT (as of 6.12);
+ * others may.  It gets no reply, as the guest expects for one that found
+ * its request, and whatever is wrong with it is not worth the guest's
+ * attention either.
+ */
+static void do_interrupt(VfsdReq *r)
+{
+    struct fuse_interrupt_in in;
+
+    if (vfsd_buf_read(r->in, &in, sizeof(in))) {
+        vfsd_interrupt(r->fs, in.unique);
+    } else {
+        vfsd_guest_error("INTERRUPT: truncated request");
+    }
+}
+
 static void do_batch_forget(VfsdReq *r)
 {
     struct fuse_batch_forget_in in;
@@ -498,7 +517,7 @@ static void do_create(VfsdReq *r, bool tmpfile)
         return;
     }
     ret = vfsd_op_create(r->fs, &r->ctx, r->h.nodeid, name, in.flags,
-                         in.mode, in.umask, tmpfile, &e, &o);
+                         in.open_flags, in.mode, in.umask, tmpfile, &e, &o);
     if (ret < 0) {
         reply_err(r, ret);
     } else {
@@ -704,10 +723,29 @@ static void do_getlk(VfsdReq *r)
 static void do_setlk(VfsdReq *r, bool sleep)
 {
     struct fuse_lk_in in;
+    int ret;
 
-    if (get_arg(r, &in, sizeof(in))) {
-        reply_status(r, vfsd_op_setlk(r->fs, in.fh, &in, sleep));
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
     }
+    if (sleep && r->no_wait) {
+        /* The lock if it is free, rather than a wait nobody would serve */
+        ret = vfsd_op_setlk(r->fs, in.fh, &in, NULL);
+        if (ret == -EAGAIN) {
+            vfsd_guest_error("SETLKW: too many lock waiters, refused with "
+                             "ENOLCK");
+            ret = -ENOLCK;
+        }
+    } else if (sleep) {
+        VfsdWaiter w;
+
+        vfsd_waiter_begin(r->fs, &w, r->h.unique);
+        ret = vfsd_op_setlk(r->fs, in.fh, &in, &w);
+        vfsd_waiter_end(r->fs, &w);
+    } else {
+        ret = vfsd_op_setlk(r->fs, in.fh, &in, NULL);
+    }
+    reply_status(r, ret);
 }
 
 static void do_access(VfsdReq *r)
@@ -818,12 +856,31 @@ bool vfsd_request_may_block(const VfsdBuf *in)
     return vfsd_buf_read(&peek, &h, sizeof(h)) && h.opcode == FUSE_SETLKW;
 }
 
-size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+/*
+ * What the hiprio queue carries.  Its requests are run as they arrive, in
+ * the queue's thread: anything else there (a SETLKW, a slow FSYNC) would
+ * hold up that thread and the forgets behind it.
+ */
+static bool hiprio_opcode(uint32_t opcode)
+{
+    return opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET ||
+           opcode == FUSE_INTERRUPT;
+}
+
+typedef enum VfsdRunMode {
+    VFSD_RUN_NORMAL,
+    VFSD_RUN_HIPRIO,
+    VFSD_RUN_NO_WAIT,
+} VfsdRunMode;
+
+static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out,
+                      VfsdRunMode mode)
 {
     VfsdReq req = {
         .fs = fs,
         .in = in,
         .out = out,
+        .no_wait = mode == VFSD_RUN_NO_WAIT,
     };
     VfsdReq *r = &req;
     size_t avail = vfsd_buf_remaining(in);
@@ -852,6 +909,13 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
                opname(r->h.opcode), (uint64_t)r->h.unique,
                (uint64_t)r->h.nodeid, r->h.len);
 
+    if (mode == VFSD_RUN_HIPRIO && !hiprio_opcode(r->h.opcode)) {
+        vfsd_guest_error("%s on the hiprio queue, which only takes FORGET, "
+                         "BATCH_FORGET and INTERRUPT", opname(r->h.opcode));
+        reply_err(r, -EINVAL);
+        return r->written;
+    }
+
     if (!fs->initialized && r->h.opcode != FUSE_INIT) {
         vfsd_guest_error("%s before INIT", opname(r->h.opcode));
         reply_err(r, -EIO);
@@ -876,10 +940,7 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
         do_batch_forget(r);
         return 0;
     case FUSE_INTERRUPT:
-        /*
-         * Linux's virtio-fs driver does not send it; requests here finish
-         * on their own, so there is nothing to interrupt.
-         */
+        do_interrupt(r);
         return 0;
     case FUSE_GETATTR:
         do_getattr(r);
@@ -1009,6 +1070,21 @@ size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
         vfsd_stats_record(fs->stats, r->h.opcode, start);
     }
     return r->written;
+}
+
+size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+{
+    return process(fs, in, out, VFSD_RUN_NORMAL);
+}
+
+size_t vfsd_process_hiprio(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+{
+    return process(fs, in, out, VFSD_RUN_HIPRIO);
+}
+
+size_t vfsd_process_no_wait(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+{
+    return process(fs, in, out, VFSD_RUN_NO_WAIT);
 }
 
 const char *vfsd_opname(uint32_t opcode)

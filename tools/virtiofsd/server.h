@@ -25,6 +25,20 @@
 size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
 
 /*
+ * The same for a request from the hiprio queue (queue 0), which the
+ * transport runs in its queue thread: anything but FORGET, BATCH_FORGET
+ * and INTERRUPT gets EINVAL without being run.
+ */
+size_t vfsd_process_hiprio(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
+
+/*
+ * The same for a request that may block (see vfsd_request_may_block())
+ * when the transport has no room left to let it wait: a SETLKW takes the
+ * lock if it is free and fails with ENOLCK if not.
+ */
+size_t vfsd_process_no_wait(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
+
+/*
  * Whether the request may block indefinitely (SETLKW), so the transport
  * runs it where it cannot hold up its queue.
  */

@@ -33,7 +33,12 @@
 
 /* Queue 0 is hiprio; QEMU enables as many request queues as it wants */
 #define VFSD_MAX_QUEUES (1 + 64)
-/* Concurrent blocking requests (SETLKW) */
+/*
+ * Blocking requests (SETLKW) waiting at once, each in a thread of its
+ * own.  Past that a SETLKW fails with ENOLCK if its lock is taken: a
+ * guest that has this many lock waiters is more likely broken than
+ * patient, and a bound is what keeps it from costing threads without end.
+ */
 #define VFSD_MAX_BLOCKING 64
 
 typedef struct VfsdDev VfsdDev;
@@ -58,6 +63,7 @@ struct VfsdDev {
     VfsdQueue *queues[VFSD_MAX_QUEUES];
     GThreadPool *pool;
     GThreadPool *blocking_pool;
+    gint blocking;              /* requests handed to blocking_pool */
     uint64_t next_gen;
     int panic_fd;               /* wakes the main thread up on vu_panic() */
     /* --watch-truncate: a thread reads the inotify events */
@@ -128,8 +134,11 @@ static void complete(VfsdElem *el, size_t written)
     free(el);
 }
 
-/* Called with dispatch_lock held for reading: guest memory stays mapped */
-static void process_elem(VfsdElem *el)
+/*
+ * Called with dispatch_lock held for reading: guest memory stays mapped.
+ * @no_wait: a blocking request that has no thread to wait in.
+ */
+static void process_elem(VfsdElem *el, bool no_wait)
 {
     VfsdDev *dev = el->dev;
     g_autofree VfsdSeg *out_segs = elem_segs(&el->elem, false);
@@ -144,7 +153,13 @@ static void process_elem(VfsdElem *el)
     /* The guest's out buffers are our input */
     vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
     vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
-    written = vfsd_process_request(dev->fs, &in, &out);
+    if (el->qidx == 0) {
+        written = vfsd_process_hiprio(dev->fs, &in, &out);
+    } else if (no_wait) {
+        written = vfsd_process_no_wait(dev->fs, &in, &out);
+    } else {
+        written = vfsd_process_request(dev->fs, &in, &out);
+    }
     complete(el, written);
 }
 
@@ -154,7 +169,7 @@ static void pool_worker(gpointer data, gpointer user_data)
     VfsdDev *dev = el->dev;
 
     pthread_rwlock_rdlock(&dev->dispatch_lock);
-    process_elem(el);
+    process_elem(el, false);
     pthread_rwlock_unlock(&dev->dispatch_lock);
 }
 
@@ -201,6 +216,7 @@ static void blocking_worker(gpointer data, gpointer user_data)
     }
     complete(el, written);
     pthread_rwlock_unlock(&dev->dispatch_lock);
+    g_atomic_int_add(&dev->blocking, -1);
 }
 
 /*
@@ -244,7 +260,12 @@ static void drain_queue(VfsdQueue *q)
         el->counted = false;
 
         if (q->qidx > 0 && elem_may_block(dev, &el->elem)) {
-            g_thread_pool_push(dev->blocking_pool, el, NULL);
+            if (g_atomic_int_add(&dev->blocking, 1) < VFSD_MAX_BLOCKING) {
+                g_thread_pool_push(dev->blocking_pool, el, NULL);
+            } else {
+                g_atomic_int_add(&dev->blocking, -1);
+                process_elem(el, true);
+            }
         } else if (dev->pool && q->qidx > 0) {
             el->counted = true;
             g_mutex_lock(&q->inflight_lock);
@@ -252,8 +273,11 @@ static void drain_queue(VfsdQueue *q)
             g_mutex_unlock(&q->inflight_lock);
             g_thread_pool_push(dev->pool, el, NULL);
         } else {
-            /* Also FORGETs on hiprio: quick, no need to hand them over */
-            process_elem(el);
+            /*
+             * Hiprio requests are quick (the others there are refused):
+             * no need to hand them over.
+             */
+            process_elem(el, false);
         }
         pthread_rwlock_unlock(&dev->dispatch_lock);
     }
@@ -634,8 +658,12 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     if (dev->pool) {
         g_thread_pool_free(dev->pool, FALSE, TRUE);
     }
-    /* Blocked lock waiters cannot be joined; they die with the process */
-    g_thread_pool_free(dev->blocking_pool, TRUE, FALSE);
+    /*
+     * Lock waiters give up (EINTR) and their replies are dropped: nothing
+     * of theirs may run on once the file system and dev are gone.
+     */
+    vfsd_interrupt_all(fs);
+    g_thread_pool_free(dev->blocking_pool, FALSE, TRUE);
 
     /* The front-end drops its mappings on disconnect */
     vfsd_dax_forget_all(fs);

@@ -335,6 +335,29 @@ static void test_guest_shrink_cuts(DaxFixture *d, gconstpointer data)
     g_assert_cmpuint(d->fake.maps->len, ==, 0);
 }
 
+/* CREATE with O_TRUNC of a file that exists cuts like OPEN with O_TRUNC */
+static void test_create_trunc_cuts(DaxFixture *d, gconstpointer data)
+{
+    TestReq *r;
+    struct stat st;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 8 * MiB, 2 * MiB, 3), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR | O_TRUNC,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "file");
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(d->t.dir_fd, "file", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "unmap 0+200000;unmap 800000+200000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+}
+
 static void test_destroy_unmaps_all(DaxFixture *d, gconstpointer data)
 {
     TestReq *r;
@@ -684,6 +707,7 @@ int main(int argc, char **argv)
     ADD("without-replace", test_without_replace, 1);
     ADD("bad-requests", test_bad_requests, 0);
     ADD("guest-shrink-cuts", test_guest_shrink_cuts, 0);
+    ADD("create-trunc-cuts", test_create_trunc_cuts, 0);
     ADD("destroy-unmaps-all", test_destroy_unmaps_all, 0);
     ADD("mapping-keeps-inode", test_mapping_keeps_inode, 0);
     ADD("remove-does-not-wait", test_remove_does_not_wait, FAKE_NOWAIT);

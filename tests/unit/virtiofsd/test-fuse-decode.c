@@ -408,6 +408,66 @@ static void test_fd_limit(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, "f3"), ==, -ENFILE);
 }
 
+/*
+ * The hiprio queue is served in its queue thread: only the requests that
+ * cannot block are run there, anything else is refused unrun.
+ */
+static void test_hiprio_queue(TestFs *t, gconstpointer data)
+{
+    struct fuse_getattr_in gin = { 0 };
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    struct fuse_interrupt_in iin = { .unique = 12345 };
+    struct fuse_lk_in lin = {
+        .owner = 1,
+        .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+    };
+    struct flock l = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+    uint64_t ino, fh;
+    TestReq *r;
+    int fd;
+
+    ino = test_create(t, FUSE_ROOT_ID, "locked", O_RDWR, &fh);
+    t->hiprio = true;
+
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &gin, sizeof(gin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    /* Neither run nor waited for: the range stays free on the host */
+    lin.fh = fh;
+    r = test_req_new(FUSE_SETLKW, ino);
+    test_req_add(r, &lin, sizeof(lin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &lin, sizeof(lin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    fd = openat(t->dir_fd, "locked", O_RDWR | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(fcntl(fd, F_OFD_GETLK, &l), ==, 0);
+    g_assert_cmpint(l.l_type, ==, F_UNLCK);
+    close(fd);
+
+    /* An INIT there is refused too, even as the first request */
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &(struct fuse_init_in){ .major = 7, .minor = 41 },
+                 sizeof(struct fuse_init_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+
+    /* What belongs there is served, without a reply */
+    r = test_req_new(FUSE_INTERRUPT, 0);
+    test_req_add(r, &iin, sizeof(iin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_FORGET, ino);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+
+    /* The forget took: the create's lookup was the only one */
+    t->hiprio = false;
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &gin, sizeof(gin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -429,6 +489,7 @@ int main(int argc, char **argv)
     ADD("write-length-lies", test_write_length_lies);
     ADD("read-small-buffer", test_read_small_buffer);
     ADD("fd-limit", test_fd_limit);
+    ADD("hiprio-queue", test_hiprio_queue);
     g_test_add("/virtiofsd/decode/segmented/1", TestFs, GUINT_TO_POINTER(1),
                setup, test_segmented, teardown);
     g_test_add("/virtiofsd/decode/segmented/7", TestFs, GUINT_TO_POINTER(7),

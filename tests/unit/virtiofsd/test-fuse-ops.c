@@ -113,6 +113,65 @@ static void test_create_write_read(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_write(t, ino, fh, 0, "x", 1), ==, 1);
 }
 
+static int create_name(TestFs *t, const char *name, uint32_t flags,
+                      struct fuse_entry_out *e)
+{
+    TestReq *r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    struct {
+        struct fuse_entry_out e;
+        struct fuse_open_out o;
+    } out;
+    int ret;
+
+    test_req_add(r, &(struct fuse_create_in){ .flags = flags,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, name);
+    ret = test_send(t, r, 4096, &out, sizeof(out), NULL);
+    if (e) {
+        *e = out.e;
+    }
+    return ret;
+}
+
+/*
+ * With FUSE_ATOMIC_O_TRUNC the guest leaves O_TRUNC of a CREATE to us,
+ * also when the name turns out to exist (created on the host, or by
+ * another guest, since the guest's lookup).
+ */
+static void test_create_trunc_existing(TestFs *t, gconstpointer data)
+{
+    struct fuse_entry_out e;
+    struct stat st;
+    int fd;
+
+    fd = openat(t->dir_fd, "old", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(write(fd, "old data", 8), ==, 8);
+    close(fd);
+
+    /* Without O_TRUNC the data stays */
+    g_assert_cmpint(create_name(t, "old", O_RDWR, &e), ==, 0);
+    g_assert_cmpuint(e.attr.size, ==, 8);
+    g_assert_cmpint(fstatat(t->dir_fd, "old", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 8);
+
+    g_assert_cmpint(create_name(t, "old", O_RDWR | O_TRUNC, &e), ==, 0);
+    g_assert_cmpuint(e.attr.size, ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "old", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 0);
+
+    /* O_EXCL still refuses it, and truncates nothing */
+    fd = openat(t->dir_fd, "old", O_WRONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(write(fd, "again", 5), ==, 5);
+    close(fd);
+    g_assert_cmpint(create_name(t, "old", O_RDWR | O_TRUNC | O_EXCL, NULL),
+                    ==, -EEXIST);
+    g_assert_cmpint(fstatat(t->dir_fd, "old", &st, 0), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 5);
+}
+
 static void test_guest_credentials(TestFs *t, gconstpointer data)
 {
     g_autofree char *err = NULL;
@@ -659,6 +718,153 @@ static void test_locks(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
 }
 
+static int setlk_req(TestFs *t, uint64_t ino, uint32_t opcode,
+                     const struct fuse_lk_in *in)
+{
+    TestReq *r = test_req_new(opcode, ino);
+
+    test_req_add(r, in, sizeof(*in));
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+/*
+ * A SETLKW the transport has no thread left to wait in: the lock if it
+ * is free, ENOLCK if it is taken (POSIX and BSD locks alike).
+ */
+static void test_setlkw_no_wait(TestFs *t, gconstpointer data)
+{
+    uint64_t fh2, fh, ino = test_create(t, FUSE_ROOT_ID, "l", O_RDWR, &fh);
+    struct fuse_lk_in in = {
+        .fh = fh, .owner = 1,
+        .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+    };
+
+    fh2 = test_open(t, ino, O_RDWR);
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
+    t->no_wait = true;
+    in.owner = 2;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLKW, &in), ==, -ENOLCK);
+    in.lk.start = 100;
+    in.lk.end = 199;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLKW, &in), ==, 0);
+
+    in.lk_flags = FUSE_LK_FLOCK;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLKW, &in), ==, 0);
+    in.fh = fh2;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLKW, &in), ==, -ENOLCK);
+    /* Only SETLKW is affected: SETLK answers EAGAIN as always */
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, -EAGAIN);
+}
+
+typedef struct LockWaiter {
+    TestFs *t;
+    uint8_t req[sizeof(struct fuse_in_header) + sizeof(struct fuse_lk_in)];
+    int ret;
+} LockWaiter;
+
+static gpointer lock_waiter_thread(gpointer opaque)
+{
+    LockWaiter *w = opaque;
+
+    w->ret = test_send_raw(w->t, w->req, sizeof(w->req), 4096, NULL, 0,
+                           NULL);
+    return NULL;
+}
+
+/* A SETLKW from @owner with @unique, laid out for test_send_raw() */
+static void lock_waiter_init(LockWaiter *w, TestFs *t, uint64_t ino,
+                             uint64_t unique, const struct fuse_lk_in *in)
+{
+    struct fuse_in_header h = {
+        .len = sizeof(w->req), .opcode = FUSE_SETLKW, .unique = unique,
+        .nodeid = ino, .pid = 1,
+    };
+
+    w->t = t;
+    memcpy(w->req, &h, sizeof(h));
+    memcpy(w->req + sizeof(h), in, sizeof(*in));
+}
+
+static unsigned int count_waiters(TestFs *t)
+{
+    unsigned int n;
+
+    g_mutex_lock(&t->fs.intr_lock);
+    n = g_hash_table_size(t->fs.waiters);
+    g_mutex_unlock(&t->fs.intr_lock);
+    return n;
+}
+
+static void send_interrupt(TestFs *t, uint64_t unique)
+{
+    TestReq *r = test_req_new(FUSE_INTERRUPT, 0);
+
+    test_req_add(r, &(struct fuse_interrupt_in){ .unique = unique },
+                 sizeof(struct fuse_interrupt_in));
+    t->hiprio = true;
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    t->hiprio = false;
+}
+
+/* FUSE_INTERRUPT ends a SETLKW's wait with EINTR, POSIX or BSD lock */
+static void test_interrupt_setlkw(TestFs *t, gconstpointer data)
+{
+    uint64_t fh2, fh, ino = test_create(t, FUSE_ROOT_ID, "l", O_RDWR, &fh);
+    struct fuse_lk_in in = {
+        .fh = fh, .owner = 1,
+        .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+    };
+    gint64 deadline;
+    LockWaiter w;
+    GThread *th;
+    int pass;
+
+    fh2 = test_open(t, ino, O_RDWR);
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
+    in.lk_flags = FUSE_LK_FLOCK;
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
+
+    for (pass = 0; pass < 2; pass++) {
+        in.lk_flags = pass ? FUSE_LK_FLOCK : 0;
+        in.owner = 2;
+        in.fh = fh2;
+        lock_waiter_init(&w, t, ino, 1000 + pass, &in);
+        th = g_thread_new("waiter", lock_waiter_thread, &w);
+        deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+        while (count_waiters(t) == 0) {
+            g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+            g_usleep(1000);
+        }
+        /* Give it time to be inside fcntl()/flock() */
+        g_usleep(20 * 1000);
+        send_interrupt(t, 999);         /* not waiting: nothing happens */
+        g_usleep(20 * 1000);
+        g_assert_cmpuint(count_waiters(t), ==, 1);
+        send_interrupt(t, 1000 + pass);
+        g_thread_join(th);
+        g_assert_cmpint(w.ret, ==, -EINTR);
+        g_assert_cmpuint(count_waiters(t), ==, 0);
+    }
+
+    /* An INTERRUPT that overtook its request still counts */
+    send_interrupt(t, 2000);
+    in.lk_flags = 0;
+    lock_waiter_init(&w, t, ino, 2000, &in);
+    lock_waiter_thread(&w);
+    g_assert_cmpint(w.ret, ==, -EINTR);
+
+    /* Without an interrupt the wait ends with the lock */
+    lock_waiter_init(&w, t, ino, 3000, &in);
+    th = g_thread_new("waiter", lock_waiter_thread, &w);
+    in.owner = 1;
+    in.fh = fh;
+    in.lk.type = F_UNLCK;
+    g_usleep(20 * 1000);
+    g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
+    g_thread_join(th);
+    g_assert_cmpint(w.ret, ==, 0);
+}
+
 static void test_tmpfile(TestFs *t, gconstpointer data)
 {
     TestReq *r = test_req_new(FUSE_TMPFILE, FUSE_ROOT_ID);
@@ -1082,6 +1288,128 @@ static void test_id_map(void)
     test_fs_teardown(&t);
 }
 
+/*
+ * What each --cache mode tells the guest, as the Rust virtiofsd 1.14
+ * does: open flags of files and directories, entry and attribute
+ * timeouts, and negative entries.
+ */
+typedef struct CacheCase {
+    VfsdCache cache;
+    uint32_t file_flags;
+    uint32_t dir_flags;
+    uint64_t timeout;           /* entry and attribute, in seconds */
+} CacheCase;
+
+static const CacheCase cache_cases[] = {
+    { VFSD_CACHE_NEVER, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES, 0,
+      0 },
+    { VFSD_CACHE_METADATA, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES,
+      FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE, 86400 },
+    { VFSD_CACHE_AUTO, 0, 0, 1 },
+    { VFSD_CACHE_ALWAYS, FOPEN_KEEP_CACHE, FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE,
+      86400 },
+};
+
+static void test_cache_mode(gconstpointer data)
+{
+    const CacheCase *c = data;
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .cache = c->cache,
+    };
+    struct fuse_open_out oo;
+    struct fuse_entry_out e;
+    struct fuse_attr_out ao;
+    uint64_t fh, ino;
+    TestReq *r;
+    TestFs t;
+    int ret;
+
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, 0);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+
+    r = test_req_new(FUSE_OPEN, ino);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    g_assert_cmphex(oo.open_flags, ==, c->file_flags);
+
+    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    g_assert_cmphex(oo.open_flags, ==, c->dir_flags);
+
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add_str(r, "f");
+    g_assert_cmpint(test_send(&t, r, 4096, &e, sizeof(e), NULL), ==, 0);
+    g_assert_cmpuint(e.nodeid, ==, ino);
+    g_assert_cmpuint(e.entry_valid, ==, c->timeout);
+    g_assert_cmpuint(e.attr_valid, ==, c->timeout);
+
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &ao, sizeof(ao), NULL), ==, 0);
+    g_assert_cmpuint(ao.attr_valid, ==, c->timeout);
+
+    /*
+     * A missing name: with a timeout, a cacheable negative entry (nodeid
+     * 0), which spares the guest a round trip per stat() of it.
+     */
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add_str(r, "missing");
+    memset(&e, 0xff, sizeof(e));
+    ret = test_send(&t, r, 4096, &e, sizeof(e), NULL);
+    if (c->timeout) {
+        g_assert_cmpint(ret, ==, 0);
+        g_assert_cmpuint(e.nodeid, ==, 0);
+        g_assert_cmpuint(e.entry_valid, ==, c->timeout);
+    } else {
+        g_assert_cmpint(ret, ==, -ENOENT);
+    }
+    test_fs_teardown(&t);
+}
+
+/* The guest's O_DIRECT reaches the host only with --allow-direct-io */
+static void test_direct_io(gconstpointer data)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .cache = VFSD_CACHE_AUTO,
+        .allow_direct_io = GPOINTER_TO_INT(data),
+    };
+    g_autoptr(VfsdHandle) h = NULL, hc = NULL;
+    TestReq *r;
+    struct {
+        struct fuse_entry_out e;
+        struct fuse_open_out o;
+    } out;
+    uint64_t fh, ino;
+    int expect = o.allow_direct_io ? O_DIRECT : 0;
+    TestFs t;
+
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, 0);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    fh = test_open(&t, ino, O_RDWR | O_DIRECT);
+    h = vfsd_handle_get(&t.fs, fh, false);
+    g_assert_nonnull(h);
+    g_assert_cmphex(fcntl(h->fd, F_GETFL) & O_DIRECT, ==, expect);
+
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR | O_DIRECT,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "g");
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    hc = vfsd_handle_get(&t.fs, out.o.fh, false);
+    g_assert_nonnull(hc);
+    g_assert_cmphex(fcntl(hc->fd, F_GETFL) & O_DIRECT, ==, expect);
+    g_clear_pointer(&h, vfsd_handle_put);
+    g_clear_pointer(&hc, vfsd_handle_put);
+    test_fs_teardown(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1091,6 +1419,7 @@ int main(int argc, char **argv)
     g_test_add("/virtiofsd/ops/" path, TestFs, NULL, setup, fn, teardown)
 
     ADD("create-write-read", test_create_write_read);
+    ADD("create-trunc-existing", test_create_trunc_existing);
     ADD("guest-credentials", test_guest_credentials);
     ADD("dirs-and-names", test_dirs_and_names);
     ADD("attrs", test_attrs);
@@ -1101,10 +1430,24 @@ int main(int argc, char **argv)
     ADD("xattr-symlink", test_xattr_symlink);
     ADD("fallocate-lseek-copy", test_fallocate_lseek_copy);
     ADD("locks", test_locks);
+    ADD("setlkw-no-wait", test_setlkw_no_wait);
+    ADD("interrupt-setlkw", test_interrupt_setlkw);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
+    g_test_add_data_func("/virtiofsd/ops/cache/never", &cache_cases[0],
+                         test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/cache/metadata", &cache_cases[1],
+                         test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/cache/auto", &cache_cases[2],
+                         test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/cache/always", &cache_cases[3],
+                         test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/direct-io/dropped",
+                         GINT_TO_POINTER(0), test_direct_io);
+    g_test_add_data_func("/virtiofsd/ops/direct-io/allowed",
+                         GINT_TO_POINTER(1), test_direct_io);
     return g_test_run();
 }

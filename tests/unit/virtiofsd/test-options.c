@@ -405,6 +405,41 @@ static void test_stats(void)
     vfsd_options_free(&o);
 }
 
+/* Options of the Rust virtiofsd that libvirt users pass by hand */
+static void test_socket_group_direct_io(void)
+{
+    VfsdOptions o;
+    g_autofree char *err = NULL;
+
+    g_assert_true(parse(&o, &err, "--socket-path=/tmp/s --shared-dir=/x"));
+    g_assert_cmpint(o.socket_gid, ==, -1);
+    g_assert_false(o.allow_direct_io);
+    vfsd_options_free(&o);
+
+    /* A group name or number; "root" is gid 0 everywhere */
+    g_assert_true(parse(&o, &err, "--socket-path=/tmp/s --shared-dir=/x "
+                        "--socket-group=root --allow-direct-io"));
+    g_assert_cmpint(o.socket_gid, ==, 0);
+    g_assert_true(o.allow_direct_io);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--socket-path=/tmp/s --shared-dir=/x "
+                        "--socket-group 4242 -o allow_direct_io"));
+    g_assert_cmpint(o.socket_gid, ==, 4242);
+    g_assert_true(o.allow_direct_io);
+    vfsd_options_free(&o);
+
+    g_assert_false(parse(&o, &err, "--socket-path=/tmp/s --shared-dir=/x "
+                         "--socket-group=no-such-group-here"));
+    g_assert_nonnull(strstr(err, "no-such-group-here"));
+    g_clear_pointer(&err, g_free);
+    vfsd_options_free(&o);
+    /* libvirt's --fd socket is libvirt's to give away */
+    g_assert_false(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                         "--socket-group=root"));
+    g_assert_nonnull(strstr(err, "--socket-path"));
+    vfsd_options_free(&o);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -418,5 +453,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
     g_test_add_func("/virtiofsd/options/watch-truncate", test_watch_truncate);
     g_test_add_func("/virtiofsd/options/stats", test_stats);
+    g_test_add_func("/virtiofsd/options/socket-group-direct-io",
+                    test_socket_group_direct_io);
     return g_test_run();
 }

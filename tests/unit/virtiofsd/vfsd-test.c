@@ -122,7 +122,13 @@ int test_send_raw(TestFs *t, const void *req, size_t len, size_t out_size,
     n_out = make_segs(t, out, out_size, &out_segs);
     vfsd_buf_init(&ib, in_segs, len ? n_in : 0, test_mem, NULL);
     vfsd_buf_init(&ob, out_segs, out_size ? n_out : 0, test_mem, NULL);
-    written = vfsd_process_request(&t->fs, &ib, &ob);
+    if (t->hiprio) {
+        written = vfsd_process_hiprio(&t->fs, &ib, &ob);
+    } else if (t->no_wait) {
+        written = vfsd_process_no_wait(&t->fs, &ib, &ob);
+    } else {
+        written = vfsd_process_request(&t->fs, &ib, &ob);
+    }
     if (written == 0) {
         return 1;
     }

@@ -25,6 +25,10 @@ typedef struct TestFs {
     size_t seg_size;
     /* Pieces at odd positions go through the memory access callback */
     bool unmapped_odd;
+    /* Requests come from the hiprio queue (vfsd_process_hiprio()) */
+    bool hiprio;
+    /* Requests that may block must not (vfsd_process_no_wait()) */
+    bool no_wait;
 } TestFs;
 
 typedef struct TestReq {

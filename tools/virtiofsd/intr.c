@@ -1,0 +1,157 @@
+/*
+ * virtiofsd: FUSE_INTERRUPT of requests that wait (SETLKW)
+ *
+ * A request that may wait without end registers under its unique.  An
+ * INTERRUPT for it marks it and sends its thread VFSD_INTR_SIGNAL, whose
+ * handler does nothing: installed without SA_RESTART, it only makes the
+ * blocking fcntl() or flock() fail with EINTR, after which the waiter
+ * sees the mark and gives up.  The signal may land just before the
+ * thread enters the call and be lost; so the interrupter signals again
+ * every millisecond until the waiter has finished, one way or another.
+ *
+ * The guest sends INTERRUPT on the hiprio queue and the request on
+ * another, so the INTERRUPT can arrive first: a few uniques interrupted
+ * before their request are remembered for it.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include "fs.h"
+#include "log.h"
+
+#define VFSD_INTR_RETRY_US 1000
+
+static void intr_signal_handler(int sig)
+{
+}
+
+bool vfsd_intr_init(VfsdFs *fs, char **err)
+{
+    struct sigaction sa = { .sa_handler = intr_signal_handler };
+
+    g_mutex_init(&fs->intr_lock);
+    g_cond_init(&fs->intr_cond);
+    fs->waiters = g_hash_table_new(g_int64_hash, g_int64_equal);
+    /* No SA_RESTART: the point is that blocking calls return EINTR */
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(VFSD_INTR_SIGNAL, &sa, NULL) < 0) {
+        *err = g_strdup_printf("cannot install the interrupt signal "
+                               "handler: %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+void vfsd_intr_cleanup(VfsdFs *fs)
+{
+    g_hash_table_destroy(fs->waiters);
+    g_mutex_clear(&fs->intr_lock);
+    g_cond_clear(&fs->intr_cond);
+}
+
+/* Called with intr_lock held */
+static bool take_early(VfsdFs *fs, uint64_t unique)
+{
+    unsigned int i;
+
+    for (i = 0; i < G_N_ELEMENTS(fs->intr_early); i++) {
+        if (fs->intr_early[i] == unique) {
+            fs->intr_early[i] = 0;
+            return true;
+        }
+    }
+    return false;
+}
+
+void vfsd_waiter_begin(VfsdFs *fs, VfsdWaiter *w, uint64_t unique)
+{
+    w->unique = unique;
+    w->thread = pthread_self();
+    w->done = false;
+    g_mutex_lock(&fs->intr_lock);
+    w->interrupted = fs->intr_closing || (unique && take_early(fs, unique));
+    /* A guest reusing a unique in flight only loses its own interrupt */
+    g_hash_table_insert(fs->waiters, &w->unique, w);
+    g_mutex_unlock(&fs->intr_lock);
+}
+
+bool vfsd_waiter_interrupted(VfsdFs *fs, VfsdWaiter *w)
+{
+    bool ret;
+
+    g_mutex_lock(&fs->intr_lock);
+    ret = w->interrupted;
+    g_mutex_unlock(&fs->intr_lock);
+    return ret;
+}
+
+void vfsd_waiter_end(VfsdFs *fs, VfsdWaiter *w)
+{
+    g_mutex_lock(&fs->intr_lock);
+    if (g_hash_table_lookup(fs->waiters, &w->unique) == w) {
+        g_hash_table_remove(fs->waiters, &w->unique);
+    }
+    w->done = true;
+    g_cond_broadcast(&fs->intr_cond);
+    g_mutex_unlock(&fs->intr_lock);
+}
+
+/*
+ * Called with intr_lock held.  Bounded: the waiter is in its blocking
+ * call (the signal ends it), or on its way into it or out of it.
+ */
+static void interrupt_waiter(VfsdFs *fs, VfsdWaiter *w)
+{
+    gint64 deadline;
+
+    w->interrupted = true;
+    while (!w->done) {
+        pthread_kill(w->thread, VFSD_INTR_SIGNAL);
+        deadline = g_get_monotonic_time() + VFSD_INTR_RETRY_US;
+        g_cond_wait_until(&fs->intr_cond, &fs->intr_lock, deadline);
+    }
+}
+
+void vfsd_interrupt(VfsdFs *fs, uint64_t unique)
+{
+    VfsdWaiter *w;
+
+    if (!unique) {
+        return;
+    }
+    g_mutex_lock(&fs->intr_lock);
+    w = g_hash_table_lookup(fs->waiters, &unique);
+    if (w) {
+        interrupt_waiter(fs, w);
+    } else {
+        /* Not here yet, or done already: the oldest guess goes */
+        fs->intr_early[fs->intr_early_next] = unique;
+        fs->intr_early_next = (fs->intr_early_next + 1) %
+                              G_N_ELEMENTS(fs->intr_early);
+    }
+    g_mutex_unlock(&fs->intr_lock);
+}
+
+void vfsd_interrupt_all(VfsdFs *fs)
+{
+    GHashTableIter it;
+    VfsdWaiter *w;
+
+    g_mutex_lock(&fs->intr_lock);
+    fs->intr_closing = true;
+    /* Each one done leaves the table: start over until it is empty */
+    for (;;) {
+        g_hash_table_iter_init(&it, fs->waiters);
+        if (!g_hash_table_iter_next(&it, NULL, (gpointer *)&w)) {
+            break;
+        }
+        interrupt_waiter(fs, w);
+    }
+    g_mutex_unlock(&fs->intr_lock);
+}
