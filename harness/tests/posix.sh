@@ -24,6 +24,11 @@ run() {  # name, vm.py arguments...
 }
 run ours --daemon ours --cache-mode auto --daemon-args=--xattr
 run rust --daemon rust --cache-mode auto --daemon-args=--xattr
+# Without --posix-lock/--flock the guest keeps locks to itself; with them
+# its locks are the host's, and must behave the same.  --stats proves
+# they reached the daemon.
+run ours-locks --daemon ours --cache-mode auto --log-dir "$work/locks-log" \
+    --daemon-args="--xattr --posix-lock --flock --stats"
 
 rc=0
 steps=$(wc -l < "$work/ours.out")
@@ -37,6 +42,22 @@ if ! diff <(grep -vxFf <(grep -v '^#' "$expected") "$work/rust.out") \
 else
     echo "ok: $steps steps, same results as the Rust virtiofsd"
 fi
+
+if ! diff "$work/ours.out" "$work/ours-locks.out" > "$work/diff-locks"; then
+    echo "FAIL: with --posix-lock --flock our results differ (< without, > with):"
+    cat "$work/diff-locks"
+    rc=1
+else
+    echo "ok: the same results with the guest's locks held on the host"
+fi
+for op in SETLK GETLK; do
+    if grep -q "stats: $op: [1-9]" "$work/locks-log/virtiofsd.log"; then
+        echo "ok: $op reached the daemon"
+    else
+        echo "FAIL: no $op reached the daemon with --posix-lock --flock"
+        rc=1
+    fi
+done
 
 # What the host sees after our run.
 python3 - "$work/ours/t" <<'PY' || rc=1
