@@ -85,7 +85,10 @@ SUITES = [
     # back-end drives the vhost-user protocol code we extend) and the
     # virtio-pci devices.
     qos("qos: vhost-user", [f"{VHOST_USER_PATH}/virtio-net-pci/virtio-net/"
-                            "virtio-net-tests/vhost-user"]),
+                            "virtio-net-tests/vhost-user",
+                            # the same stub back-end, behind our device
+                            f"{VHOST_USER_PATH}/vhost-user-fs-pci/"
+                            "vhost-user-fs/vhost-user-fs-tests"]),
     qos("qos: virtio-pci devices", [
         f"{VHOST_USER_PATH}/virtio-blk-pci",
         f"{VHOST_USER_PATH}/virtio-scsi-pci",

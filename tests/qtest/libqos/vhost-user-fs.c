@@ -10,6 +10,7 @@
 #include "../libqtest.h"
 #include "qemu/module.h"
 #include "standard-headers/linux/pci_regs.h"
+#include "standard-headers/linux/virtio_config.h"
 #include "standard-headers/linux/virtio_pci.h"
 #include "vhost-user-fs.h"
 
@@ -60,6 +61,46 @@ uint8_t qvirtio_pci_find_shm_cap(QVirtioPCIDevice *d, uint8_t shmid,
     return 0;
 }
 
+/*
+ * What a guest driver does before the device may be used: without
+ * DRIVER_OK the front-end never starts its back-end, and a qos test of
+ * the vhost-user protocol would only see the connection handshake.
+ */
+static void qvhost_user_fs_setup(QVhostUserFS *fs)
+{
+    QVirtioDevice *vdev = fs->vdev;
+    uint64_t features;
+    unsigned int i;
+
+    /*
+     * virtio-fs has no feature bits of its own, and the libqos rings are
+     * split rings: of the ring features a back-end may offer, ack none.
+     */
+    features = qvirtio_get_features(vdev);
+    g_assert_true(features & (1ULL << VIRTIO_F_VERSION_1));
+    qvirtio_set_features(vdev, 1ULL << VIRTIO_F_VERSION_1);
+
+    /* The high priority queue, then the request queues */
+    fs->nvqs = 1 + qvhost_user_fs_get_num_request_queues(fs);
+    fs->queues = g_new(QVirtQueue *, fs->nvqs);
+    for (i = 0; i < fs->nvqs; i++) {
+        fs->queues[i] = qvirtqueue_setup(vdev, fs->alloc, i);
+    }
+    qvirtio_set_driver_ok(vdev);
+}
+
+static void qvhost_user_fs_cleanup(QVhostUserFS *fs)
+{
+    unsigned int i;
+
+    for (i = 0; i < fs->nvqs; i++) {
+        qvirtqueue_cleanup(fs->vdev->bus, fs->queues[i], fs->alloc);
+    }
+    g_free(fs->queues);
+    fs->queues = NULL;
+    fs->nvqs = 0;
+}
+
 static void *qvhost_user_fs_get_driver(QVhostUserFS *fs, const char *interface)
 {
     if (!g_strcmp0(interface, "vhost-user-fs")) {
@@ -82,6 +123,20 @@ static void *qvhost_user_fs_device_get_driver(void *object,
     return qvhost_user_fs_get_driver(&dev->fs, interface);
 }
 
+static void qvhost_user_fs_device_start_hw(QOSGraphObject *obj)
+{
+    QVhostUserFSDevice *dev = (QVhostUserFSDevice *)obj;
+
+    qvhost_user_fs_setup(&dev->fs);
+}
+
+static void qvhost_user_fs_device_destructor(QOSGraphObject *obj)
+{
+    QVhostUserFSDevice *dev = (QVhostUserFSDevice *)obj;
+
+    qvhost_user_fs_cleanup(&dev->fs);
+}
+
 static void *vhost_user_fs_device_create(void *virtio_dev,
                                          QGuestAllocator *t_alloc,
                                          void *addr)
@@ -89,7 +144,10 @@ static void *vhost_user_fs_device_create(void *virtio_dev,
     QVhostUserFSDevice *dev = g_new0(QVhostUserFSDevice, 1);
 
     dev->fs.vdev = virtio_dev;
+    dev->fs.alloc = t_alloc;
     dev->obj.get_driver = qvhost_user_fs_device_get_driver;
+    dev->obj.start_hw = qvhost_user_fs_device_start_hw;
+    dev->obj.destructor = qvhost_user_fs_device_destructor;
     return &dev->obj;
 }
 
@@ -98,10 +156,23 @@ static void *qvhost_user_fs_pci_get_driver(void *object, const char *interface)
 {
     QVhostUserFSPCI *dev = object;
 
-    if (!g_strcmp0(interface, "pci-device")) {
-        return dev->pci_vdev.pdev;
-    }
     return qvhost_user_fs_get_driver(&dev->fs, interface);
+}
+
+static void qvhost_user_fs_pci_start_hw(QOSGraphObject *obj)
+{
+    QVhostUserFSPCI *dev = (QVhostUserFSPCI *)obj;
+
+    qvirtio_pci_start_hw(obj);
+    qvhost_user_fs_setup(&dev->fs);
+}
+
+static void qvhost_user_fs_pci_destructor(QOSGraphObject *obj)
+{
+    QVhostUserFSPCI *dev = (QVhostUserFSPCI *)obj;
+
+    qvhost_user_fs_cleanup(&dev->fs);
+    qvirtio_pci_destructor(obj);
 }
 
 static void *vhost_user_fs_pci_create(void *pci_bus, QGuestAllocator *t_alloc,
@@ -112,7 +183,10 @@ static void *vhost_user_fs_pci_create(void *pci_bus, QGuestAllocator *t_alloc,
 
     virtio_pci_init(&dev->pci_vdev, pci_bus, addr);
     dev->fs.vdev = &dev->pci_vdev.vdev;
+    dev->fs.alloc = t_alloc;
     obj->get_driver = qvhost_user_fs_pci_get_driver;
+    obj->start_hw = qvhost_user_fs_pci_start_hw;
+    obj->destructor = qvhost_user_fs_pci_destructor;
     return obj;
 }
 
@@ -140,19 +214,33 @@ static void vhost_user_fs_register_nodes(void)
     QPCIAddress addr = {
         .devfn = QPCI_DEVFN(4, 0),
     };
+    /*
+     * The back-end is the test's: vhost-user-test's before hooks add this
+     * chardev to the command line and serve its socket.  Tests add the tag
+     * (and the queues they want) to the device options themselves.  The
+     * -global stays out of extra_device_opts, which a test's own options
+     * are appended to.
+     */
+    QOSGraphEdgeOptions device_opts = {
+        .before_cmd_line = "-global virtio-mmio.force-legacy=false",
+        .extra_device_opts = "chardev=chr-vhost-user-test",
+    };
     QOSGraphEdgeOptions opts = {
-        .extra_device_opts = "addr=04.0",
+        .extra_device_opts = "addr=04.0,chardev=chr-vhost-user-test",
     };
 
     qos_node_create_driver("vhost-user-fs-device",
                            vhost_user_fs_device_create);
-    qos_node_consumes("vhost-user-fs-device", "virtio-bus", NULL);
+    qos_node_consumes("vhost-user-fs-device", "virtio-bus", &device_opts);
     qos_node_produces("vhost-user-fs-device", "vhost-user-fs");
 
     add_qpci_address(&opts, &addr);
     qos_node_create_driver("vhost-user-fs-pci", vhost_user_fs_pci_create);
     qos_node_consumes("vhost-user-fs-pci", "pci-bus", &opts);
-    qos_node_produces("vhost-user-fs-pci", "pci-device");
+    /*
+     * Not "pci-device": its generic tests would start the device without
+     * a back-end, and the device does not realize without one.
+     */
     qos_node_produces("vhost-user-fs-pci", "vhost-user-fs");
 }
 

@@ -23,6 +23,13 @@
 
 typedef struct QVhostUserFS {
     QVirtioDevice *vdev;
+    /*
+     * Set up by the qgraph start_hw hook only: tests that bind the driver
+     * with qvhost_user_fs_pci_new() drive the virtqueues themselves.
+     */
+    QGuestAllocator *alloc;
+    QVirtQueue **queues;
+    unsigned int nvqs;
 } QVhostUserFS;
 
 typedef struct QVhostUserFSPCI {
