@@ -140,7 +140,8 @@ SUITES = [
           "virtiofsd.sh"),
     guest("guest: DAX (our virtiofsd)", "dax.sh", "--daemon", "ours"),
     # Data integrity: 100,000 random operations checked against a model,
-    # through a 4 MiB window over 48 MiB of files (constant reclaim), and
+    # through a 32 MiB window (16 ranges) over up to 48 MiB of files, the
+    # reclaim that forces proven from QEMU's trace of window mappings, and
     # the host's copies compared with the model at the end.
     guest("guest: DAX fsx, 100,000 random operations, 32 MiB window",
           "fsx.sh", "--daemon", "ours", timeout=1500),
