@@ -114,8 +114,9 @@ SUITES = [
          "tests/unit/virtiofsd/test-seccomp"),
     unit("libvhost-user: shared memory requests",
          "tests/unit/virtiofsd/test-vhost-shmem"),
-    # A hostile guest's requests: the seed corpus and every crash found so
-    # far (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
+    # A hostile guest's requests: the seed corpus (generated, and captured
+    # from a guest) and every crash found so far
+    # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
     Suite("fuzz: virtiofsd request path, 60 s",
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
