@@ -126,6 +126,10 @@ SUITES = [
     # A guest that holds and looks up files without end (CVE-2020-10717)
     guest("guest: our virtiofsd under fd exhaustion", "exhaust.sh",
           timeout=300),
+    # 20,000 FORGETs on the hiprio queue, twice: the daemon's fds return
+    # to where they were and stay under --rlimit-nofile's bound.
+    guest("guest: our virtiofsd under a FORGET flood", "forget-flood.sh",
+          timeout=900),
     # --posix-acl with --uid-map/--gid-map: ids, umask, ACLs end to end
     guest("guest: our virtiofsd with POSIX ACLs and id maps",
           "acl-idmap.sh", timeout=300),
