@@ -117,8 +117,9 @@ SUITES = [
          "tests/unit/virtiofsd/test-seccomp"),
     unit("libvhost-user: shared memory requests",
          "tests/unit/virtiofsd/test-vhost-shmem"),
-    # A hostile guest's requests: the seed corpus and every crash found so
-    # far (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
+    # A hostile guest's requests: the seed corpus (generated, and captured
+    # from a guest) and every crash found so far
+    # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
     Suite("fuzz: virtiofsd request path, 60 s",
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
@@ -128,6 +129,10 @@ SUITES = [
     # A guest that holds and looks up files without end (CVE-2020-10717)
     guest("guest: our virtiofsd under fd exhaustion", "exhaust.sh",
           timeout=300),
+    # 20,000 FORGETs on the hiprio queue, twice: the daemon's fds return
+    # to where they were and stay under --rlimit-nofile's bound.
+    guest("guest: our virtiofsd under a FORGET flood", "forget-flood.sh",
+          timeout=900),
     # --posix-acl with --uid-map/--gid-map: ids, umask, ACLs end to end
     guest("guest: our virtiofsd with POSIX ACLs and id maps",
           "acl-idmap.sh", timeout=300),
@@ -143,7 +148,8 @@ SUITES = [
           "virtiofsd.sh"),
     guest("guest: DAX (our virtiofsd)", "dax.sh", "--daemon", "ours"),
     # Data integrity: 100,000 random operations checked against a model,
-    # through a 4 MiB window over 48 MiB of files (constant reclaim), and
+    # through a 32 MiB window (16 ranges) over up to 48 MiB of files, the
+    # reclaim that forces proven from QEMU's trace of window mappings, and
     # the host's copies compared with the model at the end.
     guest("guest: DAX fsx, 100,000 random operations, 32 MiB window",
           "fsx.sh", "--daemon", "ours", timeout=1500),

@@ -1,7 +1,7 @@
 #!/bin/bash
 # virtiofsd's request path under libFuzzer (tools/virtiofsd/fuzz/).
 #   mk/fuzz.sh build            build $BUILD/fuzz/fuzz-request
-#   mk/fuzz.sh replay           run the corpus and the regressions once
+#   mk/fuzz.sh replay           run the seeds and the regressions once
 #   mk/fuzz.sh run [SECONDS]    replay, then fuzz for SECONDS (default
 #                               $FUZZ_SECONDS or 300)
 #   mk/fuzz.sh coverage         line coverage of the daemon's files by the
@@ -10,6 +10,8 @@
 # daemon's sources minus main.c, vhost.c, sandbox.c and seccomp.c, with the
 # include paths its meson.build uses.  Fails, naming the input, on any
 # crash; new crashes are kept in $BUILD/fuzz/crashes/.
+# The seeds: corpus/ (gen-corpus.py) and captured/ (capture-corpus.sh,
+# requests of a real guest).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -65,7 +67,8 @@ coverage() {
     compile "$cov" -fsanitize=fuzzer -fprofile-instr-generate \
         -fcoverage-mapping
     rm -rf "$dir" && mkdir -p "$dir" "$OUT/corpus"
-    cp -f "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
+    cp -f "$FUZZ_DIR"/corpus/* "$FUZZ_DIR"/captured/* "$OUT/corpus/" \
+        2>/dev/null || true
     mkdir -p "$dir/tmp"
     LLVM_PROFILE_FILE=$dir/cov.profraw TMPDIR=$dir/tmp "$cov" \
         -handle_xfsz=0 -runs=0 "$OUT/corpus" >"$dir/run.log" 2>&1 || {
@@ -96,7 +99,8 @@ run_fuzzer() {
 
 replay() {
     local f failed=0 inputs=()
-    for f in "$FUZZ_DIR"/corpus/* "$FUZZ_DIR"/regressions/*; do
+    for f in "$FUZZ_DIR"/corpus/* "$FUZZ_DIR"/captured/* \
+             "$FUZZ_DIR"/regressions/*; do
         [ -f "$f" ] && inputs+=("$f")
     done
     [ ${#inputs[@]} -gt 0 ] || return 0
@@ -110,7 +114,7 @@ replay() {
     done
     rm -f "$OUT/replay-$$.log"
     [ $failed = 0 ] || return 1
-    say "fuzz: ${#inputs[@]} corpus and regression inputs replayed, no crash"
+    say "fuzz: ${#inputs[@]} seeds and regression inputs replayed, no crash"
 }
 
 fuzz() {
@@ -118,7 +122,8 @@ fuzz() {
     mkdir -p "$OUT/corpus" "$OUT/crashes"
     # The committed seeds (newer than an earlier run's copy of the same
     # name) plus what earlier runs found
-    cp -f "$FUZZ_DIR"/corpus/* "$OUT/corpus/" 2>/dev/null || true
+    cp -f "$FUZZ_DIR"/corpus/* "$FUZZ_DIR"/captured/* "$OUT/corpus/" \
+        2>/dev/null || true
     say "fuzz: fuzzing for ${secs}s (corpus $OUT/corpus)"
     run_fuzzer "$OUT/corpus" -max_total_time="$secs" -max_len=16384 \
         -timeout=25 -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 \

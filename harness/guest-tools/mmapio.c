@@ -10,6 +10,11 @@
  *   mmapio survey FILE SECONDS     the same, reading every byte, and say
  *                                  how many pages of the last pass read as
  *                                  zeros and whether a SIGBUS came
+ *   mmapio scribble FILE FROM SECONDS
+ *                                  write the file from byte FROM to its
+ *                                  end over and over, through a shared
+ *                                  mapping and with pwrite(2), reporting
+ *                                  what it sees (truncation test)
  *   mmapio coherence FILE SIZE SEED1 SEED2 DIR
  *                                  size the file, store SEED1's pattern
  *                                  through a mapping (no msync), hand over
@@ -55,6 +60,7 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop|survey FILE SECONDS\n"
+                "       mmapio scribble FILE FROM SECONDS\n"
                 "       mmapio coherence FILE SIZE SEED1 SEED2 DIR\n");
         return 2;
     }
@@ -249,6 +255,52 @@ int main(int argc, char **argv)
                "first-zero-pass %llu sigbus %d\n", file, passes,
                (unsigned long long)pages, (unsigned long long)zero_pages,
                (unsigned long long)first_zero_pass, sigbus);
+        return 0;
+    }
+    if (!strcmp(op, "scribble") && argc == 5) {
+        off_t from = strtoull(argv[3], NULL, 0);
+        int seconds = atoi(argv[4]);
+        static const uint8_t mark[4] = { 0xde, 0xad, 0xbe, 0xef };
+        struct stat st;
+        int fd = open(file, O_RDWR);
+
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_size <= from) {
+            return fail("open", file);
+        }
+        volatile uint8_t *p = mmap(NULL, st.st_size, PROT_READ | PROT_WRITE,
+                                   MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            return fail("mmap", file);
+        }
+        volatile unsigned long passes = 0, writes = 0, errors = 0;
+        volatile unsigned long sigbus = 0;
+        volatile int first_errno = 0;
+        struct sigaction sa = { .sa_handler = on_sigbus };
+        sigaction(SIGBUS, &sa, NULL);
+        time_t end = time(NULL) + seconds;
+        /*
+         * A SIGBUS (the guest learnt the file is shorter) ends the pass,
+         * not the run: the pwrite()s must go on being tried.
+         */
+        if (sigsetjmp(bus_jump, 1)) {
+            sigbus++;
+        }
+        while (time(NULL) < end) {
+            for (off_t off = from; off < st.st_size; off += 4096) {
+                p[off] = mark[0];
+                p[off + 4095] = mark[3];
+                /* Within the size the guest knows: no extending write */
+                if (pwrite(fd, mark, sizeof(mark), off + 64) < 0) {
+                    errors++;
+                    first_errno = first_errno ? first_errno : errno;
+                }
+                writes++;
+            }
+            passes++;
+        }
+        printf("scribble %s: passes %lu writes %lu pwrite-errors %lu (%s) "
+               "sigbus %lu\n", file, passes, writes, errors,
+               errors ? strerror(first_errno) : "none", sigbus);
         return 0;
     }
     fprintf(stderr, "mmapio: unknown operation %s\n", op);

@@ -5,11 +5,26 @@
 # through -o dax=always and a 32 MiB cache window (16 ranges of 2 MiB for
 # up to 24 the files need), so the guest keeps reclaiming ranges.
 #
+# That it did is checked, not assumed: QEMU traces every window mapping
+# (virtio_shm_window_map) to a file, and a window range mapped again at
+# another file offset than before was reclaimed by the guest and given to
+# other data (a host-side cut or an upgrade to writable keeps the offset).
+# The run fails unless there are more such remaps than the window has
+# ranges.  Remaps to the same offset of another file are not told apart
+# and not counted, so the figure is a lower bound.
+#
 # Smaller windows (2 to 8 ranges) make Linux 6.12's own reclaim fail: a
-# read or write gets EBUSY within a few thousand operations (the guest's
-# fs/fuse/dax.c: invalidate_inode_pages2_range() on a range that mmap
-# writes dirtied), with no request failing in the daemon and no wrong
-# byte read.  Run with --cache-size 4M to see it.
+# read or write gets EBUSY within a few thousand operations, with no
+# request failing in the daemon and no wrong byte read.  When no range is
+# free, read() and write() reclaim one of the file's own ranges inline
+# (fs/fuse/dax.c, inode_inline_reclaim_one_dmap()): after writing the
+# range back, invalidate_inode_pages2_range() must drop its DAX entries,
+# drops only clean ones, and its EBUSY goes back to the caller instead of
+# a retry.  The guest's dynamic debug shows that call failing with -16
+# (its background reclaim, try_to_free_dmap_chunks(), too).  It is the
+# mmap writes that leave such entries: with -x mapwrite, 20,000
+# operations on a 4 MiB window ran clean.  Run with --cache-size 4M to
+# see it.
 #
 # Each read is checked against the tool's model of the files.  Then the
 # host, while the guest still has the share mounted, compares its copies
@@ -21,15 +36,19 @@
 #
 # FSX_SEED and FSX_OPS (environment) change the run; the seed is printed.
 # FSX_EXTRA adds fsx options (e.g. "-x mapwrite" to narrow a failure down).
-# Extra arguments go to harness/vm.py (default: ours, 32 MiB window).
+# Extra arguments go to harness/vm.py (default: ours, 32 MiB window); a
+# --qemu-args of their own must keep the -trace option below.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/harness/tests/lib.sh"
 seed=${FSX_SEED:-1}
 ops=${FSX_OPS:-100000}
+window=$((32 << 20))
+range=$((2 << 20))
 shared=$(mktemp -d /tmp/vfsdax-fsx.XXXXXX)
 guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script"' EXIT
+trace=$(mktemp)
+trap 'rm -rf "$shared" "$guest_script" "$trace"' EXIT
 
 cat > "$guest_script" <<'GUEST'
 . /lib/vfsdax.sh
@@ -88,7 +107,8 @@ host_compare() {
     fi
 }
 rc=0
-run_vm_with_host_step "$shared" host_compare --cache-size 32M --timeout 1400 \
+run_vm_with_host_step "$shared" host_compare --cache-size $((window >> 20))M \
+    --timeout 1400 --qemu-args "-trace enable=virtio_shm_window_map,file=$trace" \
     --env FSX_SEED="$seed" --env FSX_OPS="$ops" --env FSX_EXTRA="${FSX_EXTRA:-}" \
     "$@" "$guest_script" || rc=$?
 [ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
@@ -98,3 +118,26 @@ echo "ok: the host's files equal the guest's model while the guest has them moun
 (cd "$shared" && sha256sum -c --quiet model.sha256) ||
     { echo "FAIL: the host's files differ from the guest's model after the run"; exit 1; }
 echo "ok: and after the guest is gone"
+
+# Remaps, from the trace: "offset 0x... len 0x... fd_offset 0x..."
+read -r maps ranges remaps < <(awk '
+    /virtio_shm_window_map / {
+        for (i = 1; i < NF; i++) {
+            if ($i == "offset") { off = $(i + 1) }
+            if ($i == "fd_offset") { foff = $(i + 1) }
+        }
+        maps++
+        if (!(off in last)) { ranges++ }
+        else if (last[off] != foff) { remaps++ }
+        last[off] = foff
+    }
+    END { printf "%d %d %d\n", maps, ranges, remaps }' "$trace")
+echo "window: $maps mappings over $ranges window offsets," \
+     "$remaps ranges remapped to other file offsets"
+nr_ranges=$((window / range))
+[ "$remaps" -gt "$nr_ranges" ] || {
+    echo "FAIL: $remaps remaps for a window of $nr_ranges ranges:" \
+         "the guest did not keep reclaiming ranges"
+    exit 1
+}
+echo "ok: the guest reclaimed window ranges ($remaps remaps > $nr_ranges ranges)"

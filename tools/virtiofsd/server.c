@@ -19,6 +19,7 @@
 #include <sys/xattr.h>
 
 #include "server.h"
+#include "capture.h"
 #include "dax.h"
 #include "log.h"
 #include "stats.h"
@@ -886,6 +887,9 @@ static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out,
     size_t avail = vfsd_buf_remaining(in);
     int64_t start;
 
+    if (G_UNLIKELY(vfsd_capture_fd >= 0)) {
+        vfsd_capture_request(in, out);
+    }
     if (!vfsd_buf_read(in, &r->h, sizeof(r->h))) {
         vfsd_guest_error("request of %zu bytes has no FUSE header", avail);
         reply_err(r, -EINVAL);

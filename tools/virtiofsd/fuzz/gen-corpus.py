@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz-request.c: guest sessions GENERATED from
 well-formed requests laid out the way a Linux 6.12 guest lays them out
-(fs/fuse: struct sizes, flags, argument order), not captured from a guest.
+(fs/fuse: struct sizes, flags, argument order), not captured from a guest;
+capture-corpus.sh captures those, into captured/.
 
 Each file is fuzz-request.c's input format: a configuration byte, then
 records (u16 length, u8 segmentation, u8 reply room) each holding one FUSE
