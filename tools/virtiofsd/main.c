@@ -160,7 +160,6 @@ int main(int argc, char **argv)
 
     if (opts.socket_path) {
         lfd = listen_socket(opts.socket_path, opts.socket_gid, caller_umask);
-        vfsd_info("waiting for the front-end on %s", opts.socket_path);
     } else {
         int listening = 0;
         socklen_t len = sizeof(listening);
@@ -186,6 +185,18 @@ int main(int argc, char **argv)
             lfd = -1;
         }
     }
+
+    /*
+     * Before waiting for the front-end, so that a sandbox that cannot be
+     * set up fails at startup rather than when QEMU connects.
+     */
+    if (!vfsd_sandbox_enter(opts.sandbox, opts.shared_dir, &proc_fd,
+                            &err)) {
+        die(err);
+    }
+    if (opts.socket_path) {
+        vfsd_info("waiting for the front-end on %s", opts.socket_path);
+    }
     if (lfd >= 0) {
         do {
             conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -194,14 +205,6 @@ int main(int argc, char **argv)
             die("accept failed");
         }
         close(lfd);
-    }
-
-    proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (proc_fd < 0) {
-        die("cannot open /proc/self/fd (is /proc mounted?)");
-    }
-    if (!vfsd_sandbox_enter(opts.sandbox, opts.shared_dir, &err)) {
-        die(err);
     }
     root_fd = open(opts.sandbox == VFSD_SANDBOX_NONE ? opts.shared_dir : "/",
                    O_PATH | O_DIRECTORY | O_CLOEXEC);

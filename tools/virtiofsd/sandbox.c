@@ -8,26 +8,206 @@
 
 #include <cap-ng.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glib.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "sandbox.h"
 
-static bool enter_namespace(const char *dir, char **err)
+/*
+ * How a supervisor (libvirt, systemd, a shell) asks the daemon to stop.
+ * Not SIGQUIT: re-raising it in the parent would dump a core of a
+ * process that did nothing wrong.
+ */
+static const int stop_signals[] = { SIGTERM, SIGINT, SIGHUP };
+
+static pid_t daemon_pid;
+static volatile sig_atomic_t forwarded;
+
+static void block_stop_signals(sigset_t *old)
+{
+    sigset_t set;
+    unsigned int i;
+
+    sigemptyset(&set);
+    for (i = 0; i < G_N_ELEMENTS(stop_signals); i++) {
+        sigaddset(&set, stop_signals[i]);
+    }
+    sigprocmask(SIG_BLOCK, &set, old);
+}
+
+static void handle_stop_signals(void (*handler)(int))
+{
+    struct sigaction sa = { .sa_handler = handler };
+    unsigned int i;
+
+    sigfillset(&sa.sa_mask);
+    for (i = 0; i < G_N_ELEMENTS(stop_signals); i++) {
+        sigaction(stop_signals[i], &sa, NULL);
+    }
+}
+
+static void forward_stop(int sig)
+{
+    int saved = errno;
+
+    forwarded = sig;
+    kill(daemon_pid, sig);
+    errno = saved;
+}
+
+/*
+ * The daemon is pid 1 of its pid namespace, where the kernel ignores any
+ * signal left at its default action: without a handler, SIGTERM would
+ * not stop it.  128 + signal is how the parent recognises the signal it
+ * forwarded.
+ */
+static void stop_daemon(int sig)
+{
+    _exit(128 + sig);
+}
+
+/*
+ * The parent of the namespace sandbox: the process libvirt started and
+ * watches, holding no privilege, living exactly as long as the daemon and
+ * ending the way it does.
+ */
+static G_NORETURN void supervise(pid_t child, const sigset_t *old_mask)
+{
+    sigset_t set;
+    int status, sig = 0;
+
+    daemon_pid = child;
+    handle_stop_signals(forward_stop);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    capng_clear(CAPNG_SELECT_BOTH);
+    if (capng_apply(CAPNG_SELECT_BOTH) < 0) {
+        /* The daemon is confined either way; we only wait */
+        vfsd_warn("the sandbox's parent keeps its capabilities");
+    }
+    while (waitpid(child, &status, 0) < 0) {
+        if (errno != EINTR) {
+            _exit(1);
+        }
+    }
+    if (WIFSIGNALED(status)) {
+        sig = WTERMSIG(status);
+    } else if (forwarded && WEXITSTATUS(status) == 128 + forwarded) {
+        sig = forwarded;
+    }
+    if (sig && sig == forwarded) {
+        /* Stopped as the supervisor asked: as if there were no fork */
+        signal(sig, SIG_DFL);
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig);
+    }
+    _exit(sig ? 128 + sig : WEXITSTATUS(status));
+}
+
+/*
+ * Called in the child right after the fork: once the parent is gone,
+ * nothing would stop the daemon or report its end, so it goes too.
+ * @alive is a pipe whose write end only the parent holds; it is hung up
+ * already if the parent died before the request took effect.
+ */
+static bool die_with_parent(int alive)
+{
+    struct pollfd pfd = { .fd = alive, .events = POLLIN };
+
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+        return false;
+    }
+    while (poll(&pfd, 1, 0) < 0) {
+        if (errno != EINTR) {
+            return false;
+        }
+    }
+    if (pfd.revents) {
+        _exit(1);
+    }
+    return true;
+}
+
+/*
+ * New mount, pid and net namespaces.  The calling process forks: the
+ * child is the daemon, pid 1 of the new pid namespace (it sees no other
+ * process, and nothing of the host's survives it), in a net namespace
+ * with nothing but a loopback interface (it never needs a network: the
+ * vhost-user socket was opened or inherited before, and connections to
+ * it arrive whatever namespace the acceptor is in).  Only the child
+ * returns; the parent waits and mirrors it (supervise()).
+ */
+static bool enter_namespace(const char *dir, int *proc_fd, char **err)
 {
     const char *step;
+    sigset_t old_mask;
+    int alive[2];
+    pid_t pid;
 
-    step = "unshare(CLONE_NEWNS)";
-    if (unshare(CLONE_NEWNS) < 0) {
+    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET) < 0) {
+        *err = g_strdup_printf("--sandbox=namespace: cannot create mount, "
+                               "pid and net namespaces: %s (they need "
+                               "CAP_SYS_ADMIN: use --sandbox=chroot as "
+                               "root, --sandbox=none otherwise)",
+                               strerror(errno));
+        return false;
+    }
+    step = "creating a pipe";
+    if (pipe2(alive, O_CLOEXEC) < 0) {
         goto fail;
     }
+    /* A stop signal waits until each side has its handler */
+    block_stop_signals(&old_mask);
+    pid = fork();
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        close(alive[0]);
+        close(alive[1]);
+        step = "fork into the new pid namespace";
+        goto fail;
+    }
+    if (pid > 0) {
+        close(alive[0]);
+        supervise(pid, &old_mask);
+    }
+    close(alive[1]);
+    step = "asking to die with the parent";
+    if (!die_with_parent(alive[0])) {
+        goto fail;
+    }
+    close(alive[0]);
+    handle_stop_signals(stop_daemon);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+
     /* Nothing we do here may propagate back to the host */
     step = "making the mounts private";
     if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
+        goto fail;
+    }
+    /*
+     * The host's /proc shows the host's processes, and its /proc/self
+     * would be the parent's: the daemon's own procfs, which the fd below
+     * keeps alive once the old root is gone.
+     */
+    step = "mounting /proc for the new pid namespace";
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              NULL) < 0) {
+        goto fail;
+    }
+    step = "opening /proc/self/fd";
+    *proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*proc_fd < 0) {
         goto fail;
     }
     /* pivot_root needs a mount point */
@@ -55,26 +235,39 @@ static bool enter_namespace(const char *dir, char **err)
     return true;
 
 fail:
-    *err = g_strdup_printf("namespace sandbox: %s failed: %s (try "
-                           "--sandbox=chroot or none when not root)",
-                           step, strerror(errno));
+    *err = g_strdup_printf("--sandbox=namespace: %s failed: %s", step,
+                           strerror(errno));
     return false;
 }
 
+static bool open_proc_self_fd(int *proc_fd, char **err)
+{
+    *proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*proc_fd < 0) {
+        *err = g_strdup_printf("cannot open /proc/self/fd (is /proc "
+                               "mounted?): %s", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
 bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
-                        char **err)
+                        int *proc_fd, char **err)
 {
     switch (mode) {
     case VFSD_SANDBOX_NAMESPACE:
-        return enter_namespace(shared_dir, err);
+        return enter_namespace(shared_dir, proc_fd, err);
     case VFSD_SANDBOX_CHROOT:
+        if (!open_proc_self_fd(proc_fd, err)) {
+            return false;
+        }
         if (chroot(shared_dir) < 0 || chdir("/") < 0) {
-            *err = g_strdup_printf("chroot sandbox: %s", strerror(errno));
+            *err = g_strdup_printf("--sandbox=chroot: %s", strerror(errno));
             return false;
         }
         return true;
     case VFSD_SANDBOX_NONE:
-        return true;
+        return open_proc_self_fd(proc_fd, err);
     }
     return false;
 }

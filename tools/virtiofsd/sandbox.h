@@ -15,11 +15,14 @@
 
 /*
  * Makes @shared_dir the root of what the process can reach (namespace:
- * a private mount namespace and pivot_root; chroot: chroot).  Returns
- * false with a message in @err.
+ * new mount, pid and net namespaces and pivot_root; chroot: chroot) and
+ * opens in *@proc_fd the /proc/self/fd directory of the process that
+ * returns.  With namespace, the caller forks and only the child returns:
+ * the parent stays to wait for it, forward it stop signals and exit as
+ * it does.  Returns false with a message in @err.
  */
 bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
-                        char **err);
+                        int *proc_fd, char **err);
 /* Keeps the capabilities a passthrough server needs, drops the rest */
 bool vfsd_drop_capabilities(char **err);
 /*
