@@ -10,9 +10,17 @@
 # new name in / or /tmp.
 #
 # Meanwhile the host checks that our daemon runs the way vm.py starts it in
-# every guest test: in its own mount namespace with the share as its root
-# (--sandbox=namespace) and under a seccomp filter (--seccomp=kill), both by
-# default, nothing on vm.py's command line changing them.
+# every guest test: under a seccomp filter (--seccomp=kill) with exactly
+# the capabilities a passthrough server needs and, with --sandbox=namespace,
+# as pid 1 of its own pid namespace, forked by a parent that keeps no
+# capability, in its own mount namespace with the share as its root and in
+# its own net namespace with no interface but lo; all by default, nothing
+# on vm.py's command line changing them.
+#
+# Before the guest, without one: a daemon the host stops through its
+# parent (SIGTERM, then SIGKILL) takes the namespaced daemon with it, and
+# an unprivileged --sandbox=namespace fails at once, in one line naming
+# the modes that need no namespaces.
 #
 # --sandbox-off runs the same attempts against --sandbox=none: the daemon's
 # own care (no symlink followed, names checked) must hold without the
@@ -37,12 +45,17 @@ work=$(mktemp -d /tmp/vfsdax-sandbox.XXXXXX)
 share=$work/share
 outside=$work/outside
 helper_pid=
+bg_pids=()
+# Runs without a guest: not in $work, whose snapshot must not change, and
+# somewhere the unprivileged run ("nobody") can reach
+aside=$(mktemp -d /tmp/vfsdax-sandbox-aside.XXXXXX)
 cleanup() {
-    if [ -n "$helper_pid" ]; then
-        kill "$helper_pid" 2>/dev/null || true
-        wait "$helper_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
+    local p
+    for p in $helper_pid "${bg_pids[@]}"; do
+        kill -KILL "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    rm -rf "$work" "$aside"
 }
 trap cleanup EXIT
 token=vfsdax-escape-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -152,31 +165,148 @@ pass "no escape from the guest's side"
 umount /mnt || fail umount
 GUEST
 
+virtiofsd=$top/build/qemu/tools/virtiofsd/virtiofsd
+fail=0
+
+# What vfsd_drop_capabilities() keeps: CAP_CHOWN, DAC_OVERRIDE,
+# DAC_READ_SEARCH, FOWNER, FSETID, SETGID, SETUID, MKNOD, LEASE, SETFCAP.
+# Anything more (CAP_SYS_ADMIN above all) would outlive the sandbox.
+want_caps=0
+for bit in 0 1 2 3 4 6 7 27 28 31; do
+    want_caps=$((want_caps | 1 << bit))
+done
+want_caps=$(printf '%016x' $want_caps)
+
+status_field() { # PID FIELD: a line of /proc/PID/status, without its name
+    sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status" 2>/dev/null
+}
+
+# The only child of $1 (the namespaced daemon under its parent), or nothing
+only_child() {
+    local kids
+    kids=$(cat "/proc/$1/task/$1/children" 2>/dev/null) || return 0
+    set -- $kids
+    [ $# = 1 ] && echo "$1"
+    return 0
+}
+
 daemon_ok=0
 daemon_report=
 check_daemon() {
     # Never fail here: the guest waits for phase2 either way.
-    local pid cmd
+    local pid dpid cmd ns v ifaces
     pid=$(cat "$work/state/daemon.pid" 2>/dev/null) || { daemon_report="no daemon.pid"; return 0; }
     cmd=$(cat "$work/state/daemon.cmd")
     daemon_report="pid $pid: $cmd"
     if [ "${SANDBOX_SELFTEST:-}" = change ]; then
         touch "$outside/secret.txt"
     fi
-    grep -q $'^Seccomp:\t2' "/proc/$pid/status" ||
-        { daemon_report+="; no seccomp filter"; return 0; }
+    dpid=$pid
     if [ "$mode" = namespace ]; then
         case "$cmd" in
         *--sandbox*|*--seccomp*|*sandbox=*|*seccomp=*)
             daemon_report+="; vm.py overrides the sandbox"; return 0 ;;
         esac
-        [ "$(readlink "/proc/$pid/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] ||
-            { daemon_report+="; not in its own mount namespace"; return 0; }
-        [ -e "/proc/$pid/root/share-marker" ] && [ ! -e "/proc/$pid/root$outside" ] ||
+        # vm.py started the parent; the daemon serving the guest is its child
+        dpid=$(only_child "$pid")
+        [ -n "$dpid" ] || { daemon_report+="; not exactly one child"; return 0; }
+        daemon_report+="; daemon pid $dpid"
+        v=$(status_field "$pid" CapEff)
+        [ "$v" = 0000000000000000 ] ||
+            { daemon_report+="; the parent keeps capabilities $v"; return 0; }
+        for ns in mnt pid net; do
+            [ "$(readlink "/proc/$dpid/ns/$ns")" != "$(readlink "/proc/self/ns/$ns")" ] ||
+                { daemon_report+="; not in its own $ns namespace"; return 0; }
+        done
+        # NSpid: its pid here, then in its own namespace
+        v=$(status_field "$dpid" NSpid)
+        [ "${v##*[[:space:]]}" = 1 ] ||
+            { daemon_report+="; not pid 1 of its namespace (NSpid $v)"; return 0; }
+        [ -e "/proc/$dpid/root/share-marker" ] && [ ! -e "/proc/$dpid/root$outside" ] ||
             { daemon_report+="; its root is not the share"; return 0; }
+        ifaces=$(awk -F: 'NR > 2 { gsub(/ /, "", $1); print $1 }' "/proc/$dpid/net/dev" | xargs)
+        [ "$ifaces" = lo ] ||
+            { daemon_report+="; network interfaces: $ifaces"; return 0; }
+    elif [ -n "$(cat "/proc/$pid/task/$pid/children" 2>/dev/null)" ]; then
+        daemon_report+="; forked without a pid namespace"; return 0
     fi
+    grep -q $'^Seccomp:\t2' "/proc/$dpid/status" ||
+        { daemon_report+="; no seccomp filter"; return 0; }
+    for v in CapEff CapPrm; do
+        [ "$(status_field "$dpid" $v)" = "$want_caps" ] ||
+            { daemon_report+="; $v $(status_field "$dpid" $v), not $want_caps"; return 0; }
+    done
+    # Nothing can come back either: no bounding set, nothing inheritable
+    for v in CapBnd CapInh CapAmb; do
+        [ "$(status_field "$dpid" $v)" = 0000000000000000 ] ||
+            { daemon_report+="; $v $(status_field "$dpid" $v)"; return 0; }
+    done
     daemon_ok=1
 }
+
+# A daemon waiting for its front-end, stopped through its parent by SIG.
+# The daemon must be pid 1 of a new pid namespace and go with the parent;
+# SIGTERM must end the parent as it would have ended without the fork.
+check_stop() {
+    local sig=$1 want=$2 p c rc=0 i
+    rm -f "$aside/stop.sock"
+    "$virtiofsd" --socket-path="$aside/stop.sock" --shared-dir="$share" \
+        > "$aside/stop.log" 2>&1 &
+    p=$!
+    bg_pids+=("$p")
+    for i in $(seq 1 100); do
+        c=$(only_child "$p")
+        [ -n "$c" ] && [ -S "$aside/stop.sock" ] && break
+        sleep 0.05
+    done
+    if [ -z "$c" ] || [ "$(status_field "$c" NSpid | awk '{ print $NF }')" != 1 ]; then
+        echo "FAIL: SIG$sig: no daemon as pid 1 of a new pid namespace under $p"
+        cat "$aside/stop.log"
+        fail=1
+        return
+    fi
+    kill -"$sig" "$p"
+    # (bash's own "Killed" report of the job is not ours to show)
+    { wait "$p"; } 2>/dev/null || rc=$?
+    for i in $(seq 1 50); do
+        [ -d "/proc/$c" ] || break
+        sleep 0.1
+    done
+    if [ -d "/proc/$c" ]; then
+        echo "FAIL: SIG$sig to the parent left the daemon (pid $c) running"
+        fail=1
+    elif [ "$rc" != "$want" ]; then
+        echo "FAIL: SIG$sig: the parent ended with status $rc, not $want"
+        cat "$aside/stop.log"
+        fail=1
+    else
+        echo "ok: SIG$sig to the parent ends the daemon in its pid namespace (status $rc)"
+    fi
+}
+
+if [ "$mode" = namespace ]; then
+    # 128 + the signal: the parent was killed by it, like the daemon
+    check_stop TERM 143
+    check_stop INT 130
+    check_stop KILL 137
+
+    chmod 755 "$aside"
+    mkdir -m 777 "$aside/share"
+    rc=0
+    out=$(setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all \
+          "$virtiofsd" --socket-path="$aside/share/sock" \
+          --shared-dir="$aside/share" 2>&1 < /dev/null) || rc=$?
+    if [ "$rc" = 1 ] && [ "$(wc -l <<< "$out")" = 1 ] &&
+       grep -q -- '--sandbox=namespace' <<< "$out" &&
+       grep -q -- '--sandbox=chroot' <<< "$out" &&
+       grep -q -- '--sandbox=none' <<< "$out"; then
+        echo "ok: unprivileged, --sandbox=namespace fails in one line: $out"
+    else
+        echo "FAIL: unprivileged --sandbox=namespace: status $rc, said:"
+        echo "$out"
+        fail=1
+    fi
+fi
 
 dargs=--xattr
 [ "$mode" = namespace ] || dargs="--xattr --sandbox=none"
@@ -188,7 +318,6 @@ run_vm_with_host_step "$share" check_daemon --daemon ours --cache-mode auto \
 touch "$work/helper.stop"
 wait "$helper_pid" || true
 helper_pid=
-fail=0
 [ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; fail=1; }
 
 if [ "$mode" = namespace ]; then
@@ -202,7 +331,10 @@ if [ "$mode" = namespace ]; then
     fi
 fi
 if [ "$daemon_ok" = 1 ]; then
-    echo "ok: the daemon ran with --sandbox=$mode and a seccomp filter: $daemon_report"
+    if [ "$mode" = namespace ]; then
+        echo "ok: the daemon ran as pid 1 of new pid, mount and net namespaces (lo only), with the share as root, under a capability-less parent"
+    fi
+    echo "ok: the daemon ran with --sandbox=$mode, a seccomp filter and capabilities $want_caps only: $daemon_report"
 else
     echo "FAIL: the daemon: $daemon_report"
     fail=1
