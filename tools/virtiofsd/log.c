@@ -33,7 +33,11 @@ void vfsd_log_init(bool use_syslog, VfsdLogLevel level)
     log_syslog = use_syslog;
     log_level = level;
     if (use_syslog) {
-        openlog("virtiofsd", LOG_PID, LOG_DAEMON);
+        /*
+         * Connect now: once the sandbox is entered, /dev/log is out of
+         * reach.
+         */
+        openlog("virtiofsd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
     }
 }
 

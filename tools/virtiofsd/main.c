@@ -221,7 +221,7 @@ int main(int argc, char **argv)
     if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
         die(err);
     }
-    if (!vfsd_seccomp_install(opts.seccomp, &err)) {
+    if (!vfsd_seccomp_install(opts.seccomp, opts.syslog, &err)) {
         die(err);
     }
 

@@ -28,8 +28,8 @@ bool vfsd_drop_capabilities(char **err);
 /*
  * seccomp.c: the system call allow-list, for every thread of the process;
  * @action says what a call outside it does (VFSD_SECCOMP_NONE: nothing is
- * installed).
+ * installed).  @syslog (--syslog) adds what logging to syslog needs.
  */
-bool vfsd_seccomp_install(VfsdSeccomp action, char **err);
+bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err);
 
 #endif /* VIRTIOFSD_SANDBOX_H */

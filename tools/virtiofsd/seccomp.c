@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "sandbox.h"
@@ -55,7 +56,7 @@ static const int allowed[] = {
     SCMP_SYS(clone), SCMP_SYS(clone3), SCMP_SYS(futex),
     SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(exit),
     SCMP_SYS(exit_group), SCMP_SYS(gettid), SCMP_SYS(getpid),
-    SCMP_SYS(tgkill), SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
+    SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
     SCMP_SYS(sched_getattr), SCMP_SYS(sched_setattr),
     SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigreturn),
     SCMP_SYS(rt_sigaction), SCMP_SYS(restart_syscall),
@@ -69,8 +70,6 @@ static const int allowed[] = {
      * REMOVEMAPPING batch of more than 64 ranges kills the daemon.
      */
     SCMP_SYS(sysinfo),
-    /* Logging (syslog) */
-    SCMP_SYS(sendto), SCMP_SYS(socket), SCMP_SYS(connect),
 };
 
 /*
@@ -122,7 +121,7 @@ static bool install_sigsys_handler(char **err)
     return true;
 }
 
-bool vfsd_seccomp_install(VfsdSeccomp action, char **err)
+bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err)
 {
     scmp_filter_ctx ctx;
     uint32_t def;
@@ -177,6 +176,33 @@ bool vfsd_seccomp_install(VfsdSeccomp action, char **err)
     if (ret == 0) {
         ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW,
                                SCMP_SYS(inotify_rm_watch), 0);
+    }
+    /*
+     * raise() is tgkill() on ourselves: abort() needs it (glib's
+     * assertions, glibc's heap checks), and so does the --seccomp=trap
+     * handler.  No other process is the daemon's business.  getpid() is
+     * what the kernel compares with: our pid in our own pid namespace.
+     */
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(tgkill), 1,
+                               SCMP_A0(SCMP_CMP_EQ, getpid()));
+    }
+    /*
+     * --syslog: the connection to /dev/log is made at startup, and
+     * glibc's syslog() sends on it with send(), which is sendto(); after
+     * an error it reconnects with socket() and connect().  A Unix socket
+     * at most, and none at all without --syslog: the daemon's only other
+     * socket, the vhost-user one, exists before the filter.
+     */
+    if (ret == 0 && syslog) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+                               SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+    }
+    if (ret == 0 && syslog) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(connect), 0);
+    }
+    if (ret == 0 && syslog) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 0);
     }
     /*
      * libvhost-user probes userfaultfd for postcopy migration, which we

@@ -3,9 +3,11 @@
  *
  * Each case forks a child that installs the daemon's own filter
  * (vfsd_seccomp_install() from seccomp.c) with one --seccomp action, then
- * makes a call the daemon never needs once serving.  getppid() is that
- * call: harmless whatever happens, and its result shows whether it ran.
- * The parent judges the child by how it ended and what it wrote.
+ * makes one call.  For the actions, getppid(): a call the daemon never
+ * needs once serving, harmless whatever happens, and its result shows
+ * whether it ran.  Under the default action (kill), the calls the filter
+ * allows only with some arguments or only with --syslog.  The parent
+ * judges the child by how it ended and what it wrote.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -18,7 +20,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,12 +74,77 @@ static int seccomp_mode(void)
     return *p - '0';
 }
 
-static G_NORETURN void child(VfsdSeccomp action, pid_t parent)
+/*
+ * The call a case makes under the filter, through syscall() so that no
+ * library caches the answer and skips the call.  Returns whether it
+ * behaved as it does unfiltered.
+ */
+typedef bool (*Call)(pid_t parent);
+
+typedef struct Case {
+    VfsdSeccomp action;
+    bool syslog;                /* --syslog */
+    Call call;
+} Case;
+
+static bool call_getppid(pid_t parent)
+{
+    return syscall(SYS_getppid) == parent;
+}
+
+static bool call_socket(int family)
+{
+    int fd = syscall(SYS_socket, family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0) {
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
+static bool call_socket_unix(pid_t parent)
+{
+    return call_socket(AF_UNIX);
+}
+
+static bool call_socket_inet(pid_t parent)
+{
+    return call_socket(AF_INET);
+}
+
+/* On no socket at all: only the filter can stop it before EBADF */
+static bool call_connect(pid_t parent)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+
+    return syscall(SYS_connect, -1, &sun, sizeof(sun)) < 0 &&
+           errno == EBADF;
+}
+
+static bool call_sendto(pid_t parent)
+{
+    return syscall(SYS_sendto, -1, "x", 1, 0, NULL, 0) < 0 &&
+           errno == EBADF;
+}
+
+/* Signal 0: only whether the target exists and may be signalled */
+static bool call_tgkill_self(pid_t parent)
+{
+    return syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), 0) == 0;
+}
+
+static bool call_tgkill_parent(pid_t parent)
+{
+    return syscall(SYS_tgkill, parent, parent, 0) == 0;
+}
+
+static G_NORETURN void child(const Case *c, pid_t parent)
 {
     g_autofree char *err = NULL;
-    int want_mode = action == VFSD_SECCOMP_NONE ? 0 : 2;
+    int want_mode = c->action == VFSD_SECCOMP_NONE ? 0 : 2;
 
-    if (!vfsd_seccomp_install(action, &err)) {
+    if (!vfsd_seccomp_install(c->action, c->syslog, &err)) {
         fprintf(stderr, "%s\n", err);
         _exit(91);
     }
@@ -84,18 +153,14 @@ static G_NORETURN void child(VfsdSeccomp action, pid_t parent)
         _exit(92);
     }
     child_say(MSG_INSTALLED);
-    /*
-     * Not on the allow-list.  Through syscall() so that no library
-     * caches the answer and skips the call.
-     */
-    if (syscall(SYS_getppid) != parent) {
+    if (!c->call(parent)) {
         _exit(93);
     }
     child_say(MSG_PROCEEDED);
     _exit(0);
 }
 
-static void run(VfsdSeccomp action, Outcome *res)
+static void run(const Case *c, Outcome *res)
 {
     GString *out = g_string_new(NULL);
     int fds[2];
@@ -113,7 +178,7 @@ static void run(VfsdSeccomp action, Outcome *res)
             dup2(fds[1], STDERR_FILENO) < 0) {
             _exit(94);
         }
-        child(action, parent);
+        child(c, parent);
     }
     close(fds[1]);
     while ((n = read(fds[0], buf, sizeof(buf))) != 0) {
@@ -151,7 +216,7 @@ static void test_kill(void)
 {
     Outcome res;
 
-    run(VFSD_SECCOMP_KILL, &res);
+    run(&(Case){ VFSD_SECCOMP_KILL, false, call_getppid }, &res);
     check_stopped(&res);
     /* The kernel kills without a word */
     g_assert_cmpstr(res.out, ==, MSG_INSTALLED);
@@ -164,7 +229,7 @@ static void test_trap(void)
         "virtiofsd: seccomp: system call %d is not allowed\n", SYS_getppid);
     Outcome res;
 
-    run(VFSD_SECCOMP_TRAP, &res);
+    run(&(Case){ VFSD_SECCOMP_TRAP, false, call_getppid }, &res);
     check_stopped(&res);
     /* The handler names the call before the process dies */
     g_assert_cmpstr(res.out + strlen(MSG_INSTALLED), ==, want);
@@ -176,7 +241,7 @@ static void test_log(void)
     Outcome res;
 
     /* The kernel writes the call to its audit log and lets it run */
-    run(VFSD_SECCOMP_LOG, &res);
+    run(&(Case){ VFSD_SECCOMP_LOG, false, call_getppid }, &res);
     check_exited_ok(&res);
     g_free(res.out);
 }
@@ -185,9 +250,53 @@ static void test_none(void)
 {
     Outcome res;
 
-    run(VFSD_SECCOMP_NONE, &res);
+    run(&(Case){ VFSD_SECCOMP_NONE, false, call_getppid }, &res);
     check_exited_ok(&res);
     g_free(res.out);
+}
+
+/* Under the default action, a call that must be stopped */
+static void check_kill(bool syslog, Call call)
+{
+    Outcome res;
+
+    run(&(Case){ VFSD_SECCOMP_KILL, syslog, call }, &res);
+    check_stopped(&res);
+    g_free(res.out);
+}
+
+/* Under the default action, a call that must go through */
+static void check_allow(bool syslog, Call call)
+{
+    Outcome res;
+
+    run(&(Case){ VFSD_SECCOMP_KILL, syslog, call }, &res);
+    check_exited_ok(&res);
+    g_free(res.out);
+}
+
+/* Without --syslog the daemon has no use for a new socket */
+static void test_no_syslog_sockets(void)
+{
+    check_kill(false, call_socket_unix);
+    check_kill(false, call_connect);
+    check_kill(false, call_sendto);
+}
+
+/* --syslog reaches /dev/log, a Unix socket, and nothing else */
+static void test_syslog_sockets(void)
+{
+    check_allow(true, call_socket_unix);
+    check_allow(true, call_connect);
+    check_allow(true, call_sendto);
+    check_kill(true, call_socket_inet);
+}
+
+/* raise() and abort() work; signalling another process does not */
+static void test_tgkill(void)
+{
+    check_allow(false, call_tgkill_self);
+    check_kill(false, call_tgkill_parent);
 }
 
 int main(int argc, char **argv)
@@ -197,5 +306,9 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/seccomp/trap", test_trap);
     g_test_add_func("/virtiofsd/seccomp/log", test_log);
     g_test_add_func("/virtiofsd/seccomp/none", test_none);
+    g_test_add_func("/virtiofsd/seccomp/no-syslog-sockets",
+                    test_no_syslog_sockets);
+    g_test_add_func("/virtiofsd/seccomp/syslog-sockets", test_syslog_sockets);
+    g_test_add_func("/virtiofsd/seccomp/tgkill", test_tgkill);
     return g_test_run();
 }
