@@ -103,6 +103,12 @@ static void sigsys_handler(int sig, siginfo_t *info, void *ucontext)
         /* Nowhere else to say it */
     }
     raise(SIGSYS);
+    /*
+     * Still here: we are pid 1 of our pid namespace (--sandbox=namespace),
+     * where the kernel ignores a signal we send ourselves at its default
+     * action.  End as a shell reports a death by SIGSYS.
+     */
+    _exit(128 + SIGSYS);
 }
 
 static bool install_sigsys_handler(char **err)

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -85,6 +86,7 @@ typedef struct Case {
     VfsdSeccomp action;
     bool syslog;                /* --syslog */
     Call call;
+    bool pid1;                  /* as pid 1 of a new pid namespace */
 } Case;
 
 static bool call_getppid(pid_t parent)
@@ -160,6 +162,40 @@ static G_NORETURN void child(const Case *c, pid_t parent)
     _exit(0);
 }
 
+/*
+ * The daemon under --sandbox=namespace: the child forks again into a new
+ * pid namespace and ends as the filtered process does.  Pid 1 ignores
+ * the signals it sends itself, so it cannot die the way other processes
+ * do; a death by signal is passed on as the signal.
+ */
+static G_NORETURN void as_pid1(const Case *c, pid_t parent)
+{
+    int status;
+    pid_t pid;
+
+    if (unshare(CLONE_NEWPID) < 0) {
+        _exit(95);
+    }
+    pid = fork();
+    if (pid < 0) {
+        _exit(96);
+    }
+    if (pid == 0) {
+        if (getpid() != 1) {
+            _exit(97);
+        }
+        child(c, parent);
+    }
+    if (waitpid(pid, &status, 0) != pid) {
+        _exit(98);
+    }
+    if (WIFSIGNALED(status)) {
+        signal(WTERMSIG(status), SIG_DFL);
+        raise(WTERMSIG(status));
+    }
+    _exit(WEXITSTATUS(status));
+}
+
 static void run(const Case *c, Outcome *res)
 {
     GString *out = g_string_new(NULL);
@@ -177,6 +213,9 @@ static void run(const Case *c, Outcome *res)
         if (dup2(fds[1], STDOUT_FILENO) < 0 ||
             dup2(fds[1], STDERR_FILENO) < 0) {
             _exit(94);
+        }
+        if (c->pid1) {
+            as_pid1(c, parent);
         }
         child(c, parent);
     }
@@ -233,6 +272,32 @@ static void test_trap(void)
     check_stopped(&res);
     /* The handler names the call before the process dies */
     g_assert_cmpstr(res.out + strlen(MSG_INSTALLED), ==, want);
+    g_free(res.out);
+}
+
+/*
+ * As pid 1 the trap handler's raise(SIGSYS) is ignored: the daemon must
+ * not carry on after the call all the same.  Needs root, for the pid
+ * namespace.
+ */
+static void test_trap_pid1(void)
+{
+    g_autofree char *want = g_strdup_printf(
+        MSG_INSTALLED "virtiofsd: seccomp: system call %d is not allowed\n",
+        SYS_getppid);
+    Outcome res;
+
+    if (geteuid() != 0) {
+        g_test_skip("a pid namespace needs root");
+        return;
+    }
+    run(&(Case){ VFSD_SECCOMP_TRAP, false, call_getppid, true }, &res);
+    if (!WIFEXITED(res.status) ||
+        WEXITSTATUS(res.status) != 128 + SIGSYS) {
+        g_error("pid 1 did not exit with 128 + SIGSYS: status 0x%x, "
+                "output '%s'", res.status, res.out);
+    }
+    g_assert_cmpstr(res.out, ==, want);
     g_free(res.out);
 }
 
@@ -304,6 +369,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/virtiofsd/seccomp/kill", test_kill);
     g_test_add_func("/virtiofsd/seccomp/trap", test_trap);
+    g_test_add_func("/virtiofsd/seccomp/trap-pid1", test_trap_pid1);
     g_test_add_func("/virtiofsd/seccomp/log", test_log);
     g_test_add_func("/virtiofsd/seccomp/none", test_none);
     g_test_add_func("/virtiofsd/seccomp/no-syslog-sockets",
