@@ -12,6 +12,7 @@
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/harness/tests/lib.sh"
 FILES=12000
 # Within the hard limit of common hosts (a daemon cannot raise it)
 NOFILE=16384
@@ -59,7 +60,7 @@ count_fds() {
     pid=$(cat "$work/state/daemon.pid")
     for step in base peak1 after1 peak2 after2; do
         while [ ! -e "$shared/.$step" ]; do sleep 0.2; done
-        echo "$step $(ls "/proc/$pid/fd" | wc -l)" >> "$work/fds"
+        echo "$step $(ls "/proc/$(serving_pid "$pid")/fd" | wc -l)" >> "$work/fds"
         touch "$shared/.$step.done"
     done
 }

@@ -21,3 +21,14 @@ run_vm_with_host_step() {
     fi
     wait $vm
 }
+
+# serving_pid PID: the process serving the guest among the daemon vm.py
+# started as PID.  Under --sandbox=namespace (our default) PID is only
+# the parent that waits, and the daemon is its one child, pid 1 of its
+# own pid namespace; otherwise PID itself.
+serving_pid() {
+    local kids
+    kids=$(cat "/proc/$1/task/$1/children" 2>/dev/null || true)
+    set -- "$1" $kids
+    [ $# = 2 ] && echo "$2" || echo "$1"
+}
