@@ -15,7 +15,8 @@ script's.  125 means the harness itself failed, with a message on stderr
 saying what did not come up.
 
 Inside the guest the script sees VFS_TAG (the tag to mount), VFS_DAX (1 when
-a cache window was configured), VFS_DAEMON, and /lib/vfsdax.sh.
+a cache window was configured), VFS_DAEMON, VFS_REQUEST_QUEUES (0: the
+device's default) and /lib/vfsdax.sh.
 """
 
 import argparse
@@ -212,7 +213,8 @@ def run_guest(args, sink=None):
             os.makedirs(shared)
 
         env = {"VFS_TAG": args.tag, "VFS_DAX": 1 if args.cache_size else 0,
-               "VFS_DAEMON": args.daemon, "VFSDAX_MODULES": 1 if args.p9 else 0}
+               "VFS_DAEMON": args.daemon,
+               "VFS_REQUEST_QUEUES": args.request_queues, "VFSDAX_MODULES": 1 if args.p9 else 0}
         for kv in args.env:
             k, _, v = kv.partition("=")
             env[k] = v
@@ -261,6 +263,8 @@ def run_guest(args, sink=None):
             dev = f"vhost-user-fs-pci,chardev=vfs,tag={args.tag}"
             if args.queue_size:
                 dev += f",queue-size={args.queue_size}"
+            if args.request_queues:
+                dev += f",num-request-queues={args.request_queues}"
             if args.cache_size:
                 dev += f",cache-size={args.cache_size}"
             chardev = f"socket,id=vfs,path={sock}"
@@ -366,6 +370,8 @@ def build_parser():
     p.add_argument("--cache-size", default="",
                    help="device cache window (e.g. 1G); empty = no DAX window")
     p.add_argument("--queue-size", type=int, default=0)
+    p.add_argument("--request-queues", type=int, default=0,
+                   help="device num-request-queues (default: the device's)")
     p.add_argument("--reconnect-ms", type=int, default=0,
                    help="chardev reconnect-ms: QEMU reconnects to a "
                    "restarted daemon")

@@ -124,6 +124,11 @@ SUITES = [
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
           "--daemon", "ours", "--cache-mode", "never"),
+    # Several request queues (Linux >= 6.11 uses one per CPU group) served
+    # by the thread pool
+    guest("guest: virtio-fs smoke, 4 request queues and a thread pool",
+          "smoke.sh", "--daemon", "ours", "--cache-mode", "never",
+          "--request-queues", "4", "--daemon-args=--thread-pool-size=4"),
     guest("guest: POSIX exercise, ours = Rust virtiofsd = host", "posix.sh",
           timeout=900),
     # A guest that holds and looks up files without end (CVE-2020-10717)

@@ -27,6 +27,21 @@ head -c 1048576 /dev/urandom > /mnt/from-guest.bin || fail "write from the guest
 sha256sum /mnt/from-guest.bin | cut -d' ' -f1 > /mnt/from-guest.sum
 [ "\$(ls /mnt/dir | tr '\n' ' ')" = "a b " ] || fail "listing: \$(ls /mnt/dir)"
 mv /mnt/dir/a /mnt/dir/c || fail "rename"
+if [ "\$VFS_REQUEST_QUEUES" -gt 1 ]; then
+    # One interrupt vector per request queue the guest set up; each CPU
+    # reads the whole file, so requests come in on more than one of them.
+    for c in \$(seq 0 \$((\$(nproc) - 1))); do
+        taskset -c \$c cat /mnt/from-host.bin > /dev/null || fail "read on CPU \$c"
+    done
+    # Linux uses at most one request queue per CPU
+    want=\$VFS_REQUEST_QUEUES
+    [ "\$want" -le "\$(nproc)" ] || want=\$(nproc)
+    nq=\$(grep -c 'requests\.' /proc/interrupts)
+    [ "\$nq" = "\$want" ] || fail "guest set up \$nq request queues, not \$want"
+    used=\$(grep 'requests\.' /proc/interrupts | awk '{s=0; for (i=2; i<=NF && \$i ~ /^[0-9]+\$/; i++) s+=\$i; if (s) n++} END {print n+0}')
+    [ "\$used" -ge 2 ] || fail "only \$used request queue(s) carried requests"
+    pass "\$nq request queues, \$used of them used"
+fi
 if [ "\$VFS_DAX" = 1 ]; then
     dax_active /mnt || fail "DAX requested but not active on /mnt"
     pass "DAX active"
