@@ -342,6 +342,16 @@ def run_guest(args, sink=None):
         return rc
     finally:
         stop(qemu_proc)
+        if daemon is not None and args.state_dir:
+            # A back-end must end by itself once its front-end is gone:
+            # say how it did, for tests that kill QEMU.
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+            write_state(args.state_dir, "daemon.exit",
+                        "running" if daemon.poll() is None
+                        else str(daemon.returncode))
         stop(daemon)
         # The logs are in LOG_DIR when one was given; the rest (initrd,
         # socket, default shared directory) is never needed afterwards.

@@ -132,6 +132,9 @@ SUITES = [
     guest("guest: POSIX exercise, ours = Rust virtiofsd = host", "posix.sh",
           timeout=900),
     # A guest that holds and looks up files without end (CVE-2020-10717)
+    # QEMU killed mid-I/O: the daemon exits by itself, status 0
+    guest("guest: our virtiofsd when QEMU is killed mid-request",
+          "qemu-kill.sh", timeout=300),
     guest("guest: our virtiofsd under fd exhaustion", "exhaust.sh",
           timeout=300),
     # 20,000 FORGETs on the hiprio queue, twice: the daemon's fds return
