@@ -261,6 +261,8 @@ static GPtrArray *dax_overlapping(VfsdDax *dax, uint64_t start, uint64_t end)
  */
 static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
 {
+    bool (*unmap)(void *opaque, uint64_t shm_offset, uint64_t len) =
+        !wait && dax->be.unmap_nowait ? dax->be.unmap_nowait : dax->be.unmap;
     bool ok = true;
     unsigned int i = 0, j;
 
@@ -282,11 +284,7 @@ static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
             }
             end += m->mapped;
         }
-        if (!(!wait && dax->be.unmap_nowait ?
-              dax->be.unmap_nowait(dax->be.opaque, first->moffset,
-                                   end - first->moffset) :
-              dax->be.unmap(dax->be.opaque, first->moffset,
-                            end - first->moffset))) {
+        if (!unmap(dax->be.opaque, first->moffset, end - first->moffset)) {
             vfsd_err("DAX: front-end failed to unmap window range 0x%" PRIx64
                      "+0x%" PRIx64, first->moffset, end - first->moffset);
             ok = false;

@@ -78,6 +78,44 @@ static void fill_open_out(VfsdFs *fs, uint64_t fh, struct fuse_open_out *out)
     }
 }
 
+/*
+ * Around an open with O_TRUNC in @flags: no DAX mapping may cover what the
+ * truncate cuts, and with @kill_priv the setuid/setgid bits go, as the
+ * guest's FUSE_OPEN_KILL_SUIDGID asks.  @inode is NULL for a file the
+ * guest has not looked up, which has no mappings.  Returns 0 or -errno;
+ * after a success, open_trunc_end() follows the open, whatever its result.
+ */
+static int open_trunc_begin(VfsdFs *fs, VfsdInode *inode, int flags,
+                            bool kill_priv, bool *dropped)
+{
+    int ret;
+
+    *dropped = false;
+    if (!(flags & O_TRUNC)) {
+        return 0;
+    }
+    if (kill_priv) {
+        ret = vfsd_drop_fsetid(dropped);
+        if (ret < 0) {
+            return ret;
+        }
+    }
+    if (inode) {
+        vfsd_dax_guest_resize(fs, inode, 0);
+    }
+    return 0;
+}
+
+static void open_trunc_end(VfsdFs *fs, VfsdInode *inode, int flags,
+                           bool dropped)
+{
+    vfsd_restore_fsetid(dropped);
+    if ((flags & O_TRUNC) && inode) {
+        /* Refused, or another writer already grew it: map cut ranges back */
+        vfsd_dax_guest_grew(fs, inode);
+    }
+}
+
 /* Only regular files are opened on the guest's behalf (CVE-2020-35517) */
 static int check_regular(int fd)
 {
@@ -111,23 +149,16 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         vfsd_guest_error("too many open files, open refused");
         return -ENFILE;
     }
-    if ((f & O_TRUNC) && (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
-        (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID)) {
-        ret = vfsd_drop_fsetid(&dropped);
-        if (ret < 0) {
-            vfsd_fd_release(fs);
-            return ret;
-        }
-    }
-    if (f & O_TRUNC) {
-        vfsd_dax_guest_resize(fs, inode, 0);
+    ret = open_trunc_begin(fs, inode, f,
+                           (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+                           (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID),
+                           &dropped);
+    if (ret < 0) {
+        vfsd_fd_release(fs);
+        return ret;
     }
     fd = vfsd_reopen(fs, inode, f);
-    vfsd_restore_fsetid(dropped);
-    if (f & O_TRUNC) {
-        /* Refused, or another writer already grew it: map cut ranges back */
-        vfsd_dax_guest_grew(fs, inode);
-    }
+    open_trunc_end(fs, inode, f, dropped);
     if (fd < 0) {
         vfsd_fd_release(fs);
         return fd;
@@ -169,27 +200,17 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
         if (flags & O_TRUNC) {
             /* Only an inode the guest knows can have mappings */
             inode = vfsd_inode_find(fs, pfd);
-            if (inode) {
-                vfsd_dax_guest_resize(fs, inode, 0);
-            }
-            err = kill_priv ? -vfsd_drop_fsetid(&dropped) : 0;
-            if (err) {
-                if (inode) {
-                    vfsd_dax_guest_grew(fs, inode);
-                }
-                close(pfd);
-                errno = err;
-                return -1;
-            }
+        }
+        err = -open_trunc_begin(fs, inode, flags, kill_priv, &dropped);
+        if (err) {
+            close(pfd);
+            errno = err;
+            return -1;
         }
         snprintf(procname, sizeof(procname), "%d", pfd);
         fd = openat(fs->proc_self_fd, procname, flags | O_CLOEXEC);
         err = errno;
-        vfsd_restore_fsetid(dropped);
-        if (inode) {
-            /* Refused, or another writer already grew it */
-            vfsd_dax_guest_grew(fs, inode);
-        }
+        open_trunc_end(fs, inode, flags, dropped);
         close(pfd);
         errno = err;
         return fd;
