@@ -150,7 +150,7 @@ static bool is_listening(const char *path)
     return false;
 }
 
-static bool start_daemon(TestCtx *t)
+static bool start_daemon(TestCtx *t, const char *unmap_delay)
 {
     g_autofree char *binary = virtiofsd_path();
     g_autofree char *sock_opt = g_strdup_printf("--socket-path=%s", t->sock);
@@ -161,7 +161,7 @@ static bool start_daemon(TestCtx *t)
      */
     const char *argv[] = {
         NULL, sock_opt, dir_opt, "--sandbox=none", "--cache=never",
-        "--log-level=error", "--posix-lock", "--flock", NULL,
+        "--log-level=error", "--posix-lock", "--flock", unmap_delay, NULL,
     };
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
     g_autoptr(GError) err = NULL;
@@ -192,7 +192,8 @@ static bool start_daemon(TestCtx *t)
     return true;
 }
 
-static bool setup(TestCtx *t)
+/* @unmap_delay: the daemon's --dax-unmap-delay option */
+static bool setup_delay(TestCtx *t, const char *unmap_delay)
 {
     QPCIAddress addr = { .devfn = FS_DEVFN };
     QVirtioDevice *vdev;
@@ -211,7 +212,7 @@ static bool setup(TestCtx *t)
 
         g_assert_cmpint(mkdir(sub, 0700), ==, 0);
     }
-    if (!start_daemon(t)) {
+    if (!start_daemon(t, unmap_delay)) {
         return false;
     }
 
@@ -255,6 +256,12 @@ static void wait_daemon_exit(TestCtx *t)
     t->daemon = 0;
     g_assert_true(WIFEXITED(status));
     g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+}
+
+/* Most tests check what each request does to the window at once */
+static bool setup(TestCtx *t)
+{
+    return setup_delay(t, "--dax-unmap-delay=0");
 }
 
 static void teardown(TestCtx *t)
@@ -782,6 +789,45 @@ static void test_destroy_drops_mappings(void)
     teardown(&t);
 }
 
+/*
+ * With an unmap delay, a removed range stays mapped until a map takes the
+ * slot over, in one replace, or the delay runs out.
+ */
+static void test_lazy_unmap(void)
+{
+    const uint64_t rd = FUSE_SETUPMAPPING_FLAG_READ;
+    uint64_t nodeid, fh;
+    gint64 removed;
+    TestCtx t;
+
+    if (!setup_delay(&t, "--dax-unmap-delay=500")) {
+        teardown(&t);
+        return;
+    }
+    nodeid = open_pattern(&t, O_RDONLY, &fh);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB, rd, 0), ==, 0);
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, TWO_MB, TWO_MB, rd, TWO_MB),
+                    ==, 0);
+
+    g_assert_cmpint(removemapping(&t, nodeid, TWO_MB, TWO_MB), ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 2);
+    assert_window_shows_file(&t, TWO_MB, TWO_MB, TWO_MB);
+
+    /* The slot reused for the head of the file: replaced, not added */
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB, rd, TWO_MB),
+                    ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 2);
+    assert_window_shows_file(&t, TWO_MB, 0, TWO_MB);
+
+    removed = g_get_monotonic_time();
+    g_assert_cmpint(removemapping(&t, nodeid, 0, 2 * TWO_MB), ==, 0);
+    g_assert_cmpuint(count_maps(&t), ==, 2);
+    wait_no_maps(&t);
+    g_assert_cmpint(g_get_monotonic_time() - removed, >=, 500 * 1000);
+    assert_window_zero(&t, 0, 2 * TWO_MB);
+    teardown(&t);
+}
+
 static void test_daemon_exit_drops_mappings(void)
 {
     uint64_t nodeid, fh;
@@ -905,6 +951,8 @@ int main(int argc, char **argv)
                    test_destroy_drops_mappings);
     qtest_add_func("/vhost-user-fs-daemon/window/daemon-exit-drops-mappings",
                    test_daemon_exit_drops_mappings);
+    qtest_add_func("/vhost-user-fs-daemon/window/lazy-unmap",
+                   test_lazy_unmap);
     qtest_add_func("/vhost-user-fs-daemon/lock-waits", test_lock_waits);
 
     return g_test_run();

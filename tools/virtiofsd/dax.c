@@ -24,6 +24,18 @@
  * before the guest (most likely) touches them, so that it reads zeros
  * from the window instead of making QEMU catch a SIGBUS.
  *
+ * Lazy unmaps.  Once its window is full, the guest frees one 2 MiB range
+ * per REMOVEMAPPING and soon maps another file range into the same slot.
+ * Each unmap is a pass of the front-end's main loop, and the next map,
+ * the one a guest thread is waiting for, queues behind it.  When the
+ * front-end can replace a mapping in one step, a removed range is left
+ * mapped instead, and the map that reuses the slot replaces it.  This
+ * changes nothing the guest may rely on: it must not touch a range it
+ * removed, and if it does, it finds the file it had mapped there anyway,
+ * as it could have by not removing it.  Ranges no map took over within
+ * the delay are unmapped then, so that no file stays held by the window
+ * for long after the guest is done with it.
+ *
  * Copyright (c) 2026 virtiofs-dax developers
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -36,10 +48,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "dax.h"
 #include "log.h"
+#include "stats.h"
 
 /* Offsets and lengths must be page aligned: we announce 1 << 12 in INIT */
 #define VFSD_DAX_ALIGN 4096ULL
@@ -62,6 +76,10 @@ struct VfsdDax {
      */
     unsigned int max_watches;
     bool watch_full_warned;
+    /* Lazy unmaps: a timerfd (-1 when off), and the ranges kept */
+    int flush_fd;
+    int64_t unmap_delay_ns;
+    GQueue released;            /* VfsdDaxMap, by released_at */
 };
 
 static gint cmp_u64(gconstpointer a, gconstpointer b, gpointer opaque)
@@ -80,6 +98,8 @@ VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be)
     dax->be = *be;
     dax->watch_fd = -1;
     dax->wds = g_hash_table_new(NULL, NULL);
+    dax->flush_fd = -1;
+    g_queue_init(&dax->released);
     return dax;
 }
 
@@ -160,6 +180,9 @@ static void dax_inode_detach(VfsdDax *dax, VfsdInode *inode)
 
 static void dax_map_free(VfsdDax *dax, VfsdDaxMap *m)
 {
+    if (m->released) {
+        g_queue_unlink(&dax->released, &m->released_link);
+    }
     g_tree_remove(dax->maps, &m->moffset);
     dax_set_mapped(m, m->len);
     dax_inode_detach(dax, m->inode);
@@ -199,6 +222,9 @@ void vfsd_dax_free(VfsdDax *dax)
     if (dax->watch_fd >= 0) {
         close(dax->watch_fd);
     }
+    if (dax->flush_fd >= 0) {
+        close(dax->flush_fd);
+    }
     g_mutex_clear(&dax->lock);
     g_free(dax);
 }
@@ -212,8 +238,9 @@ unsigned int vfsd_dax_count(VfsdFs *fs)
 {
     unsigned int n;
 
+    /* What the guest has mapped: the ranges it removed do not count */
     g_mutex_lock(&fs->dax->lock);
-    n = g_tree_nnodes(fs->dax->maps);
+    n = g_tree_nnodes(fs->dax->maps) - fs->dax->released.length;
     g_mutex_unlock(&fs->dax->lock);
     return n;
 }
@@ -296,6 +323,107 @@ static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
     return ok;
 }
 
+static bool dax_lazy(VfsdDax *dax)
+{
+    return dax->flush_fd >= 0 && dax->be.can_replace(dax->be.opaque);
+}
+
+/* Fires the flush timer @ns from now (at least 1 ns: 0 disarms it) */
+static void dax_arm_flush(VfsdDax *dax, int64_t ns)
+{
+    struct itimerspec its = { };
+
+    ns = MAX(ns, 1);
+    its.it_value.tv_sec = ns / 1000000000;
+    its.it_value.tv_nsec = ns % 1000000000;
+    if (timerfd_settime(dax->flush_fd, 0, &its, NULL) < 0) {
+        vfsd_err("DAX: cannot arm the unmap timer: %s", strerror(errno));
+    }
+}
+
+/* The guest removed @maps: keep them mapped for now.  Lock held. */
+static void dax_release_maps(VfsdDax *dax, GPtrArray *maps)
+{
+    int64_t now = vfsd_stats_now();
+    bool was_empty = g_queue_is_empty(&dax->released);
+    unsigned int i;
+
+    for (i = 0; i < maps->len; i++) {
+        VfsdDaxMap *m = g_ptr_array_index(maps, i);
+
+        m->released = true;
+        m->released_at = now;
+        m->released_link.data = m;
+        g_queue_push_tail_link(&dax->released, &m->released_link);
+    }
+    if (was_empty && maps->len) {
+        dax_arm_flush(dax, dax->unmap_delay_ns);
+    }
+}
+
+static gint cmp_map_moffset(gconstpointer a, gconstpointer b)
+{
+    const VfsdDaxMap *x = *(VfsdDaxMap * const *)a;
+    const VfsdDaxMap *y = *(VfsdDaxMap * const *)b;
+
+    return x->moffset < y->moffset ? -1 : x->moffset > y->moffset;
+}
+
+bool vfsd_dax_lazy_start(VfsdDax *dax, unsigned int delay_ms, char **err)
+{
+    dax->flush_fd = timerfd_create(CLOCK_MONOTONIC,
+                                   TFD_NONBLOCK | TFD_CLOEXEC);
+    if (dax->flush_fd < 0) {
+        *err = g_strdup_printf("cannot delay DAX unmaps: timerfd_create: %s",
+                               strerror(errno));
+        return false;
+    }
+    dax->unmap_delay_ns = delay_ms * 1000000LL;
+    return true;
+}
+
+int vfsd_dax_flush_fd(VfsdDax *dax)
+{
+    return dax->flush_fd;
+}
+
+void vfsd_dax_flush(VfsdFs *fs)
+{
+    VfsdDax *dax = fs->dax;
+    g_autoptr(GPtrArray) due = g_ptr_array_new();
+    uint64_t expirations;
+    int64_t now;
+    GList *l;
+
+    /* Only clears the readable state; the queue says what is due */
+    if (read(dax->flush_fd, &expirations, sizeof(expirations)) < 0 &&
+        errno != EAGAIN) {
+        vfsd_err("DAX: unmap timer: %s", strerror(errno));
+    }
+
+    g_mutex_lock(&dax->lock);
+    now = vfsd_stats_now();
+    for (l = dax->released.head; l; l = l->next) {
+        VfsdDaxMap *m = l->data;
+
+        if (now - m->released_at < dax->unmap_delay_ns) {
+            dax_arm_flush(dax, m->released_at + dax->unmap_delay_ns - now);
+            break;
+        }
+        g_ptr_array_add(due, m);
+        if (fs->stats) {
+            vfsd_stats_record(fs->stats, VFSD_STATS_DAX_UNMAPPED_LATE,
+                              m->released_at);
+        }
+    }
+    if (due->len) {
+        /* In window order, so that neighbours go in one unmap */
+        g_ptr_array_sort(due, cmp_map_moffset);
+        dax_unmap_maps(dax, due, false);
+    }
+    g_mutex_unlock(&dax->lock);
+}
+
 static bool dax_range_ok(uint64_t off, uint64_t len)
 {
     return len && !(off % VFSD_DAX_ALIGN) && !(len % VFSD_DAX_ALIGN) &&
@@ -307,7 +435,9 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
 {
     VfsdDax *dax = fs->dax;
     g_autoptr(VfsdInode) inode = NULL;
-    g_autoptr(GPtrArray) old = NULL;
+    g_autoptr(GPtrArray) overlap = NULL;
+    g_autoptr(GPtrArray) old = g_ptr_array_new();
+    g_autoptr(GPtrArray) stale = g_ptr_array_new();
     bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
     uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
     VfsdDaxMap *m;
@@ -358,17 +488,27 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     }
 
     g_mutex_lock(&dax->lock);
-    old = dax_overlapping(dax, in->moffset, in->moffset + in->len);
-    for (i = 0; i < old->len; i++) {
-        m = g_ptr_array_index(old, i);
-        if (m->moffset < in->moffset ||
-            m->moffset + m->len > in->moffset + in->len) {
+    overlap = dax_overlapping(dax, in->moffset, in->moffset + in->len);
+    for (i = 0; i < overlap->len; i++) {
+        m = g_ptr_array_index(overlap, i);
+        if (m->moffset >= in->moffset &&
+            m->moffset + m->len <= in->moffset + in->len) {
+            g_ptr_array_add(old, m);
+        } else if (m->released) {
+            /* Gone for the guest: in our way only */
+            g_ptr_array_add(stale, m);
+        } else {
             vfsd_guest_error("SETUPMAPPING: window range 0x%" PRIx64 "+0x%"
                              PRIx64 " cuts through an existing mapping",
                              in->moffset, in->len);
             ret = -EINVAL;
             goto out;
         }
+    }
+    /* Queued before our map, which the front-end handles after them */
+    if (stale->len && !dax_unmap_maps(dax, stale, false)) {
+        ret = -EIO;
+        goto out;
     }
     if (old->len) {
         if (dax->be.can_replace(dax->be.opaque)) {
@@ -399,7 +539,12 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     dax_inode_attach(dax, inode, fd);
     if (flags & VFSD_DAX_MAP_REPLACE) {
         for (i = 0; i < old->len; i++) {
-            dax_map_free(dax, g_ptr_array_index(old, i));
+            m = g_ptr_array_index(old, i);
+            if (m->released && fs->stats) {
+                vfsd_stats_record(fs->stats, VFSD_STATS_DAX_TAKEN_OVER,
+                                  m->released_at);
+            }
+            dax_map_free(dax, m);
         }
     }
 
@@ -472,6 +617,10 @@ int vfsd_op_removemapping(VfsdFs *fs,
         for (j = 0; j < in->len; j++) {
             VfsdDaxMap *m = g_ptr_array_index(in, j);
 
+            if (m->released) {
+                /* Removed already; a retry, or a range around it */
+                continue;
+            }
             if (m->moffset < r[i].moffset ||
                 m->moffset + m->len > r[i].moffset + r[i].len) {
                 vfsd_guest_error("REMOVEMAPPING: range 0x%" PRIx64 "+0x%"
@@ -487,6 +636,10 @@ int vfsd_op_removemapping(VfsdFs *fs,
      * Ranges with nothing mapped are accepted: the guest may retry a
      * removal whose reply it lost, and there is nothing left to undo.
      */
+    if (dax_lazy(dax)) {
+        dax_release_maps(dax, doomed);
+        goto out;
+    }
     start = fs->stats ? vfsd_stats_now() : 0;
     if (!dax_unmap_maps(dax, doomed, false)) {
         ret = -EIO;
@@ -661,6 +814,7 @@ static void dax_inode_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size)
 {
     VfsdDax *dax = fs->dax;
     g_autoptr(GPtrArray) all = NULL;
+    g_autoptr(GPtrArray) released = g_ptr_array_new();
     uint64_t old = inode->dax_size;
     /* Sizes come from stat: at most INT64_MAX, this cannot wrap */
     uint64_t end = (size + VFSD_DAX_ALIGN - 1) & ~(VFSD_DAX_ALIGN - 1);
@@ -680,11 +834,19 @@ static void dax_inode_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size)
             continue;
         }
         keep = end > m->foffset ? MIN(end - m->foffset, m->len) : 0;
-        if (size < old && keep < m->mapped) {
+        if (m->released) {
+            /* Nobody needs it whole again: dropped rather than cut */
+            if (size < old && keep < m->mapped) {
+                g_ptr_array_add(released, m);
+            }
+        } else if (size < old && keep < m->mapped) {
             dax_cut_map(fs, m, keep);
         } else if (size > old && keep > m->mapped) {
             dax_restore_map(fs, m);
         }
+    }
+    if (released->len) {
+        dax_unmap_maps(dax, released, true);
     }
 }
 

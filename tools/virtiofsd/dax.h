@@ -48,6 +48,13 @@ typedef struct VfsdDaxMap {
     uint64_t mapped;
     bool writable;
     VfsdInode *inode;           /* holds a reference */
+    /*
+     * Removed by the guest but left mapped until a map takes the range
+     * over or the unmap delay runs out: see "Lazy unmaps" in dax.c.
+     */
+    bool released;
+    int64_t released_at;        /* vfsd_stats_now() clock */
+    GList released_link;        /* in VfsdDax's queue, oldest first */
 } VfsdDaxMap;
 
 VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be);
@@ -61,6 +68,15 @@ int vfsd_op_removemapping(VfsdFs *fs,
                           uint32_t count);
 
 /* FUSE_DESTROY: unmaps everything */
+/*
+ * Lazy unmaps: ranges the guest removes stay mapped for up to @delay_ms,
+ * and vfsd_dax_flush() is to run whenever vfsd_dax_flush_fd() (a timerfd)
+ * is readable.  Off (fd -1) unless started.
+ */
+bool vfsd_dax_lazy_start(VfsdDax *dax, unsigned int delay_ms, char **err);
+int vfsd_dax_flush_fd(VfsdDax *dax);
+void vfsd_dax_flush(VfsdFs *fs);
+
 void vfsd_dax_reset(VfsdFs *fs);
 /* Disconnect: the front-end dropped the mappings itself */
 void vfsd_dax_forget_all(VfsdFs *fs);

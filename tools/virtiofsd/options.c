@@ -21,6 +21,8 @@
 #include "options.h"
 
 #define VFSD_MAX_THREAD_POOL 1024
+/* A range kept longer than this holds a file the guest is done with */
+#define VFSD_MAX_DAX_UNMAP_DELAY 60000
 
 static const char capabilities[] =
     "{\n"
@@ -68,6 +70,9 @@ void vfsd_options_usage(const char *prog)
            "                            files with per-inode DAX (dax=inode)\n"
            "                            (always; xattr: files carrying\n"
            "                            " VFSD_DAX_XATTR_NAME ")\n"
+           "  --dax-unmap-delay=MS      keep ranges the guest removes mapped\n"
+           "                            until reused, at most MS ms (0:\n"
+           "                            unmap at once, the default)\n"
            "  --uid-map=:GUEST:HOST:COUNT:, --gid-map=:GUEST:HOST:COUNT:\n"
            "                            guest ids GUEST.. are host ids\n"
            "                            HOST.. (repeatable)\n"
@@ -304,6 +309,7 @@ enum {
     OPT_RLIMIT_NOFILE,
     OPT_LOG_LEVEL,
     OPT_DAX_POLICY,
+    OPT_DAX_UNMAP_DELAY,
     OPT_UID_MAP,
     OPT_GID_MAP,
     OPT_O,
@@ -372,6 +378,7 @@ static const struct {
     { "--allow-direct-io", OPT_ALLOW_DIRECT_IO },
     { "--watch-truncate", OPT_WATCH_TRUNCATE },
     { "--stats", OPT_STATS },
+    { "--dax-unmap-delay", OPT_DAX_UNMAP_DELAY },
 };
 
 static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
@@ -519,6 +526,14 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return true;
     case OPT_STATS:
         o->stats = true;
+        return true;
+    case OPT_DAX_UNMAP_DELAY:
+        if (!parse_u64(val, &n, VFSD_MAX_DAX_UNMAP_DELAY)) {
+            *err = g_strdup_printf("invalid DAX unmap delay '%s' (0 to %d "
+                                   "ms)", val, VFSD_MAX_DAX_UNMAP_DELAY);
+            return false;
+        }
+        o->dax_unmap_delay_ms = n;
         return true;
     }
     g_assert_not_reached();

@@ -76,6 +76,7 @@ typedef struct VfsdOptions {
     bool version;
     bool watch_truncate;        /* unmap DAX ranges of host-shrunk files */
     bool stats;                 /* log request counts and times at exit */
+    unsigned int dax_unmap_delay_ms;    /* lazy unmaps; 0 (default): off */
 } VfsdOptions;
 
 /*

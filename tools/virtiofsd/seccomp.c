@@ -50,6 +50,8 @@ static const int allowed[] = {
     /* vhost-user and queues */
     SCMP_SYS(recvmsg), SCMP_SYS(sendmsg), SCMP_SYS(poll), SCMP_SYS(ppoll),
     SCMP_SYS(eventfd2), SCMP_SYS(mmap), SCMP_SYS(munmap),
+    /* The DAX unmap delay */
+    SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
     SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(mremap), SCMP_SYS(brk),
     SCMP_SYS(dup), SCMP_SYS(dup3),
     /* Threads */

@@ -77,6 +77,10 @@ static const char *slot_name(uint32_t slot)
         return "front-end map";
     case VFSD_STATS_FE_UNMAP:
         return "front-end unmap";
+    case VFSD_STATS_DAX_TAKEN_OVER:
+        return "removed range kept until mapped again";
+    case VFSD_STATS_DAX_UNMAPPED_LATE:
+        return "removed range kept until unmapped";
     default:
         return vfsd_opname(slot);
     }

@@ -18,6 +18,9 @@
 enum {
     VFSD_STATS_FE_MAP = 62,
     VFSD_STATS_FE_UNMAP,
+    /* Lazy unmaps: how long removed ranges stayed mapped, by fate */
+    VFSD_STATS_DAX_TAKEN_OVER,
+    VFSD_STATS_DAX_UNMAPPED_LATE,
     VFSD_STATS_SLOTS,
 };
 

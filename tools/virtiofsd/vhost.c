@@ -614,15 +614,26 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     if (fs->opts->watch_truncate && !watch_start(dev)) {
         ok = false;
     }
+    if (fs->opts->dax_unmap_delay_ms) {
+        g_autofree char *err = NULL;
+
+        /* Only slower without it */
+        if (!vfsd_dax_lazy_start(fs->dax, fs->opts->dax_unmap_delay_ms,
+                                 &err)) {
+            vfsd_warn("%s", err);
+        }
+    }
 
     while (ok) {
-        struct pollfd pfd[2] = {
+        /* A negative fd (lazy unmaps off) is left out by poll() */
+        struct pollfd pfd[3] = {
             { .fd = conn_fd, .events = POLLIN },
             { .fd = dev->panic_fd, .events = POLLIN },
+            { .fd = vfsd_dax_flush_fd(fs->dax), .events = POLLIN },
         };
         bool more;
 
-        if (poll(pfd, 2, -1) < 0) {
+        if (poll(pfd, 3, -1) < 0) {
             if (errno == EINTR) {
                 continue;
             }
@@ -634,6 +645,15 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
             vfsd_err("vhost-user device broken, disconnecting");
             ok = false;
             break;
+        }
+        if (pfd[2].revents & POLLIN) {
+            /* Unmaps talk to the front-end, like a worker's */
+            pthread_rwlock_rdlock(&dev->dispatch_lock);
+            vfsd_dax_flush(fs);
+            pthread_rwlock_unlock(&dev->dispatch_lock);
+            if (!pfd[0].revents) {
+                continue;
+            }
         }
         pthread_rwlock_wrlock(&dev->dispatch_lock);
         more = vu_dispatch(&dev->vu);

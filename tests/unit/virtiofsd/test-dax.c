@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -116,6 +117,9 @@ static bool fake_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)
 /* Fixture variants, the test data */
 #define FAKE_NO_REPLACE 1
 #define FAKE_NOWAIT 2
+#define FAKE_LAZY 4             /* and nowait */
+
+#define LAZY_DELAY_MS 50
 
 typedef struct DaxFixture {
     TestFs t;
@@ -137,11 +141,16 @@ static void setup(DaxFixture *d, gconstpointer data)
     d->fake.maps = g_array_new(false, true, sizeof(FakeMap));
     d->fake.log = g_string_new("");
     d->fake.replace = !(GPOINTER_TO_INT(data) & FAKE_NO_REPLACE);
-    if (GPOINTER_TO_INT(data) & FAKE_NOWAIT) {
+    if (GPOINTER_TO_INT(data) & (FAKE_NOWAIT | FAKE_LAZY)) {
         be.unmap_nowait = fake_unmap_nowait;
     }
     test_fs_setup(&d->t, NULL);
     d->t.fs.dax = vfsd_dax_new(&be);
+    if (GPOINTER_TO_INT(data) & FAKE_LAZY) {
+        g_autofree char *err = NULL;
+
+        g_assert_true(vfsd_dax_lazy_start(d->t.fs.dax, LAZY_DELAY_MS, &err));
+    }
     test_fs_init_session(&d->t, FUSE_MAP_ALIGNMENT | FUSE_HAS_INODE_DAX);
     d->ino = test_create(&d->t, FUSE_ROOT_ID, "file", O_RDWR, &d->fh);
     g_assert_cmpint(test_write(&d->t, d->ino, d->fh, 8 * MiB - 1, "x", 1),
@@ -411,6 +420,129 @@ static void test_remove_does_not_wait(DaxFixture *d, gconstpointer data)
     g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+100000;");
     g_assert_cmpuint(d->fake.maps->len, ==, 0);
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+}
+
+/*
+ * Lazy unmaps: a range the guest removes stays mapped until a map takes
+ * the slot over (one replace instead of an unmap and a map) or the delay
+ * runs out.
+ */
+static void test_lazy_takeover(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t first[][2] = { { 0, 2 * MiB } };
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 2), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    g_assert_cmpint(remove_mapping(d, first, 1, 1), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+
+    /* Removing it again (a retry) finds nothing to do */
+    g_assert_cmpint(remove_mapping(d, first, 1, 1), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+
+    /* Another part of the file into the same slot */
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw replace;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+    g_assert_cmpuint(g_array_index(d->fake.maps, FakeMap, 1).foffset, ==,
+                     4 * MiB);
+
+    /* Taken over, it is live again: nothing is unmapped behind it */
+    g_assert_cmpint(poll(&(struct pollfd){
+                             .fd = vfsd_dax_flush_fd(d->t.fs.dax),
+                             .events = POLLIN }, 1, 4 * LAZY_DELAY_MS),
+                    ==, 1);
+    vfsd_dax_flush(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw replace;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+}
+
+static void test_lazy_flush(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t ranges[][2] = {
+        { 6 * MiB, 2 * MiB }, { 0, 2 * MiB }, { 2 * MiB, 2 * MiB },
+    };
+    struct pollfd pfd = {
+        .fd = vfsd_dax_flush_fd(d->t.fs.dax), .events = POLLIN,
+    };
+    gint64 start;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 6 * MiB, 2 * MiB, 2), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    start = g_get_monotonic_time();
+    g_assert_cmpint(remove_mapping(d, ranges, 3, 3), ==, 0);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+    g_assert_cmpint(poll(&pfd, 1, 0), ==, 0);
+
+    /* Not before the delay; then all at once, adjacent ranges merged */
+    g_assert_cmpint(poll(&pfd, 1, 20 * LAZY_DELAY_MS), ==, 1);
+    g_assert_cmpint(g_get_monotonic_time() - start, >=,
+                    LAZY_DELAY_MS * 1000);
+    vfsd_dax_flush(&d->t.fs);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "nowait unmap 0+400000;nowait unmap 600000+200000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+    g_assert_cmpint(poll(&pfd, 1, 2 * LAZY_DELAY_MS), ==, 0);
+}
+
+/* A new mapping that only partly covers a kept range unmaps it first */
+static void test_lazy_in_the_way(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t first[][2] = { { 0, 2 * MiB } };
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(remove_mapping(d, first, 1, 1), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(setup_mapping(d, 0, MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "nowait unmap 0+200000;map 100000+200000 ro;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 1);
+}
+
+/*
+ * Shrinking the file drops the kept ranges it cuts through, rather than
+ * cutting them like live ones; DESTROY drops all of them.
+ */
+static void test_lazy_shrink_destroy(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t ranges[][2] = { { 2 * MiB, 2 * MiB }, { 4 * MiB, 2 * MiB } };
+    TestReq *r;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 2 * MiB, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 4 * MiB, 4 * MiB, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(remove_mapping(d, ranges, 2, 2), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    g_assert_cmpint(guest_truncate(d, 3 * MiB), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 400000+200000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+
+    g_string_truncate(d->fake.log, 0);
+    r = test_req_new(FUSE_DESTROY, 0);
+    g_assert_cmpint(test_send(&d->t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+400000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+}
+
+/* Without replace, a kept range would cost an unmap anyway: none kept */
+static void test_lazy_without_replace(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t first[][2] = { { 0, 2 * MiB } };
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(remove_mapping(d, first, 1, 1), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "nowait unmap 0+200000;");
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
 }
 
 static void test_mapping_keeps_inode(DaxFixture *d, gconstpointer data)
@@ -711,6 +843,12 @@ int main(int argc, char **argv)
     ADD("destroy-unmaps-all", test_destroy_unmaps_all, 0);
     ADD("mapping-keeps-inode", test_mapping_keeps_inode, 0);
     ADD("remove-does-not-wait", test_remove_does_not_wait, FAKE_NOWAIT);
+    ADD("lazy/takeover", test_lazy_takeover, FAKE_LAZY);
+    ADD("lazy/flush", test_lazy_flush, FAKE_LAZY);
+    ADD("lazy/in-the-way", test_lazy_in_the_way, FAKE_LAZY);
+    ADD("lazy/shrink-destroy", test_lazy_shrink_destroy, FAKE_LAZY);
+    ADD("lazy/without-replace", test_lazy_without_replace,
+        FAKE_LAZY | FAKE_NO_REPLACE);
     g_test_add_func("/virtiofsd/dax/no-window", test_no_window);
 
 #define ADD_WATCH(path, fn, noreplace)                                 \

@@ -31,7 +31,8 @@ static void test_new_style(void)
                         "--cache never --sandbox=chroot --xattr "
                         "--thread-pool-size=16 --rlimit-nofile 4096 "
                         "--log-level=debug --writeback --announce-submounts "
-                        "--readonly --dax-policy=size:64K"));
+                        "--readonly --dax-policy=size:64K "
+                        "--dax-unmap-delay=250"));
     g_assert_cmpstr(o.socket_path, ==, "/tmp/s");
     g_assert_cmpstr(o.shared_dir, ==, "/srv");
     g_assert_cmpint(o.fd, ==, -1);
@@ -44,6 +45,7 @@ static void test_new_style(void)
     g_assert_true(o.writeback && o.announce_submounts && o.readonly);
     g_assert_cmpint(o.dax_policy, ==, VFSD_DAX_SIZE);
     g_assert_cmpuint(o.dax_min_size, ==, 65536);
+    g_assert_cmpuint(o.dax_unmap_delay_ms, ==, 250);
     vfsd_options_free(&o);
 
     /* What libvirt passes to a daemon with "separate-options" */
@@ -63,6 +65,12 @@ static void test_new_style(void)
     g_assert_cmpint(o.seccomp, ==, VFSD_SECCOMP_KILL);
     g_assert_false(o.xattr || o.flock || o.posix_lock || o.readonly);
     g_assert_cmpint(o.dax_policy, ==, VFSD_DAX_ALWAYS);
+    g_assert_cmpuint(o.dax_unmap_delay_ms, ==, 0);
+    vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x "
+                        "--dax-unmap-delay 1000"));
+    g_assert_cmpuint(o.dax_unmap_delay_ms, ==, 1000);
     vfsd_options_free(&o);
 }
 
@@ -159,6 +167,10 @@ static void test_errors(void)
           "invalid thread pool" },
         { "--fd=3 --shared-dir=/x --dax-policy=size:", "invalid DAX" },
         { "--fd=3 --shared-dir=/x --dax-policy=size:12Q", "invalid DAX" },
+        { "--fd=3 --shared-dir=/x --dax-unmap-delay=60001",
+          "invalid DAX unmap delay '60001' (0 to 60000 ms)" },
+        { "--fd=3 --shared-dir=/x --dax-unmap-delay=-1",
+          "invalid DAX unmap delay" },
         { "--fd=3 --shared-dir=/x --log-level=loud", "invalid log level" },
         { "--fd=3 --shared-dir=/x --seccomp=allow", "invalid seccomp" },
         { "--fd=3 --shared-dir=/x --seccomp=", "invalid seccomp" },
