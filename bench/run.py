@@ -273,6 +273,18 @@ def targets(res):
     def med(c, w):
         r = res.get(c, {}).get(w)
         return r["median"] if r else None
+
+    def spread(c, w):
+        r = res.get(c, {}).get(w)
+        return (r["min"], r["max"]) if r else (0, 0)
+
+    def add(name, a_conf, b_conf, w, factor, fig):
+        """A miss whose runs overlap (a's best run reaches the target set by
+        b's worst) cannot be told from noise: say so, still as a miss."""
+        a, b = med(a_conf, w), med(b_conf, w)
+        ok = a >= factor * b
+        close = not ok and spread(a_conf, w)[1] >= factor * spread(b_conf, w)[0]
+        t.append((name, ok, fig + (", within the runs' spread" if close else "")))
     rows = sorted({w for c in res.values() for w in c})
     for w in rows:
         unit = "ops/s" if w in METADATA else "MiB/s"
@@ -280,17 +292,20 @@ def targets(res):
             for mode in ("never", "auto", "always"):
                 a, b = med(f"dax-{mode}-big", w), med("tmpfs", w)
                 if a is not None and b:
-                    t.append((f"DAX {mode} big window >= 0.9x tmpfs: {w}",
-                              a >= 0.9 * b, f"{a:.1f} vs {b:.1f} MiB/s"))
+                    add(f"DAX {mode} big window >= 0.9x tmpfs: {w}",
+                        f"dax-{mode}-big", "tmpfs", w, 0.9,
+                        f"{a:.1f} vs {b:.1f} MiB/s")
         for mode in ("never", "auto", "always"):
             a, b = med(f"dax-{mode}-half", w), med(f"ours-{mode}", w)
             if a is not None and b is not None:
-                t.append((f"DAX {mode} half window >= ours without DAX: {w}",
-                          a >= b, f"{a:.1f} vs {b:.1f} {unit}"))
+                add(f"DAX {mode} half window >= ours without DAX: {w}",
+                    f"dax-{mode}-half", f"ours-{mode}", w, 1,
+                    f"{a:.1f} vs {b:.1f} {unit}")
             a, b = med(f"ours-{mode}", w), med(f"rust-{mode}", w)
             if a is not None and b is not None:
-                t.append((f"ours >= Rust virtiofsd, cache={mode}: {w}",
-                          a >= b, f"{a:.1f} vs {b:.1f} {unit}"))
+                add(f"ours >= Rust virtiofsd, cache={mode}: {w}",
+                    f"ours-{mode}", f"rust-{mode}", w, 1,
+                    f"{a:.1f} vs {b:.1f} {unit}")
     a, b = med("ours-auto", "negstat"), med("rust-auto", "negstat")
     if a is not None and b:
         t.append(("negative stat, cache=auto: ours >= 10x Rust", a >= 10 * b,
@@ -345,7 +360,21 @@ def write_reports(out, setup, res, mu, errors, confs):
            for a, ok, fig in map_targets(mu)]
     md += ["", "## Configurations", ""]
     md += [f"- `{c}`: {confs[c][2]}" for c in names]
-    md += ["", "## Targets", ""]
+    md += ["", "## Targets", "",
+           "A miss marked \"within the runs' spread\" is one where the "
+           "better run of the lagging configuration reached the target: "
+           "the medians differ, the runs cannot tell them apart.", "",
+           "| target | rows | met | missed within spread | missed |",
+           "|---|---|---|---|---|"]
+    groups = {}
+    for a, ok, fig in tg:
+        head, _, tail = a.rpartition(": ")
+        g = groups.setdefault(head if tail in rows else a, [0, 0, 0, 0])
+        g[0] += 1
+        g[1 if ok else 2 if "spread" in fig else 3] += 1
+    md += [f"| {g} | {n[0]} | {n[1]} | {n[2]} | {n[3]} |"
+           for g, n in groups.items()]
+    md.append("")
     md += [f"- {'met' if ok else '**missed**'}: {a} ({fig})" for a, ok, fig in tg]
     if errors:
         md += ["", "## Errors reported by the runs", ""]
@@ -384,8 +413,12 @@ def rewrite_reports(path, out):
     res, setup = old["results"], old["setup"]
     mu = {int(n): v for n, v in old.get("map_unmap", {}).items()}
     described = configurations()
-    confs = {c: described.get(c, ([], "", setup["configurations"].get(c, c)))
-             for c in setup["configurations"]}
+    # The JSON's keys are sorted; the tables read better in the order the
+    # configurations are defined (upper bound, 9p, Rust, ours, DAX).
+    ran = setup["configurations"]
+    order = [c for c in described if c in ran] + \
+        sorted(c for c in ran if c not in described)
+    confs = {c: described.get(c, ([], "", ran[c])) for c in order}
     write_reports(out, setup, res, mu, old.get("errors", []), confs)
     print(f"bench: wrote {out}/results.{{json,md,png}} from {path}")
     return 0

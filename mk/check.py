@@ -81,6 +81,9 @@ VHOST_USER_PATH = "/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus"
 SUITES = [
     Suite("tree: patches/ and our files reproduce build/src",
           [os.path.join(TOP, "mk", "verify-tree.sh")]),
+    # make bench's verdicts from made-up figures (no guest)
+    Suite("bench: targets and reports from known figures",
+          [sys.executable, os.path.join(TOP, "bench", "test_report.py")]),
     # Upstream tests covering what the fork touches: vhost-user (its test
     # back-end drives the vhost-user protocol code we extend) and the
     # virtio-pci devices.
