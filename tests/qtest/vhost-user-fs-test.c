@@ -38,6 +38,7 @@ enum {
     VU_GET_PROTOCOL_FEATURES = 15,
     VU_SET_PROTOCOL_FEATURES = 16,
     VU_GET_QUEUE_NUM = 17,
+    VU_SET_VRING_ENABLE = 18,
     VU_SET_BACKEND_REQ_FD = 21,
 };
 
@@ -144,6 +145,11 @@ typedef struct TestBackend {
     uint64_t stop_gpa;
     uint64_t stop_result;
     bool protocol_features_set;
+    /*
+     * Rings the current connection enabled: the front-end enables them
+     * last when it starts the device, after creating its notifiers.
+     */
+    unsigned int vrings_enabled;
     int backend_req_fd;
     int kick_fd[MAX_QUEUES];
     unsigned int mem_tables;
@@ -423,6 +429,11 @@ static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
         }
         break;
     }
+    case VU_SET_VRING_ENABLE:
+        if (u64 >> 32) {
+            be->vrings_enabled++;
+        }
+        break;
     case VU_SET_BACKEND_REQ_FD:
         g_assert_cmpuint(nfds, ==, 1);
         be->backend_req_fd = fds[0];
@@ -458,6 +469,7 @@ static gpointer be_thread(gpointer opaque)
         }
         g_mutex_lock(&be->lock);
         be->conn_fd = fd;
+        be->vrings_enabled = 0;
         g_mutex_unlock(&be->lock);
         while (recv_msg(fd, &hdr, payload, 4096, fds, &nfds)) {
             be_handle(be, &hdr, payload, fds, nfds);
@@ -1588,13 +1600,19 @@ static void wait_fds(TestCtx *t, unsigned int expected)
     g_assert_cmpuint(count_fds(t), ==, expected);
 }
 
-/* Wait for the connection after the first @closed ones to be set up. */
-static void be_wait_connected(TestBackend *be, unsigned int closed)
+/*
+ * Wait for the connection after the first @closed ones to be set up, up
+ * to a started device with @nvqs rings: until then the front-end is
+ * still opening fds, and counting them would catch it halfway.
+ */
+static void be_wait_connected(TestBackend *be, unsigned int closed,
+                              unsigned int nvqs)
 {
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
 
     g_mutex_lock(&be->lock);
-    while (be->connections_closed < closed || be->backend_req_fd < 0) {
+    while (be->connections_closed < closed || be->backend_req_fd < 0 ||
+           be->vrings_enabled < nvqs) {
         g_assert_true(g_cond_wait_until(&be->cond, &be->lock, deadline));
     }
     g_mutex_unlock(&be->lock);
@@ -1755,7 +1773,7 @@ static void test_backend_garbage(void)
         send_garbage(&t, kind, fd);
 
         be_disconnect(t.be);
-        be_wait_connected(t.be, ++closed);
+        be_wait_connected(t.be, ++closed, t.nvqs);
         wait_no_maps(&t, "vuf-garbage");
         wait_fds(&t, fds_before);
         assert_alive(&t);
@@ -1799,7 +1817,7 @@ static void test_backend_bad_replies(void)
         g_mutex_lock(&t.be->lock);
         t.be->bad_reply = BAD_REPLY_NONE;
         g_mutex_unlock(&t.be->lock);
-        be_wait_connected(t.be, closed);
+        be_wait_connected(t.be, closed, t.nvqs);
         wait_fds(&t, fds_before);
         assert_alive(&t);
     }
