@@ -178,6 +178,10 @@ SUITES = [
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
+    # TCG: a vCPU keeps using MMIO while another changes the memory map
+    # (patch 0024); without the fix the guest hangs or QEMU aborts.
+    guest("guest: TCG, MMIO while the memory map changes", "tcg-map-race.sh",
+          timeout=150),
     # QMP stop/cont while the guest churns DAX mappings: QEMU must serve
     # the daemon's SHMEM_MAP while it waits for GET_VRING_BASE (patch 0019).
     guest("guest: DAX stop/cont while the guest maps", "dax-stop-cont.sh",
