@@ -24,7 +24,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,7 +31,8 @@
 #define PCI_COMMAND 4
 #define PCI_COMMAND_MEMORY 0x2
 
-static volatile int stop;
+/* Set by the flipping thread when its time is up; the reader polls it. */
+static int stop;
 
 static void pin(int cpu)
 {
@@ -48,11 +48,12 @@ static void pin(int cpu)
 
 static void *reader(void *opaque)
 {
+    /* MMIO: every read must reach the device, none may be merged away */
     volatile uint8_t *bar = opaque;
     unsigned long n = 0;
 
     pin(0);
-    while (!stop) {
+    while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
         (void)bar[n & 0xff];
         n++;
     }
@@ -115,7 +116,7 @@ int main(int argc, char **argv)
         }
         flips++;
     }
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
     pthread_join(thread, &reads);
     printf("mapflip: %lu flips, %lu reads\n", flips, (unsigned long)reads);
     return 0;

@@ -7,9 +7,9 @@
 # to the wrong device: instrumented, a 3-second run sent the testdev's
 # reads to the IOAPIC and the local APIC's own writes to the HPET and the
 # BIOS ROM.  The guest loses interrupts and hangs with both vCPUs idle
-# (5 of 5 runs of 10 seconds, 7 of 10 of 3 seconds), or QEMU aborts in iotlb_to_section() when the
-# stale number is past the new map's end.  Guest boots change the map the
-# same way, only less often.
+# (5 of 5 runs of 10 seconds, 7 of 10 of 3 seconds), or QEMU aborts in
+# iotlb_to_section() when the stale number is past the new map's end.
+# Guest boots change the map the same way, only less often.
 #
 # MAPFLIP_SECONDS (default 10) of flips.  Extra arguments go to
 # harness/vm.py (e.g. --qemu to try another build).
