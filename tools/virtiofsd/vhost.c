@@ -15,6 +15,7 @@
  */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -523,6 +524,15 @@ static int get_config(VuDev *vu, uint8_t *config, uint32_t len)
  * smaller than the reply, so the reply is written here.
  */
 #define VFSD_VHOST_USER_GET_SHMEM_CONFIG 44
+/*
+ * Only upstream QEMU asks for it, and there every live mapping becomes a
+ * region of the vhost memory table (see dax_wait_begin()).  Past
+ * VHOST_USER_MAX_RAM_SLOTS regions libvhost-user gives up on the device:
+ * measured with 11.1 and a 2 GiB window, the daemon disconnected at 509
+ * live mappings, and each map took ~0.3 s by then.  256 ranges of 2 MiB
+ * leave the guest's RAM (and DIMMs) their slots.
+ */
+#define VFSD_UPSTREAM_MAX_WINDOW (512ULL << 20)
 /* The version bits of a message's flags; libvhost-user keeps it private */
 #define VFSD_VHOST_USER_VERSION 0x1
 #define VFSD_VHOST_USER_MAX_SHMEM_REGIONS 256
@@ -547,8 +557,18 @@ static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req)
     ssize_t n;
 
     if (dev->fs->opts->cache_size) {
+        uint64_t size = MIN(dev->fs->opts->cache_size,
+                            VFSD_UPSTREAM_MAX_WINDOW);
+
+        /* Once per connection: the front-end asks at realize */
+        if (size < dev->fs->opts->cache_size) {
+            vfsd_warn("--cache-size capped to %" PRIu64 " MiB for this "
+                      "front-end: each DAX mapping takes one of the "
+                      "daemon's %d memory slots", size >> 20,
+                      VHOST_USER_MAX_RAM_SLOTS);
+        }
         reply.nregions = 1;
-        reply.memory_sizes[VFSD_DAX_SHMID] = dev->fs->opts->cache_size;
+        reply.memory_sizes[VFSD_DAX_SHMID] = size;
     }
     do {
         n = writev(dev->vu.sock, iov, 2);
