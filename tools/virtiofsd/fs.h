@@ -86,6 +86,7 @@ typedef struct VfsdWaiter {
     pthread_t thread;
     bool interrupted;           /* under VfsdFs.intr_lock */
     bool done;                  /* same */
+    unsigned int users;         /* same: interrupters that hold it */
 } VfsdWaiter;
 
 /* Makes a blocking system call of the thread fail with EINTR */
@@ -123,7 +124,12 @@ struct VfsdFs {
     /* Requests that wait, by unique, for FUSE_INTERRUPT (intr.c) */
     GMutex intr_lock;
     GCond intr_cond;
-    GHashTable *waiters;
+    /*
+     * VfsdWaiter *: a list, not a table by unique, because the guest may
+     * reuse a unique that is still waiting; a SETLKW waits in a
+     * blocking-pool thread, so there are few of them.
+     */
+    GList *waiters;
     uint64_t intr_early[16];    /* interrupted before they came; 0: none */
     unsigned int intr_early_next;
     bool intr_closing;          /* waits end at once (disconnect) */
