@@ -40,6 +40,11 @@
  * patient, and a bound is what keeps it from costing threads without end.
  */
 #define VFSD_MAX_BLOCKING 64
+/*
+ * The most of a blocking request's arguments, and of its reply, copied:
+ * a SETLKW needs a fuse_lk_in and sends back a header.
+ */
+#define VFSD_BLOCKING_MAX_COPY 4096
 
 typedef struct VfsdDev VfsdDev;
 
@@ -76,8 +81,17 @@ typedef struct VfsdElem {
     VfsdDev *dev;
     int qidx;
     uint64_t gen;               /* of the queue it came from */
+    VfsdReqHead head;           /* read from the guest once, when popped */
+    void *args;                 /* a blocking request's arguments, copied */
+    size_t args_len;
     bool counted;               /* in the queue's inflight */
 } VfsdElem;
+
+static void elem_free(VfsdElem *el)
+{
+    g_free(el->args);
+    free(el);                   /* libvhost-user malloc()ed it */
+}
 
 static bool mem_access(void *opaque, uint64_t addr, void *buf, size_t len,
                        bool is_write)
@@ -88,8 +102,9 @@ static bool mem_access(void *opaque, uint64_t addr, void *buf, size_t len,
                       vu_mem_read(&dev->vu, addr, buf, len);
 }
 
-static VfsdSeg *elem_segs(VuVirtqElement *e, bool in)
+static VfsdSeg *elem_segs(VfsdElem *el, bool in)
 {
+    VuVirtqElement *e = &el->elem;
     unsigned int n = in ? e->in_num : e->out_num;
     struct iovec *iov = in ? e->in_sg : e->out_sg;
     uint64_t *addr = in ? e->in_addr : e->out_addr;
@@ -117,7 +132,7 @@ static void complete(VfsdElem *el, size_t written)
     VuVirtq *vq = vu_get_queue(vu, el->qidx);
 
     if (!q || q->gen != el->gen) {
-        free(el);
+        elem_free(el);
         return;
     }
     g_mutex_lock(&q->lock);
@@ -131,7 +146,7 @@ static void complete(VfsdElem *el, size_t written)
         }
         g_mutex_unlock(&q->inflight_lock);
     }
-    free(el);
+    elem_free(el);
 }
 
 /*
@@ -141,8 +156,8 @@ static void complete(VfsdElem *el, size_t written)
 static void process_elem(VfsdElem *el, bool no_wait)
 {
     VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *out_segs = elem_segs(&el->elem, false);
-    g_autofree VfsdSeg *in_segs = elem_segs(&el->elem, true);
+    g_autofree VfsdSeg *out_segs = elem_segs(el, false);
+    g_autofree VfsdSeg *in_segs = elem_segs(el, true);
     VfsdBuf in, out;
     size_t written;
 
@@ -150,15 +165,18 @@ static void process_elem(VfsdElem *el, bool no_wait)
         vfsd_debug("queue %d: request with buffers outside the memory we "
                    "map", el->qidx);
     }
-    /* The guest's out buffers are our input */
+    /* The guest's out buffers are our input; the header was read already */
     vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
+    if (el->head.valid) {
+        vfsd_buf_skip(&in, sizeof(el->head.h));
+    }
     vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
     if (el->qidx == 0) {
-        written = vfsd_process_hiprio(dev->fs, &in, &out);
+        written = vfsd_process_hiprio(dev->fs, &el->head, &in, &out);
     } else if (no_wait) {
-        written = vfsd_process_no_wait(dev->fs, &in, &out);
+        written = vfsd_process_no_wait(dev->fs, &el->head, &in, &out);
     } else {
-        written = vfsd_process_request(dev->fs, &in, &out);
+        written = vfsd_process_request(dev->fs, &el->head, &in, &out);
     }
     complete(el, written);
 }
@@ -175,41 +193,33 @@ static void pool_worker(gpointer data, gpointer user_data)
 
 /*
  * A request that may wait forever (SETLKW) must not hold dispatch_lock
- * meanwhile, or the front-end could not even stop the device: it works
- * on copies of its buffers.
+ * meanwhile, or the front-end could not even stop the device: it runs on
+ * the copy of its arguments taken when it was popped.
  */
 static void blocking_worker(gpointer data, gpointer user_data)
 {
     VfsdElem *el = data;
     VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *out_segs = NULL;
     g_autofree VfsdSeg *in_segs = NULL;
-    g_autofree void *req = NULL, *rep = NULL;
+    g_autofree void *rep = NULL;
     VfsdSeg req_seg, rep_seg;
     VfsdBuf in, out, guest;
-    size_t req_len, rep_len, written;
+    size_t rep_len = 0, written;
+    unsigned int i;
 
-    pthread_rwlock_rdlock(&dev->dispatch_lock);
-    out_segs = elem_segs(&el->elem, false);
-    in_segs = elem_segs(&el->elem, true);
-    vfsd_buf_init(&guest, out_segs, el->elem.out_num, mem_access, dev);
-    req_len = MIN(vfsd_buf_remaining(&guest), (size_t)4096);
-    req = g_malloc(req_len);
-    if (!vfsd_buf_read(&guest, req, req_len)) {
-        req_len = 0;
+    for (i = 0; i < el->elem.in_num; i++) {
+        rep_len += el->elem.in_sg[i].iov_len;
     }
-    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
-    rep_len = MIN(vfsd_buf_remaining(&guest), (size_t)4096);
-    pthread_rwlock_unlock(&dev->dispatch_lock);
-
+    rep_len = MIN(rep_len, (size_t)VFSD_BLOCKING_MAX_COPY);
     rep = g_malloc0(rep_len ? rep_len : 1);
-    req_seg = (VfsdSeg) { .base = req, .len = req_len };
+    req_seg = (VfsdSeg) { .base = el->args, .len = el->args_len };
     rep_seg = (VfsdSeg) { .base = rep, .len = rep_len };
     vfsd_buf_init(&in, &req_seg, 1, NULL, NULL);
     vfsd_buf_init(&out, &rep_seg, 1, NULL, NULL);
-    written = vfsd_process_request(dev->fs, &in, &out);
+    written = vfsd_process_request(dev->fs, &el->head, &in, &out);
 
     pthread_rwlock_rdlock(&dev->dispatch_lock);
+    in_segs = elem_segs(el, true);
     vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
     if (!vfsd_buf_write(&guest, rep, written)) {
         written = 0;
@@ -220,18 +230,38 @@ static void blocking_worker(gpointer data, gpointer user_data)
 }
 
 /*
- * Whether the element is a request that may block indefinitely.  The
- * header may be split over descriptors: a guest must not be able to hide
- * a SETLKW from this check and so hold up its queue, and dispatch_lock
- * with it (the front-end's next message would wait for it).
+ * Called with dispatch_lock held for reading, right after the pop: reads
+ * the request's header once, into daemon memory, and a blocking request's
+ * arguments.  Where the request runs and what runs are both decided from
+ * that copy: the guest can rewrite its buffer at any time.
  */
-static bool elem_may_block(VfsdDev *dev, VuVirtqElement *e)
+static void elem_prepare(VfsdQueue *q, VfsdElem *el)
 {
-    g_autofree VfsdSeg *segs = elem_segs(e, false);
+    VfsdDev *dev = q->dev;
+    g_autofree VfsdSeg *segs = NULL;
     VfsdBuf in;
 
-    vfsd_buf_init(&in, segs, e->out_num, mem_access, dev);
-    return vfsd_request_may_block(&in);
+    el->dev = dev;
+    el->qidx = q->qidx;
+    el->gen = q->gen;
+    el->counted = false;
+    el->args = NULL;
+    el->args_len = 0;
+
+    segs = elem_segs(el, false);
+    vfsd_buf_init(&in, segs, el->elem.out_num, mem_access, dev);
+    vfsd_request_head(&in, &el->head);
+    if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
+        size_t n = MIN(vfsd_buf_remaining(&in),
+                       (size_t)VFSD_BLOCKING_MAX_COPY);
+
+        el->args = g_malloc(n ? n : 1);
+        if (vfsd_buf_read(&in, el->args, n)) {
+            el->args_len = n;
+        }
+        /* What process() checks the header's length against */
+        el->head.avail = sizeof(el->head.h) + el->args_len;
+    }
 }
 
 /*
@@ -254,12 +284,9 @@ static void drain_queue(VfsdQueue *q)
             pthread_rwlock_unlock(&dev->dispatch_lock);
             break;
         }
-        el->dev = dev;
-        el->qidx = q->qidx;
-        el->gen = q->gen;
-        el->counted = false;
+        elem_prepare(q, el);
 
-        if (q->qidx > 0 && elem_may_block(dev, &el->elem)) {
+        if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
             if (g_atomic_int_add(&dev->blocking, 1) < VFSD_MAX_BLOCKING) {
                 g_thread_pool_push(dev->blocking_pool, el, NULL);
             } else {
