@@ -116,6 +116,8 @@ SUITES = [
     unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
+    unit("virtiofsd: vhost-user transport against a fake front-end",
+         "tests/unit/virtiofsd/test-vhost-queue"),
     unit("virtiofsd: seccomp actions stop a forbidden call",
          "tests/unit/virtiofsd/test-seccomp"),
     unit("libvhost-user: shared memory requests",

@@ -59,6 +59,8 @@ typedef struct VfsdQueue {
     GMutex inflight_lock;
     GCond inflight_cond;
     unsigned int inflight;
+    /* Set under dispatch_lock for writing: pop no more (queue_stop()) */
+    gint stopping;
 } VfsdQueue;
 
 struct VfsdDev {
@@ -277,6 +279,14 @@ static void drain_queue(VfsdQueue *q)
 
     for (;;) {
         pthread_rwlock_rdlock(&dev->dispatch_lock);
+        /*
+         * A guest that keeps its ring full must not keep us here once the
+         * front-end wants the queue back.
+         */
+        if (g_atomic_int_get(&q->stopping)) {
+            pthread_rwlock_unlock(&dev->dispatch_lock);
+            break;
+        }
         g_mutex_lock(&q->lock);
         el = vu_queue_pop(vu, vu_get_queue(vu, q->qidx), sizeof(VfsdElem));
         g_mutex_unlock(&q->lock);
@@ -349,7 +359,14 @@ static void *queue_thread(void *opaque)
     return NULL;
 }
 
-/* Called by the main thread, with dispatch_lock held for writing */
+/*
+ * Called by the main thread, with dispatch_lock held for writing.  On
+ * GET_VRING_BASE libvhost-user has just read where the queue stands, and
+ * the front-end restarts it from there: a request popped after that would
+ * run now and again then.  The queue thread checks stopping under the
+ * lock before every pop, so it pops nothing more, however full the guest
+ * keeps the ring.
+ */
 static void queue_stop(VfsdDev *dev, int qidx)
 {
     VfsdQueue *q = dev->queues[qidx];
@@ -357,6 +374,7 @@ static void queue_stop(VfsdDev *dev, int qidx)
     if (!q) {
         return;
     }
+    g_atomic_int_set(&q->stopping, 1);
     eventfd_write(q->stop_fd, 1);
     /* The thread may be waiting for the lock to finish a request */
     pthread_rwlock_unlock(&dev->dispatch_lock);
