@@ -72,6 +72,12 @@ struct VfsdDev {
     GThreadPool *blocking_pool;
     gint blocking;              /* requests handed to blocking_pool */
     uint64_t next_gen;
+    /*
+     * Bumped under dispatch_lock for writing when the memory table
+     * changes: the host addresses of a request popped before may then be
+     * unmapped, or mapped to something else.
+     */
+    uint64_t mem_gen;
     int panic_fd;               /* wakes the main thread up on vu_panic() */
     /* --watch-truncate: a thread reads the inotify events */
     pthread_t watch_thread;
@@ -83,42 +89,127 @@ typedef struct VfsdElem {
     VfsdDev *dev;
     int qidx;
     uint64_t gen;               /* of the queue it came from */
+    uint64_t mem_gen;           /* of the memory table elem was mapped with */
+    uint64_t *gpa;              /* guest address of each out_sg, then in_sg */
     VfsdReqHead head;           /* read from the guest once, when popped */
     void *args;                 /* a blocking request's arguments, copied */
     size_t args_len;
     bool counted;               /* in the queue's inflight */
 } VfsdElem;
 
+/* Not found in the memory table (see elem_record_gpa()) */
+#define VFSD_NO_GPA UINT64_MAX
+
 static void elem_free(VfsdElem *el)
 {
+    g_free(el->gpa);
     g_free(el->args);
     free(el);                   /* libvhost-user malloc()ed it */
 }
 
+/*
+ * Guest memory by guest address, under the memory table in force now:
+ * what the daemon maps is copied directly, the rest (a buffer inside the
+ * DAX window) goes through the front-end.
+ */
 static bool mem_access(void *opaque, uint64_t addr, void *buf, size_t len,
                        bool is_write)
 {
     VfsdDev *dev = opaque;
+    uint8_t *p = buf;
 
-    return is_write ? vu_mem_write(&dev->vu, addr, buf, len) :
-                      vu_mem_read(&dev->vu, addr, buf, len);
+    while (len) {
+        uint64_t n = len;
+        uint8_t *va = vu_gpa_to_va(&dev->vu, &n, addr);
+
+        if (!va) {
+            break;
+        }
+        if (is_write) {
+            memcpy(va, p, n);
+        } else {
+            memcpy(p, va, n);
+        }
+        addr += n;
+        p += n;
+        len -= n;
+    }
+    if (!len) {
+        return true;
+    }
+    return is_write ? vu_mem_write(&dev->vu, addr, p, len) :
+                      vu_mem_read(&dev->vu, addr, p, len);
 }
 
+/* The guest address libvhost-user translated to @va, under today's table */
+static uint64_t va_to_gpa(VuDev *vu, const void *va)
+{
+    uintptr_t p = (uintptr_t)va;
+    unsigned int i;
+
+    for (i = 0; i < vu->nregions; i++) {
+        VuDevRegion *r = &vu->regions[i];
+        uintptr_t start = r->mmap_addr + r->mmap_offset;
+
+        if (p >= start && p - start < r->size) {
+            return r->gpa + (p - start);
+        }
+    }
+    return VFSD_NO_GPA;
+}
+
+/*
+ * Remembers the guest address of every piece of the request while the
+ * table that mapped it is in force: a worker that runs it after the
+ * table changed reaches it by those (see elem_segs()).  libvhost-user
+ * mapped each piece within one region of this table, so each is found.
+ */
+static void elem_record_gpa(VfsdDev *dev, VfsdElem *el)
+{
+    VuVirtqElement *e = &el->elem;
+    unsigned int n = e->out_num + e->in_num, i;
+
+    el->gpa = g_new(uint64_t, n ? n : 1);
+    for (i = 0; i < n; i++) {
+        bool in = i >= e->out_num;
+        unsigned int k = in ? i - e->out_num : i;
+        uint64_t *addr = in ? e->in_addr : e->out_addr;
+        struct iovec *iov = in ? e->in_sg : e->out_sg;
+
+        el->gpa[i] = addr ? addr[k] : va_to_gpa(&dev->vu, iov[k].iov_base);
+    }
+}
+
+/*
+ * One direction of a request, for access under dispatch_lock.  Popped
+ * under another memory table, its host addresses mean nothing now: every
+ * piece is then reached by guest address.
+ */
 static VfsdSeg *elem_segs(VfsdElem *el, bool in)
 {
     VuVirtqElement *e = &el->elem;
     unsigned int n = in ? e->in_num : e->out_num;
     struct iovec *iov = in ? e->in_sg : e->out_sg;
-    uint64_t *addr = in ? e->in_addr : e->out_addr;
+    uint64_t *gpa = el->gpa + (in ? e->out_num : 0);
+    bool stale = el->mem_gen != el->dev->mem_gen;
     VfsdSeg *segs = g_new(VfsdSeg, n ? n : 1);
     unsigned int i;
 
     for (i = 0; i < n; i++) {
-        segs[i].base = iov[i].iov_base;
-        segs[i].len = iov[i].iov_len;
-        segs[i].addr = addr ? addr[i] : 0;
+        segs[i].base = stale ? NULL : iov[i].iov_base;
+        /* Cannot happen; if it did, better a short buffer than a wrong one */
+        segs[i].len = stale && gpa[i] == VFSD_NO_GPA ? 0 : iov[i].iov_len;
+        segs[i].addr = gpa[i];
     }
     return segs;
+}
+
+/* Called with dispatch_lock held: whether the queue el came from still runs */
+static bool elem_queue_live(VfsdElem *el)
+{
+    VfsdQueue *q = el->dev->queues[el->qidx];
+
+    return q && q->gen == el->gen;
 }
 
 /*
@@ -133,7 +224,7 @@ static void complete(VfsdElem *el, size_t written)
     VuDev *vu = &dev->vu;
     VuVirtq *vq = vu_get_queue(vu, el->qidx);
 
-    if (!q || q->gen != el->gen) {
+    if (!elem_queue_live(el)) {
         elem_free(el);
         return;
     }
@@ -196,7 +287,8 @@ static void pool_worker(gpointer data, gpointer user_data)
 /*
  * A request that may wait forever (SETLKW) must not hold dispatch_lock
  * meanwhile, or the front-end could not even stop the device: it runs on
- * the copy of its arguments taken when it was popped.
+ * the copy of its arguments taken when it was popped, and its reply goes
+ * to the guest through the memory table in force when it is done.
  */
 static void blocking_worker(gpointer data, gpointer user_data)
 {
@@ -221,10 +313,13 @@ static void blocking_worker(gpointer data, gpointer user_data)
     written = vfsd_process_request(dev->fs, &el->head, &in, &out);
 
     pthread_rwlock_rdlock(&dev->dispatch_lock);
-    in_segs = elem_segs(el, true);
-    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
-    if (!vfsd_buf_write(&guest, rep, written)) {
-        written = 0;
+    /* A stopped queue's buffers may be the guest's again by now */
+    if (elem_queue_live(el)) {
+        in_segs = elem_segs(el, true);
+        vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
+        if (!vfsd_buf_write(&guest, rep, written)) {
+            written = 0;
+        }
     }
     complete(el, written);
     pthread_rwlock_unlock(&dev->dispatch_lock);
@@ -234,8 +329,9 @@ static void blocking_worker(gpointer data, gpointer user_data)
 /*
  * Called with dispatch_lock held for reading, right after the pop: reads
  * the request's header once, into daemon memory, and a blocking request's
- * arguments.  Where the request runs and what runs are both decided from
- * that copy: the guest can rewrite its buffer at any time.
+ * arguments, while the memory table that mapped it is in force.  Where
+ * the request runs and what runs are both decided from that copy: the
+ * guest can rewrite its buffer at any time.
  */
 static void elem_prepare(VfsdQueue *q, VfsdElem *el)
 {
@@ -246,9 +342,11 @@ static void elem_prepare(VfsdQueue *q, VfsdElem *el)
     el->dev = dev;
     el->qidx = q->qidx;
     el->gen = q->gen;
+    el->mem_gen = dev->mem_gen;
     el->counted = false;
     el->args = NULL;
     el->args_len = 0;
+    elem_record_gpa(dev, el);
 
     segs = elem_segs(el, false);
     vfsd_buf_init(&in, segs, el->elem.out_num, mem_access, dev);
@@ -550,6 +648,16 @@ static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
 {
     VfsdDev *dev = (VfsdDev *)vu;
 
+    switch (vmsg->request) {
+    case VHOST_USER_SET_MEM_TABLE:
+    case VHOST_USER_ADD_MEM_REG:
+    case VHOST_USER_REM_MEM_REG:
+        /* Requests popped before now reach the guest by address */
+        dev->mem_gen++;
+        return 0;
+    default:
+        break;
+    }
     if (vmsg->request == VHOST_USER_NONE) {
         vfsd_info("front-end disconnected, exiting");
         /* libvhost-user exits right after this: no cleanup will report */

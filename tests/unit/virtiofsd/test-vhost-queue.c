@@ -60,8 +60,8 @@ struct Fe {
     int sock;
     int kick;
     int call;
-    uint8_t *mem;               /* the test's view of guest memory */
-    size_t mem_size;
+    int memfd;                  /* guest memory, room for hotplug included */
+    uint8_t *mem;               /* the test's view of it */
     uint16_t avail_idx;         /* only ever written by one thread */
     /* The back-end channel: MEM_READ of FAR */
     int backend[2];
@@ -239,7 +239,6 @@ static void fe_start(Fe *f, unsigned int pool_size)
     };
     uint64_t idx = QUEUE;
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
-    int memfd;
 
     memset(f, 0, sizeof(*f));
     f->sock = -1;
@@ -251,9 +250,8 @@ static void fe_start(Fe *f, unsigned int pool_size)
         g_usleep(1000);
     }
 
-    memfd = new_memfd("vfsd-guest-1", GUEST_SIZE);
-    f->mem = map_memfd(memfd, GUEST_SIZE);
-    f->mem_size = GUEST_SIZE;
+    f->memfd = new_memfd("vfsd-guest", 2 * GUEST_SIZE);
+    f->mem = map_memfd(f->memfd, 2 * GUEST_SIZE);
     f->kick = eventfd(0, EFD_CLOEXEC);
     f->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
@@ -266,8 +264,7 @@ static void fe_start(Fe *f, unsigned int pool_size)
             -1);
     fe_send(f, VHOST_USER_SET_BACKEND_REQ_FD, NULL, 0, f->backend[0]);
     close(f->backend[0]);
-    fe_set_mem_table(f, memfd, GUEST_SIZE);
-    close(memfd);
+    fe_set_mem_table(f, f->memfd, GUEST_SIZE);
     fe_send(f, VHOST_USER_SET_VRING_NUM, &num, sizeof(num), -1);
     fe_send(f, VHOST_USER_SET_VRING_BASE, &base, sizeof(base), -1);
     fe_send(f, VHOST_USER_SET_VRING_ADDR, &addr, sizeof(addr), -1);
@@ -295,7 +292,8 @@ static void fe_stop(Fe *f)
     close(f->sock);
     close(f->kick);
     close(f->call);
-    munmap(f->mem, f->mem_size);
+    munmap(f->mem, 2 * GUEST_SIZE);
+    close(f->memfd);
     test_fs_teardown(&f->t);
 }
 
@@ -414,6 +412,253 @@ static void test_stop_busy_queue(gconstpointer data)
     fe_stop(&f);
 }
 
+/* The daemon's mapping of a memfd the test also maps at @ours */
+static bool find_mapping(const char *name, uint8_t *ours, uintptr_t *start,
+                         uintptr_t *end)
+{
+    g_autofree char *maps = NULL;
+    g_auto(GStrv) lines = NULL;
+    char **l;
+
+    g_assert_true(g_file_get_contents("/proc/self/maps", &maps, NULL, NULL));
+    lines = g_strsplit(maps, "\n", -1);
+    for (l = lines; *l; l++) {
+        unsigned long s, e;
+
+        if (strstr(*l, name) && sscanf(*l, "%lx-%lx", &s, &e) == 2 &&
+            s != (uintptr_t)ours) {
+            *start = s;
+            *end = e;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void lock_range(TestFs *t, uint64_t ino, uint64_t fh, uint64_t owner,
+                       uint32_t type)
+{
+    struct fuse_lk_in in = {
+        .fh = fh, .owner = owner,
+        .lk = { .start = 0, .end = 99, .type = type },
+    };
+    TestReq *r = test_req_new(FUSE_SETLK, ino);
+
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
+static unsigned int count_waiters(TestFs *t)
+{
+    unsigned int n;
+
+    g_mutex_lock(&t->fs.intr_lock);
+    n = g_list_length(t->fs.waiters);
+    g_mutex_unlock(&t->fs.intr_lock);
+    return n;
+}
+
+/*
+ * Replacing the memory table, as memory hotplug does: the same guest
+ * memory, grown to twice the size.  libvhost-user unmaps the old mapping
+ * and maps the new one; a guard page above the old one keeps the new one
+ * from starting where the old one did, so that a host address from the
+ * old table cannot be right by chance.
+ */
+typedef struct TableSwitch {
+    uintptr_t old_start, old_end;
+    void *guard;
+    void *trap;
+} TableSwitch;
+
+static void table_switch_send(Fe *f, TableSwitch *ts)
+{
+    g_assert_true(find_mapping("vfsd-guest", f->mem, &ts->old_start,
+                               &ts->old_end));
+    ts->guard = mmap((void *)ts->old_end, 4096, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
+                     0);
+    fe_set_mem_table(f, f->memfd, 2 * GUEST_SIZE);
+}
+
+/*
+ * Once the switch is done, a trap takes the old mapping's range if it is
+ * free, so that a write through an old host address lands where the
+ * test sees it rather than crashing the test.
+ */
+static void table_switch_done(Fe *f, TableSwitch *ts)
+{
+    ts->trap = mmap((void *)ts->old_start, ts->old_end - ts->old_start,
+                    PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+}
+
+static void table_switch_check(TableSwitch *ts)
+{
+    size_t i;
+
+    if (ts->trap != MAP_FAILED) {
+        for (i = 0; i < ts->old_end - ts->old_start; i++) {
+            g_assert_cmpuint(((uint8_t *)ts->trap)[i], ==, 0);
+        }
+        munmap(ts->trap, ts->old_end - ts->old_start);
+    }
+    if (ts->guard != MAP_FAILED) {
+        munmap(ts->guard, 4096);
+    }
+}
+
+static void wait_used(Fe *f, uint16_t n)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    while (used_idx(f) != n) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
+static void assert_reply(Fe *f, unsigned int slot, uint64_t unique,
+                         uint32_t len)
+{
+    struct fuse_out_header oh;
+
+    memcpy(&oh, gpa(f, REP_OFF + slot * BUF_SIZE), sizeof(oh));
+    g_assert_cmpuint(oh.unique, ==, unique);
+    g_assert_cmpint(oh.error, ==, 0);
+    g_assert_cmpuint(oh.len, ==, len);
+}
+
+/*
+ * A SETLKW waits while the front-end replaces the memory table: its
+ * reply must go where the guest address points under the new table, not
+ * through the host address the old table gave.
+ */
+static void test_mem_table_change(gconstpointer data)
+{
+    struct {
+        struct fuse_in_header h;
+        struct fuse_lk_in in;
+    } req = {
+        .h = {
+            .len = sizeof(req), .opcode = FUSE_SETLKW, .unique = 4242,
+        },
+        .in = {
+            .owner = 2,
+            .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+        },
+    };
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    uint64_t ino, fh1, fh2;
+    TableSwitch ts;
+    unsigned int slot;
+    Fe f;
+
+    fe_start(&f, GPOINTER_TO_UINT(data));
+    ino = test_create(&f.t, FUSE_ROOT_ID, "locked", O_RDWR, &fh1);
+    fh2 = test_open(&f.t, ino, O_RDWR);
+    lock_range(&f.t, ino, fh1, 1, F_WRLCK);
+
+    req.h.nodeid = ino;
+    req.in.fh = fh2;
+    slot = fe_add(&f, &req, sizeof(req), false);
+    while (count_waiters(&f.t) == 0) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+
+    table_switch_send(&f, &ts);
+    fe_barrier(&f);
+    table_switch_done(&f, &ts);
+
+    lock_range(&f.t, ino, fh1, 1, F_UNLCK);
+    wait_used(&f, 1);
+    assert_reply(&f, slot, 4242, sizeof(struct fuse_out_header));
+    table_switch_check(&ts);
+    fe_stop(&f);
+}
+
+static GMutex hold_lock;
+static GCond hold_cond;
+static bool holding;
+
+static void hold_read(Fe *f)
+{
+    g_mutex_lock(&hold_lock);
+    while (holding) {
+        g_cond_wait(&hold_cond, &hold_lock);
+    }
+    g_mutex_unlock(&hold_lock);
+}
+
+/*
+ * A request popped, translated and handed to the thread pool, whose only
+ * worker is busy: the memory table changes before the worker gets to it.
+ * The busy worker waits in a MEM_READ of its request's arguments, which
+ * the fake front-end holds until the new table has been sent; the main
+ * thread then waits for the worker's lock, and gets it before the worker
+ * takes up the queued request.  Timing decides only whether the case is
+ * reached (100 ms for the main thread to wait): the wrong outcome is a
+ * write through the old table's address, into unmapped memory.
+ */
+static void test_mem_table_change_queued(void)
+{
+    struct fuse_in_header hdr = {
+        .len = sizeof(hdr) + sizeof(struct fuse_getattr_in),
+        .opcode = FUSE_GETATTR, .unique = 500, .nodeid = FUSE_ROOT_ID,
+    };
+    struct vring_desc *desc;
+    struct vring_avail *avail;
+    TableSwitch ts;
+    Fe f;
+
+    fe_start(&f, 1);
+    f.on_read = hold_read;
+    holding = true;
+
+    /* First the header, mapped; its arguments in FAR; then the reply */
+    desc = gpa(&f, DESC_OFF);
+    avail = gpa(&f, AVAIL_OFF);
+    memcpy(gpa(&f, REQ_OFF), &hdr, sizeof(hdr));
+    memset(f.far, 0, sizeof(struct fuse_getattr_in));
+    desc[0] = (struct vring_desc) {
+        .addr = GUEST_BASE + REQ_OFF, .len = sizeof(hdr),
+        .flags = VRING_DESC_F_NEXT, .next = 200,
+    };
+    desc[200] = (struct vring_desc) {
+        .addr = FAR_BASE, .len = sizeof(struct fuse_getattr_in),
+        .flags = VRING_DESC_F_NEXT, .next = 1,
+    };
+    desc[1] = (struct vring_desc) {
+        .addr = GUEST_BASE + REP_OFF, .len = BUF_SIZE,
+        .flags = VRING_DESC_F_WRITE,
+    };
+    avail->ring[0] = 0;
+    f.avail_idx = 1;
+    __atomic_store_n(&avail->idx, f.avail_idx, __ATOMIC_RELEASE);
+    eventfd_write(f.kick, 1);
+    /* The worker is in the MEM_READ; this one waits in the pool */
+    fe_add_getattr(&f, 501, false);
+    g_usleep(100 * 1000);
+
+    table_switch_send(&f, &ts);
+    g_usleep(100 * 1000);
+    g_mutex_lock(&hold_lock);
+    holding = false;
+    g_cond_broadcast(&hold_cond);
+    g_mutex_unlock(&hold_lock);
+    fe_barrier(&f);
+    table_switch_done(&f, &ts);
+
+    wait_used(&f, 2);
+    assert_reply(&f, 0, 500, sizeof(struct fuse_out_header) +
+                 sizeof(struct fuse_attr_out));
+    assert_reply(&f, 1, 501, sizeof(struct fuse_out_header) +
+                 sizeof(struct fuse_attr_out));
+    table_switch_check(&ts);
+    fe_stop(&f);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -422,5 +667,11 @@ int main(int argc, char **argv)
                          GUINT_TO_POINTER(0), test_stop_busy_queue);
     g_test_add_data_func("/virtiofsd/vhost/stop-busy-queue/pool",
                          GUINT_TO_POINTER(2), test_stop_busy_queue);
+    g_test_add_data_func("/virtiofsd/vhost/mem-table-change/inline",
+                         GUINT_TO_POINTER(0), test_mem_table_change);
+    g_test_add_data_func("/virtiofsd/vhost/mem-table-change/pool",
+                         GUINT_TO_POINTER(2), test_mem_table_change);
+    g_test_add_func("/virtiofsd/vhost/mem-table-change/queued",
+                    test_mem_table_change_queued);
     return g_test_run();
 }
