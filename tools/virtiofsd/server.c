@@ -85,9 +85,11 @@ static const char *opname(uint32_t op)
 /*
  * Sends the reply: a header and up to two pieces of payload.  An error
  * carries no payload.  A reply that does not fit the guest's buffer
- * becomes an error reply, if even that fits.
+ * becomes an error reply, if even that fits.  Returns whether the payload
+ * reached the guest: what it carries (a lookup, a file handle) is the
+ * guest's only then.
  */
-static void reply_full(VfsdReq *r, int err, const void *a, size_t alen,
+static bool reply_full(VfsdReq *r, int err, const void *a, size_t alen,
                        const void *b, size_t blen)
 {
     struct fuse_out_header oh = {
@@ -112,9 +114,10 @@ static void reply_full(VfsdReq *r, int err, const void *a, size_t alen,
         vfsd_guest_error("%s: cannot write the reply (%zu bytes of room)",
                          opname(r->h.opcode), vfsd_buf_remaining(out));
         r->written = 0;
-        return;
+        return false;
     }
     r->written = oh.len;
+    return !err;
 }
 
 static void reply_err(VfsdReq *r, int err)
@@ -122,9 +125,9 @@ static void reply_err(VfsdReq *r, int err)
     reply_full(r, err, NULL, 0, NULL, 0);
 }
 
-static void reply(VfsdReq *r, const void *p, size_t len)
+static bool reply(VfsdReq *r, const void *p, size_t len)
 {
-    reply_full(r, 0, p, len, NULL, 0);
+    return reply_full(r, 0, p, len, NULL, 0);
 }
 
 /* For operations that return a byte count or a negative errno */
@@ -187,8 +190,9 @@ static void reply_entry(VfsdReq *r, int ret, const struct fuse_entry_out *e)
 {
     if (ret < 0) {
         reply_err(r, ret);
-    } else {
-        reply(r, e, sizeof(*e));
+    } else if (!reply(r, e, sizeof(*e)) && e->nodeid) {
+        /* The guest will never forget a lookup it did not see */
+        vfsd_inode_forget(r->fs, e->nodeid, 1);
     }
 }
 
@@ -527,8 +531,10 @@ static void do_create(VfsdReq *r, bool tmpfile)
                          in.open_flags, in.mode, in.umask, tmpfile, &e, &o);
     if (ret < 0) {
         reply_err(r, ret);
-    } else {
-        reply_full(r, 0, &e, sizeof(e), &o, sizeof(o));
+    } else if (!reply_full(r, 0, &e, sizeof(e), &o, sizeof(o))) {
+        /* Nor will it release a handle it never had */
+        vfsd_op_release(r->fs, o.fh, 0, 0, false);
+        vfsd_inode_forget(r->fs, e.nodeid, 1);
     }
 }
 
@@ -702,11 +708,26 @@ static void do_removexattr(VfsdReq *r)
 static void do_readdir(VfsdReq *r, bool plus)
 {
     struct fuse_read_in in;
-    VfsdBuf hdr;
+    g_autoptr(GByteArray) data = g_byte_array_new();
+    size_t room = vfsd_buf_remaining(r->out);
+    int ret;
 
-    if (get_arg(r, &in, sizeof(in)) && begin_data_reply(r, &hdr)) {
-        end_data_reply(r, &hdr, vfsd_op_readdir(r->fs, in.fh, in.offset,
-                                                in.size, plus, r->out));
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    if (room < sizeof(struct fuse_out_header)) {
+        reply_err(r, -EIO);
+        return;
+    }
+    ret = vfsd_op_readdir(r->fs, in.fh, in.offset, in.size,
+                          room - sizeof(struct fuse_out_header), plus, data);
+    if (ret < 0) {
+        reply_err(r, ret);
+        return;
+    }
+    /* The guest will never forget lookups it did not see */
+    if (!reply(r, data->data, data->len) && plus) {
+        vfsd_readdirplus_unlookup(r->fs, data);
     }
 }
 

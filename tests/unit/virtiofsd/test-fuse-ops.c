@@ -945,6 +945,78 @@ static void test_interrupt_waiter_lifetime(TestFs *t, gconstpointer data)
     g_thread_join(th);
 }
 
+/* Whether the guest holds no lookup of @ino: one more, forgotten, ends it */
+static void assert_no_lookups(TestFs *t, const char *name)
+{
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    uint64_t ino = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    TestReq *r;
+
+    r = test_req_new(FUSE_FORGET, ino);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+}
+
+/*
+ * A reply that never reaches the guest hands it nothing: the lookups and
+ * handles it would have carried are dropped, not kept for a FORGET or
+ * RELEASE that cannot come.
+ */
+static void test_lost_reply(TestFs *t, gconstpointer data)
+{
+    struct fuse_read_in rin = { .size = 4096 };
+    struct fuse_open_out o;
+    int fd, fds;
+    TestReq *r;
+
+    fd = openat(t->dir_fd, "a", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    g_assert_cmpint(fd, >=, 0);
+    close(fd);
+    g_assert_cmpint(mkdirat(t->dir_fd, "d", 0755), ==, 0);
+
+    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_open_in){ 0 }, sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, &o, sizeof(o), NULL), ==, 0);
+    rin.fh = o.fh;
+    t->reply_fails = true;
+    r = test_req_new(FUSE_READDIRPLUS, FUSE_ROOT_ID);
+    test_req_add(r, &rin, sizeof(rin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    t->reply_fails = false;
+    assert_no_lookups(t, "a");
+    assert_no_lookups(t, "d");
+
+    /* Entry replies, lost or too big for the guest's buffer */
+    t->reply_fails = true;
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add_str(r, "a");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    t->reply_fails = false;
+    assert_no_lookups(t, "a");
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add_str(r, "a");
+    g_assert_cmpint(test_send(t, r, sizeof(struct fuse_out_header) + 8,
+                              NULL, 0, NULL), ==, -EIO);
+    assert_no_lookups(t, "a");
+
+    /* CREATE of an existing file: a lookup and an open file */
+    fds = g_atomic_int_get(&t->fs.fds_open);
+    t->reply_fails = true;
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "a");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    t->reply_fails = false;
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, fds);
+    assert_no_lookups(t, "a");
+}
+
 static void test_tmpfile(TestFs *t, gconstpointer data)
 {
     TestReq *r = test_req_new(FUSE_TMPFILE, FUSE_ROOT_ID);
@@ -1514,6 +1586,7 @@ int main(int argc, char **argv)
     ADD("interrupt-setlkw", test_interrupt_setlkw);
     ADD("interrupt-duplicate-unique", test_interrupt_duplicate_unique);
     ADD("interrupt-waiter-lifetime", test_interrupt_waiter_lifetime);
+    ADD("lost-reply", test_lost_reply);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);

@@ -31,6 +31,9 @@ static bool test_mem(void *opaque, uint64_t addr, void *buf, size_t len,
             }
         }
     }
+    if (is_write && t->reply_fails) {
+        return false;
+    }
     /* In these tests a guest address is a host pointer */
     if (is_write) {
         memcpy((void *)(uintptr_t)addr, buf, len);
@@ -136,7 +139,8 @@ int test_send_raw(TestFs *t, const void *req, size_t len, size_t out_size,
     size_t n_in, n_out, written;
 
     n_in = make_segs(t, in, len, &in_segs, t->read_once);
-    n_out = make_segs(t, out, out_size, &out_segs, t->read_once);
+    n_out = make_segs(t, out, out_size, &out_segs,
+                      t->read_once || t->reply_fails);
     vfsd_buf_init(&ib, in_segs, len ? n_in : 0, test_mem, t);
     vfsd_buf_init(&ob, out_segs, out_size ? n_out : 0, test_mem, t);
     if (t->read_once) {

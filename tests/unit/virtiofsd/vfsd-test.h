@@ -38,6 +38,8 @@ typedef struct TestFs {
     const uint8_t *req_base;    /* the request being sent, for read_once */
     size_t req_len;
     uint8_t *req_reads;         /* reads of each of its bytes */
+    /* The reply cannot be written (a guest buffer that went away) */
+    bool reply_fails;
 } TestFs;
 
 typedef struct TestReq {
