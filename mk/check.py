@@ -118,6 +118,7 @@ SUITES = [
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
     unit("virtiofsd: vhost-user transport against a fake front-end",
          "tests/unit/virtiofsd/test-vhost-queue"),
+    unit("virtiofsd: namespace sandbox", "tests/unit/virtiofsd/test-sandbox"),
     unit("virtiofsd: seccomp actions stop a forbidden call",
          "tests/unit/virtiofsd/test-seccomp"),
     unit("libvhost-user: shared memory requests",
