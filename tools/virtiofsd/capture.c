@@ -73,10 +73,12 @@ static uint8_t capture_room(size_t room)
     return room <= CAPTURE_DEFAULT_ROOM ? 0 : 255;
 }
 
-void vfsd_capture_request(const VfsdBuf *in, const VfsdBuf *out)
+void vfsd_capture_request(const VfsdReqHead *head, const VfsdBuf *in,
+                          const VfsdBuf *out)
 {
     VfsdBuf b = *in;
-    size_t len = vfsd_buf_remaining(&b);
+    size_t hlen = head->valid ? sizeof(head->h) : 0;
+    size_t len = hlen + vfsd_buf_remaining(&b);
     g_autofree uint8_t *rec = NULL;
     size_t done = 0;
     ssize_t n;
@@ -92,7 +94,8 @@ void vfsd_capture_request(const VfsdBuf *in, const VfsdBuf *out)
     rec[1] = len >> 8;
     rec[2] = 0;     /* in one piece */
     rec[3] = capture_room(vfsd_buf_remaining(out));
-    if (!vfsd_buf_read(&b, rec + 4, len)) {
+    memcpy(rec + 4, &head->h, hlen);
+    if (!vfsd_buf_read(&b, rec + 4 + hlen, len - hlen)) {
         return;
     }
     g_mutex_lock(&capture_lock);

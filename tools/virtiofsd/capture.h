@@ -9,12 +9,18 @@
 #ifndef VIRTIOFSD_CAPTURE_H
 #define VIRTIOFSD_CAPTURE_H
 
-#include "buf.h"
+#include "server.h"
 
 /* -1 unless VIRTIOFSD_CAPTURE named a file when the process started */
 extern int vfsd_capture_fd;
 
-/* Appends the request in @in, not consuming it; @out: its reply room */
-void vfsd_capture_request(const VfsdBuf *in, const VfsdBuf *out);
+/*
+ * Appends the request: @head, then what follows it in @in (not consumed);
+ * @out: its reply room.  A debugging aid: the arguments are read from the
+ * guest a second time, so a guest rewriting them meanwhile gets a record
+ * of other arguments than the ones that ran.
+ */
+void vfsd_capture_request(const VfsdReqHead *head, const VfsdBuf *in,
+                          const VfsdBuf *out);
 
 #endif /* VIRTIOFSD_CAPTURE_H */

@@ -104,14 +104,12 @@ static bool add_entry(VfsdFs *fs, VfsdInode *dir, GByteArray *reply,
     return true;
 }
 
-ssize_t vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset,
-                        uint32_t size, bool plus, VfsdBuf *out)
+int vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset,
+                    uint32_t size, size_t room, bool plus, GByteArray *reply)
 {
     g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, true);
-    g_autoptr(GByteArray) reply = g_byte_array_new();
     g_autofree char *buf = NULL;
-    size_t max = MIN(MIN((size_t)size, vfsd_buf_remaining(out)),
-                     VFSD_MAX_READDIR);
+    size_t max = MIN(MIN((size_t)size, room), VFSD_MAX_READDIR);
     bool full = false;
     long n;
 
@@ -155,9 +153,19 @@ ssize_t vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset,
         }
     }
     g_mutex_unlock(&h->lock);
+    return 0;
+}
 
-    if (!vfsd_buf_write(out, reply->data, reply->len)) {
-        return -EIO;
+void vfsd_readdirplus_unlookup(VfsdFs *fs, const GByteArray *reply)
+{
+    size_t pos = 0;
+
+    while (pos + FUSE_NAME_OFFSET_DIRENTPLUS <= reply->len) {
+        const struct fuse_direntplus *dp = (void *)(reply->data + pos);
+
+        if (dp->entry_out.nodeid) {
+            vfsd_inode_forget(fs, dp->entry_out.nodeid, 1);
+        }
+        pos += FUSE_DIRENTPLUS_SIZE(dp);
     }
-    return reply->len;
 }

@@ -269,6 +269,10 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                     f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
                     O_NONBLOCK, mode);
         if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
+            /*
+             * Its transient O_PATH fd is accounted: the second
+             * reservation above is not used before the lookup below.
+             */
             fd = open_existing(fs, dir, name,
                                f | (flags & O_TRUNC) | O_NONBLOCK,
                                kill_priv);

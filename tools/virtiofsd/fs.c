@@ -166,8 +166,7 @@ int vfsd_statx(int fd, struct statx *stx)
 static bool vfsd_want_dax(VfsdFs *fs, VfsdInode *inode,
                           const struct statx *stx)
 {
-    bool ret = false;
-    int fd;
+    char procname[32];
 
     if (!(fs->conn_flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
         return false;
@@ -183,12 +182,14 @@ static bool vfsd_want_dax(VfsdFs *fs, VfsdInode *inode,
     case VFSD_DAX_SIZE:
         return stx->stx_size >= fs->opts->dax_min_size;
     case VFSD_DAX_XATTR:
-        fd = vfsd_reopen(fs, inode, O_RDONLY | O_NONBLOCK);
-        if (fd >= 0) {
-            ret = fgetxattr(fd, VFSD_DAX_XATTR_NAME, NULL, 0) >= 0;
-            close(fd);
-        }
-        return ret;
+        /*
+         * By the inode's /proc/self/fd name, relative to the working
+         * directory (see fs-xattr.c), rather than through an fd opened
+         * for it: this runs for every attribute reply, and such an fd
+         * would be one more the fd accounting does not bound.
+         */
+        snprintf(procname, sizeof(procname), "%d", inode->fd);
+        return getxattr(procname, VFSD_DAX_XATTR_NAME, NULL, 0) >= 0;
     }
     return false;
 }

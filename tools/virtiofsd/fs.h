@@ -86,6 +86,7 @@ typedef struct VfsdWaiter {
     pthread_t thread;
     bool interrupted;           /* under VfsdFs.intr_lock */
     bool done;                  /* same */
+    unsigned int users;         /* same: interrupters that hold it */
 } VfsdWaiter;
 
 /* Makes a blocking system call of the thread fail with EINTR */
@@ -123,7 +124,12 @@ struct VfsdFs {
     /* Requests that wait, by unique, for FUSE_INTERRUPT (intr.c) */
     GMutex intr_lock;
     GCond intr_cond;
-    GHashTable *waiters;
+    /*
+     * VfsdWaiter *: a list, not a table by unique, because the guest may
+     * reuse a unique that is still waiting; a SETLKW waits in a
+     * blocking-pool thread, so there are few of them.
+     */
+    GList *waiters;
     uint64_t intr_early[16];    /* interrupted before they came; 0: none */
     unsigned int intr_early_next;
     bool intr_closing;          /* waits end at once (disconnect) */
@@ -227,8 +233,15 @@ int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
 
 int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
                     struct fuse_open_out *out);
-ssize_t vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset,
-                        uint32_t size, bool plus, VfsdBuf *out);
+/*
+ * Appends the entries from @offset to @reply, at most @size and @room
+ * bytes.  READDIRPLUS entries carry lookups, which the guest owns once it
+ * has the reply: if the reply cannot reach it, they go back with
+ * vfsd_readdirplus_unlookup().
+ */
+int vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset,
+                    uint32_t size, size_t room, bool plus, GByteArray *reply);
+void vfsd_readdirplus_unlookup(VfsdFs *fs, const GByteArray *reply);
 
 int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                      const void *value, size_t size, uint32_t flags,

@@ -37,7 +37,7 @@ bool vfsd_intr_init(VfsdFs *fs, char **err)
 
     g_mutex_init(&fs->intr_lock);
     g_cond_init(&fs->intr_cond);
-    fs->waiters = g_hash_table_new(g_int64_hash, g_int64_equal);
+    fs->waiters = NULL;
     /* No SA_RESTART: the point is that blocking calls return EINTR */
     sigemptyset(&sa.sa_mask);
     if (sigaction(VFSD_INTR_SIGNAL, &sa, NULL) < 0) {
@@ -50,7 +50,8 @@ bool vfsd_intr_init(VfsdFs *fs, char **err)
 
 void vfsd_intr_cleanup(VfsdFs *fs)
 {
-    g_hash_table_destroy(fs->waiters);
+    g_list_free(fs->waiters);
+    fs->waiters = NULL;
     g_mutex_clear(&fs->intr_lock);
     g_cond_clear(&fs->intr_cond);
 }
@@ -74,10 +75,10 @@ void vfsd_waiter_begin(VfsdFs *fs, VfsdWaiter *w, uint64_t unique)
     w->unique = unique;
     w->thread = pthread_self();
     w->done = false;
+    w->users = 0;
     g_mutex_lock(&fs->intr_lock);
     w->interrupted = fs->intr_closing || (unique && take_early(fs, unique));
-    /* A guest reusing a unique in flight only loses its own interrupt */
-    g_hash_table_insert(fs->waiters, &w->unique, w);
+    fs->waiters = g_list_prepend(fs->waiters, w);
     g_mutex_unlock(&fs->intr_lock);
 }
 
@@ -91,20 +92,26 @@ bool vfsd_waiter_interrupted(VfsdFs *fs, VfsdWaiter *w)
     return ret;
 }
 
+/*
+ * @w lives in its thread's stack: it must not return while an
+ * interrupter still looks at it.
+ */
 void vfsd_waiter_end(VfsdFs *fs, VfsdWaiter *w)
 {
     g_mutex_lock(&fs->intr_lock);
-    if (g_hash_table_lookup(fs->waiters, &w->unique) == w) {
-        g_hash_table_remove(fs->waiters, &w->unique);
-    }
+    fs->waiters = g_list_remove(fs->waiters, w);
     w->done = true;
     g_cond_broadcast(&fs->intr_cond);
+    while (w->users) {
+        g_cond_wait(&fs->intr_cond, &fs->intr_lock);
+    }
     g_mutex_unlock(&fs->intr_lock);
 }
 
 /*
- * Called with intr_lock held.  Bounded: the waiter is in its blocking
- * call (the signal ends it), or on its way into it or out of it.
+ * Called with intr_lock held, and @w held (users) so that it stays
+ * there.  Bounded: the waiter is in its blocking call (the signal ends
+ * it), or on its way into it or out of it.
  */
 static void interrupt_waiter(VfsdFs *fs, VfsdWaiter *w)
 {
@@ -118,18 +125,37 @@ static void interrupt_waiter(VfsdFs *fs, VfsdWaiter *w)
     }
 }
 
+static void waiter_release(VfsdFs *fs, VfsdWaiter *w)
+{
+    if (--w->users == 0) {
+        g_cond_broadcast(&fs->intr_cond);
+    }
+}
+
 void vfsd_interrupt(VfsdFs *fs, uint64_t unique)
 {
-    VfsdWaiter *w;
+    g_autoptr(GPtrArray) found = g_ptr_array_new();
+    GList *l;
+    guint i;
 
     if (!unique) {
         return;
     }
     g_mutex_lock(&fs->intr_lock);
-    w = g_hash_table_lookup(fs->waiters, &unique);
-    if (w) {
-        interrupt_waiter(fs, w);
-    } else {
+    /* A guest that reused the unique gets all its namesakes interrupted */
+    for (l = fs->waiters; l; l = l->next) {
+        VfsdWaiter *w = l->data;
+
+        if (w->unique == unique) {
+            w->users++;
+            g_ptr_array_add(found, w);
+        }
+    }
+    for (i = 0; i < found->len; i++) {
+        interrupt_waiter(fs, found->pdata[i]);
+        waiter_release(fs, found->pdata[i]);
+    }
+    if (!found->len) {
         /* Not here yet, or done already: the oldest guess goes */
         fs->intr_early[fs->intr_early_next] = unique;
         fs->intr_early_next = (fs->intr_early_next + 1) %
@@ -140,18 +166,16 @@ void vfsd_interrupt(VfsdFs *fs, uint64_t unique)
 
 void vfsd_interrupt_all(VfsdFs *fs)
 {
-    GHashTableIter it;
     VfsdWaiter *w;
 
     g_mutex_lock(&fs->intr_lock);
     fs->intr_closing = true;
-    /* Each one done leaves the table: start over until it is empty */
-    for (;;) {
-        g_hash_table_iter_init(&it, fs->waiters);
-        if (!g_hash_table_iter_next(&it, NULL, (gpointer *)&w)) {
-            break;
-        }
+    /* Each one done leaves the list; later ones start interrupted */
+    while (fs->waiters) {
+        w = fs->waiters->data;
+        w->users++;
         interrupt_waiter(fs, w);
+        waiter_release(fs, w);
     }
     g_mutex_unlock(&fs->intr_lock);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -140,6 +141,45 @@ static bool die_with_parent(int alive)
 }
 
 /*
+ * The guest may make device nodes in the shared directory (mknod is a
+ * file operation like any other, and CAP_MKNOD stays so that it works),
+ * but nothing may open one here: the daemon never does (vfsd_reopen()),
+ * and with nodev a daemon taken over cannot either, even one it made
+ * itself for a host disk.
+ */
+static bool mount_nodev(const char *dir)
+{
+    struct mount_attr attr = { .attr_set = MOUNT_ATTR_NODEV };
+    struct statvfs sv;
+    unsigned long flags = MS_REMOUNT | MS_BIND | MS_NODEV;
+
+    if (syscall(SYS_mount_setattr, AT_FDCWD, dir, AT_RECURSIVE, &attr,
+                sizeof(attr)) == 0) {
+        return true;
+    }
+    if (errno != ENOSYS) {
+        return false;
+    }
+    /*
+     * Before Linux 5.12 only the top mount gets it: mounts below the
+     * shared directory keep theirs.  A remount must restate the flags it
+     * keeps.
+     */
+    vfsd_warn("no mount_setattr(): mounts inside %s keep their device "
+              "nodes usable", dir);
+    if (statvfs(dir, &sv) < 0) {
+        return false;
+    }
+    flags |= (sv.f_flag & ST_RDONLY ? MS_RDONLY : 0) |
+             (sv.f_flag & ST_NOSUID ? MS_NOSUID : 0) |
+             (sv.f_flag & ST_NOEXEC ? MS_NOEXEC : 0) |
+             (sv.f_flag & ST_NOATIME ? MS_NOATIME : 0) |
+             (sv.f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0) |
+             (sv.f_flag & ST_RELATIME ? MS_RELATIME : 0);
+    return mount(NULL, dir, NULL, flags, NULL) == 0;
+}
+
+/*
  * New mount, pid and net namespaces.  The calling process forks: the
  * child is the daemon, pid 1 of the new pid namespace (it sees no other
  * process, and nothing of the host's survives it), in a net namespace
@@ -213,6 +253,10 @@ static bool enter_namespace(const char *dir, int *proc_fd, char **err)
     /* pivot_root needs a mount point */
     step = "bind-mounting the shared directory";
     if (mount(dir, dir, NULL, MS_BIND | MS_REC, NULL) < 0) {
+        goto fail;
+    }
+    step = "making device nodes in the shared directory unusable (nodev)";
+    if (!mount_nodev(dir)) {
         goto fail;
     }
     step = "chdir to the shared directory";

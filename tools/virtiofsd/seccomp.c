@@ -12,14 +12,35 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "sandbox.h"
+
+/*
+ * What clone() must share for a thread: anything less makes a process,
+ * which the daemon never makes once serving (a process would be out of
+ * reach of everything that bounds a thread: the pools, the fd accounting).
+ */
+#define VFSD_THREAD_FLAGS (CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | \
+                           CLONE_THREAD | CLONE_SYSVSEM)
+
+/*
+ * The prctl() options in use once serving: glib names its threads
+ * (PR_SET_NAME); libcap-ng, which drops and restores CAP_FSETID per
+ * operation, reads the bounding and ambient sets when /proc is out of its
+ * reach.  The rest (dumpable, ptracer, securebits, mm, ambient raise...)
+ * the daemon has no business with.
+ */
+static const int prctl_allowed[] = {
+    PR_SET_NAME, PR_GET_NAME, PR_CAPBSET_READ, PR_GET_SECUREBITS,
+};
 
 static const int allowed[] = {
     /* File system operations */
@@ -54,8 +75,8 @@ static const int allowed[] = {
     SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
     SCMP_SYS(mprotect), SCMP_SYS(madvise), SCMP_SYS(mremap), SCMP_SYS(brk),
     SCMP_SYS(dup), SCMP_SYS(dup3),
-    /* Threads */
-    SCMP_SYS(clone), SCMP_SYS(clone3), SCMP_SYS(futex),
+    /* Threads (clone and clone3: see vfsd_seccomp_install()) */
+    SCMP_SYS(futex),
     SCMP_SYS(set_robust_list), SCMP_SYS(rseq), SCMP_SYS(exit),
     SCMP_SYS(exit_group), SCMP_SYS(gettid), SCMP_SYS(getpid),
     SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity),
@@ -64,7 +85,7 @@ static const int allowed[] = {
     SCMP_SYS(rt_sigaction), SCMP_SYS(restart_syscall),
     SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
     SCMP_SYS(clock_gettime), SCMP_SYS(gettimeofday),
-    SCMP_SYS(getrandom), SCMP_SYS(prctl), SCMP_SYS(getrlimit),
+    SCMP_SYS(getrandom), SCMP_SYS(getrlimit),
     SCMP_SYS(prlimit64),
     /*
      * glibc's qsort() asks for the machine's memory size before sorting
@@ -219,6 +240,28 @@ bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err)
     if (ret == 0) {
         ret = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
                                SCMP_SYS(userfaultfd), 0);
+    }
+    /*
+     * clone3() passes its flags in memory, out of the filter's reach:
+     * ENOSYS makes glibc fall back to clone(), whose flags it can see.
+     */
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3),
+                               0);
+    }
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                               SCMP_A0(SCMP_CMP_MASKED_EQ, VFSD_THREAD_FLAGS,
+                                       VFSD_THREAD_FLAGS));
+    }
+    for (i = 0; i < G_N_ELEMENTS(prctl_allowed) && ret == 0; i++) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+                               SCMP_A0(SCMP_CMP_EQ, prctl_allowed[i]));
+    }
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 2,
+                               SCMP_A0(SCMP_CMP_EQ, PR_CAP_AMBIENT),
+                               SCMP_A1(SCMP_CMP_EQ, PR_CAP_AMBIENT_IS_SET));
     }
     /* The filter applies to every thread, including glib's */
     if (ret == 0) {

@@ -31,6 +31,12 @@
 /* FUSE_REMOVEMAPPING_MAX_ENTRY of a 4 KiB-page guest */
 #define VFSD_MAX_REMOVEMAPPING 256
 #define VFSD_MAX_BATCH_FORGET 65536
+/*
+ * The most argument bytes copied out of a request: a full BATCH_FORGET
+ * (16 bytes per entry) with room to spare.  What lies past it is never
+ * read, as the handlers read no further than they need.
+ */
+#define VFSD_MAX_ARGS (2 * 1024 * 1024)
 
 typedef struct VfsdReq {
     VfsdFs *fs;
@@ -79,9 +85,11 @@ static const char *opname(uint32_t op)
 /*
  * Sends the reply: a header and up to two pieces of payload.  An error
  * carries no payload.  A reply that does not fit the guest's buffer
- * becomes an error reply, if even that fits.
+ * becomes an error reply, if even that fits.  Returns whether the payload
+ * reached the guest: what it carries (a lookup, a file handle) is the
+ * guest's only then.
  */
-static void reply_full(VfsdReq *r, int err, const void *a, size_t alen,
+static bool reply_full(VfsdReq *r, int err, const void *a, size_t alen,
                        const void *b, size_t blen)
 {
     struct fuse_out_header oh = {
@@ -106,9 +114,10 @@ static void reply_full(VfsdReq *r, int err, const void *a, size_t alen,
         vfsd_guest_error("%s: cannot write the reply (%zu bytes of room)",
                          opname(r->h.opcode), vfsd_buf_remaining(out));
         r->written = 0;
-        return;
+        return false;
     }
     r->written = oh.len;
+    return !err;
 }
 
 static void reply_err(VfsdReq *r, int err)
@@ -116,9 +125,9 @@ static void reply_err(VfsdReq *r, int err)
     reply_full(r, err, NULL, 0, NULL, 0);
 }
 
-static void reply(VfsdReq *r, const void *p, size_t len)
+static bool reply(VfsdReq *r, const void *p, size_t len)
 {
-    reply_full(r, 0, p, len, NULL, 0);
+    return reply_full(r, 0, p, len, NULL, 0);
 }
 
 /* For operations that return a byte count or a negative errno */
@@ -181,8 +190,9 @@ static void reply_entry(VfsdReq *r, int ret, const struct fuse_entry_out *e)
 {
     if (ret < 0) {
         reply_err(r, ret);
-    } else {
-        reply(r, e, sizeof(*e));
+    } else if (!reply(r, e, sizeof(*e)) && e->nodeid) {
+        /* The guest will never forget a lookup it did not see */
+        vfsd_inode_forget(r->fs, e->nodeid, 1);
     }
 }
 
@@ -521,8 +531,10 @@ static void do_create(VfsdReq *r, bool tmpfile)
                          in.open_flags, in.mode, in.umask, tmpfile, &e, &o);
     if (ret < 0) {
         reply_err(r, ret);
-    } else {
-        reply_full(r, 0, &e, sizeof(e), &o, sizeof(o));
+    } else if (!reply_full(r, 0, &e, sizeof(e), &o, sizeof(o))) {
+        /* Nor will it release a handle it never had */
+        vfsd_op_release(r->fs, o.fh, 0, 0, false);
+        vfsd_inode_forget(r->fs, e.nodeid, 1);
     }
 }
 
@@ -696,11 +708,26 @@ static void do_removexattr(VfsdReq *r)
 static void do_readdir(VfsdReq *r, bool plus)
 {
     struct fuse_read_in in;
-    VfsdBuf hdr;
+    g_autoptr(GByteArray) data = g_byte_array_new();
+    size_t room = vfsd_buf_remaining(r->out);
+    int ret;
 
-    if (get_arg(r, &in, sizeof(in)) && begin_data_reply(r, &hdr)) {
-        end_data_reply(r, &hdr, vfsd_op_readdir(r->fs, in.fh, in.offset,
-                                                in.size, plus, r->out));
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    if (room < sizeof(struct fuse_out_header)) {
+        reply_err(r, -EIO);
+        return;
+    }
+    ret = vfsd_op_readdir(r->fs, in.fh, in.offset, in.size,
+                          room - sizeof(struct fuse_out_header), plus, data);
+    if (ret < 0) {
+        reply_err(r, ret);
+        return;
+    }
+    /* The guest will never forget lookups it did not see */
+    if (!reply(r, data->data, data->len) && plus) {
+        vfsd_readdirplus_unlookup(r->fs, data);
     }
 }
 
@@ -849,12 +876,19 @@ static void do_destroy(VfsdReq *r)
     reply_err(r, 0);
 }
 
-bool vfsd_request_may_block(const VfsdBuf *in)
+void vfsd_request_head(VfsdBuf *in, VfsdReqHead *head)
 {
-    VfsdBuf peek = *in;
-    struct fuse_in_header h;
+    head->avail = vfsd_buf_remaining(in);
+    head->valid = vfsd_buf_read(in, &head->h, sizeof(head->h));
+    if (!head->valid) {
+        /* The error reply's unique */
+        memset(&head->h, 0, sizeof(head->h));
+    }
+}
 
-    return vfsd_buf_read(&peek, &h, sizeof(h)) && h.opcode == FUSE_SETLKW;
+bool vfsd_request_may_block(const VfsdReqHead *head)
+{
+    return head->valid && head->h.opcode == FUSE_SETLKW;
 }
 
 /*
@@ -874,28 +908,34 @@ typedef enum VfsdRunMode {
     VFSD_RUN_NO_WAIT,
 } VfsdRunMode;
 
-static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out,
-                      VfsdRunMode mode)
+static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
+                      VfsdBuf *out, VfsdRunMode mode)
 {
     VfsdReq req = {
         .fs = fs,
         .in = in,
         .out = out,
+        .h = head->h,
         .no_wait = mode == VFSD_RUN_NO_WAIT,
     };
     VfsdReq *r = &req;
-    size_t avail = vfsd_buf_remaining(in);
+    size_t avail = head->avail;
+    g_autofree uint8_t *args = NULL;
+    VfsdSeg args_seg;
+    VfsdBuf args_buf;
     int64_t start;
 
     if (G_UNLIKELY(vfsd_capture_fd >= 0)) {
-        vfsd_capture_request(in, out);
+        vfsd_capture_request(head, in, out);
     }
-    if (!vfsd_buf_read(in, &r->h, sizeof(r->h))) {
+    if (!head->valid) {
         vfsd_guest_error("request of %zu bytes has no FUSE header", avail);
         reply_err(r, -EINVAL);
         return r->written;
     }
-    if (r->h.len < sizeof(r->h) || r->h.len > avail) {
+    /* @in is all that is left of the request: never claim more than it */
+    if (r->h.len < sizeof(r->h) || r->h.len > avail ||
+        r->h.len - sizeof(r->h) > vfsd_buf_remaining(in)) {
         vfsd_guest_error("%s: header says %u bytes, request has %zu",
                          opname(r->h.opcode), r->h.len, avail);
         reply_err(r, -EINVAL);
@@ -903,6 +943,27 @@ static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out,
     }
     /* Nothing past the length the guest announced belongs to the request */
     in->remaining = r->h.len - sizeof(r->h);
+    /*
+     * The guest can rewrite its buffers while we decode them: every
+     * argument is decoded from one private copy, so no check can be made
+     * on one value and the work done on another.  WRITE's data is the
+     * exception, read once by pwritev() straight from guest memory (its
+     * fixed arguments are read once too, by get_arg()).
+     */
+    if (r->h.opcode != FUSE_WRITE && in->remaining) {
+        size_t n = MIN(in->remaining, (size_t)VFSD_MAX_ARGS);
+
+        args = g_malloc(n);
+        if (!vfsd_buf_read(in, args, n)) {
+            vfsd_guest_error("%s: cannot read the request's arguments",
+                             opname(r->h.opcode));
+            reply_err(r, -EIO);
+            return r->written;
+        }
+        args_seg = (VfsdSeg) { .base = args, .len = n };
+        vfsd_buf_init(&args_buf, &args_seg, 1, NULL, NULL);
+        r->in = &args_buf;
+    }
 
     /* The host's ids for the caller; VFSD_NO_ID when it has none */
     r->ctx.uid = vfsd_idmap_to_host(&fs->opts->uid_map, r->h.uid);
@@ -1076,19 +1137,22 @@ static size_t process(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out,
     return r->written;
 }
 
-size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+size_t vfsd_process_request(VfsdFs *fs, const VfsdReqHead *head,
+                            VfsdBuf *in, VfsdBuf *out)
 {
-    return process(fs, in, out, VFSD_RUN_NORMAL);
+    return process(fs, head, in, out, VFSD_RUN_NORMAL);
 }
 
-size_t vfsd_process_hiprio(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+size_t vfsd_process_hiprio(VfsdFs *fs, const VfsdReqHead *head,
+                           VfsdBuf *in, VfsdBuf *out)
 {
-    return process(fs, in, out, VFSD_RUN_HIPRIO);
+    return process(fs, head, in, out, VFSD_RUN_HIPRIO);
 }
 
-size_t vfsd_process_no_wait(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out)
+size_t vfsd_process_no_wait(VfsdFs *fs, const VfsdReqHead *head,
+                            VfsdBuf *in, VfsdBuf *out)
 {
-    return process(fs, in, out, VFSD_RUN_NO_WAIT);
+    return process(fs, head, in, out, VFSD_RUN_NO_WAIT);
 }
 
 const char *vfsd_opname(uint32_t opcode)

@@ -15,34 +15,53 @@
 #define VFSD_MIN_MINOR 31
 
 /*
- * Decodes one request from @in (what the guest wrote), runs it and writes
- * the reply to @out (what the guest reads).  Needs no transport: the
- * tests and fuzzers call it with buffers they built.
+ * What the transport knows of a request before it runs it: its header,
+ * read from guest memory once.  Where the request runs and what runs are
+ * both decided from this copy: a guest rewriting its buffer meanwhile
+ * cannot have one opcode routed and another one run.
+ */
+typedef struct VfsdReqHead {
+    struct fuse_in_header h;
+    size_t avail;               /* bytes of request, the header included */
+    bool valid;                 /* false: shorter than a header */
+} VfsdReqHead;
+
+/* Reads the header off the front of @in (consuming it) into @head */
+void vfsd_request_head(VfsdBuf *in, VfsdReqHead *head);
+
+/*
+ * Decodes the rest of the request from @in (what the guest wrote after
+ * the header), runs it and writes the reply to @out (what the guest
+ * reads).  Needs no transport: the tests and fuzzers call it with
+ * buffers they built.  No byte of @in is read twice.
  *
  * Returns the number of bytes written to @out, 0 for requests that get no
  * reply (FORGET, BATCH_FORGET, INTERRUPT).
  */
-size_t vfsd_process_request(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
+size_t vfsd_process_request(VfsdFs *fs, const VfsdReqHead *head,
+                            VfsdBuf *in, VfsdBuf *out);
 
 /*
  * The same for a request from the hiprio queue (queue 0), which the
  * transport runs in its queue thread: anything but FORGET, BATCH_FORGET
  * and INTERRUPT gets EINVAL without being run.
  */
-size_t vfsd_process_hiprio(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
+size_t vfsd_process_hiprio(VfsdFs *fs, const VfsdReqHead *head,
+                           VfsdBuf *in, VfsdBuf *out);
 
 /*
  * The same for a request that may block (see vfsd_request_may_block())
  * when the transport has no room left to let it wait: a SETLKW takes the
  * lock if it is free and fails with ENOLCK if not.
  */
-size_t vfsd_process_no_wait(VfsdFs *fs, VfsdBuf *in, VfsdBuf *out);
+size_t vfsd_process_no_wait(VfsdFs *fs, const VfsdReqHead *head,
+                            VfsdBuf *in, VfsdBuf *out);
 
 /*
  * Whether the request may block indefinitely (SETLKW), so the transport
  * runs it where it cannot hold up its queue.
  */
-bool vfsd_request_may_block(const VfsdBuf *in);
+bool vfsd_request_may_block(const VfsdReqHead *head);
 
 /* The opcode's name without FUSE_, for log lines */
 const char *vfsd_opname(uint32_t opcode);

@@ -42,6 +42,11 @@
  * patient, and a bound is what keeps it from costing threads without end.
  */
 #define VFSD_MAX_BLOCKING 64
+/*
+ * The most of a blocking request's arguments, and of its reply, copied:
+ * a SETLKW needs a fuse_lk_in and sends back a header.
+ */
+#define VFSD_BLOCKING_MAX_COPY 4096
 
 typedef struct VfsdDev VfsdDev;
 
@@ -56,6 +61,8 @@ typedef struct VfsdQueue {
     GMutex inflight_lock;
     GCond inflight_cond;
     unsigned int inflight;
+    /* Set under dispatch_lock for writing: pop no more (queue_stop()) */
+    gint stopping;
 } VfsdQueue;
 
 struct VfsdDev {
@@ -67,6 +74,12 @@ struct VfsdDev {
     GThreadPool *blocking_pool;
     gint blocking;              /* requests handed to blocking_pool */
     uint64_t next_gen;
+    /*
+     * Bumped under dispatch_lock for writing when the memory table
+     * changes: the host addresses of a request popped before may then be
+     * unmapped, or mapped to something else.
+     */
+    uint64_t mem_gen;
     int panic_fd;               /* wakes the main thread up on vu_panic() */
     /* --watch-truncate: a thread reads the inotify events */
     pthread_t watch_thread;
@@ -78,32 +91,127 @@ typedef struct VfsdElem {
     VfsdDev *dev;
     int qidx;
     uint64_t gen;               /* of the queue it came from */
+    uint64_t mem_gen;           /* of the memory table elem was mapped with */
+    uint64_t *gpa;              /* guest address of each out_sg, then in_sg */
+    VfsdReqHead head;           /* read from the guest once, when popped */
+    void *args;                 /* a blocking request's arguments, copied */
+    size_t args_len;
     bool counted;               /* in the queue's inflight */
 } VfsdElem;
 
+/* Not found in the memory table (see elem_record_gpa()) */
+#define VFSD_NO_GPA UINT64_MAX
+
+static void elem_free(VfsdElem *el)
+{
+    g_free(el->gpa);
+    g_free(el->args);
+    free(el);                   /* libvhost-user malloc()ed it */
+}
+
+/*
+ * Guest memory by guest address, under the memory table in force now:
+ * what the daemon maps is copied directly, the rest (a buffer inside the
+ * DAX window) goes through the front-end.
+ */
 static bool mem_access(void *opaque, uint64_t addr, void *buf, size_t len,
                        bool is_write)
 {
     VfsdDev *dev = opaque;
+    uint8_t *p = buf;
 
-    return is_write ? vu_mem_write(&dev->vu, addr, buf, len) :
-                      vu_mem_read(&dev->vu, addr, buf, len);
+    while (len) {
+        uint64_t n = len;
+        uint8_t *va = vu_gpa_to_va(&dev->vu, &n, addr);
+
+        if (!va) {
+            break;
+        }
+        if (is_write) {
+            memcpy(va, p, n);
+        } else {
+            memcpy(p, va, n);
+        }
+        addr += n;
+        p += n;
+        len -= n;
+    }
+    if (!len) {
+        return true;
+    }
+    return is_write ? vu_mem_write(&dev->vu, addr, p, len) :
+                      vu_mem_read(&dev->vu, addr, p, len);
 }
 
-static VfsdSeg *elem_segs(VuVirtqElement *e, bool in)
+/* The guest address libvhost-user translated to @va, under today's table */
+static uint64_t va_to_gpa(VuDev *vu, const void *va)
 {
+    uintptr_t p = (uintptr_t)va;
+    unsigned int i;
+
+    for (i = 0; i < vu->nregions; i++) {
+        VuDevRegion *r = &vu->regions[i];
+        uintptr_t start = r->mmap_addr + r->mmap_offset;
+
+        if (p >= start && p - start < r->size) {
+            return r->gpa + (p - start);
+        }
+    }
+    return VFSD_NO_GPA;
+}
+
+/*
+ * Remembers the guest address of every piece of the request while the
+ * table that mapped it is in force: a worker that runs it after the
+ * table changed reaches it by those (see elem_segs()).  libvhost-user
+ * mapped each piece within one region of this table, so each is found.
+ */
+static void elem_record_gpa(VfsdDev *dev, VfsdElem *el)
+{
+    VuVirtqElement *e = &el->elem;
+    unsigned int n = e->out_num + e->in_num, i;
+
+    el->gpa = g_new(uint64_t, n ? n : 1);
+    for (i = 0; i < n; i++) {
+        bool in = i >= e->out_num;
+        unsigned int k = in ? i - e->out_num : i;
+        uint64_t *addr = in ? e->in_addr : e->out_addr;
+        struct iovec *iov = in ? e->in_sg : e->out_sg;
+
+        el->gpa[i] = addr ? addr[k] : va_to_gpa(&dev->vu, iov[k].iov_base);
+    }
+}
+
+/*
+ * One direction of a request, for access under dispatch_lock.  Popped
+ * under another memory table, its host addresses mean nothing now: every
+ * piece is then reached by guest address.
+ */
+static VfsdSeg *elem_segs(VfsdElem *el, bool in)
+{
+    VuVirtqElement *e = &el->elem;
     unsigned int n = in ? e->in_num : e->out_num;
     struct iovec *iov = in ? e->in_sg : e->out_sg;
-    uint64_t *addr = in ? e->in_addr : e->out_addr;
+    uint64_t *gpa = el->gpa + (in ? e->out_num : 0);
+    bool stale = el->mem_gen != el->dev->mem_gen;
     VfsdSeg *segs = g_new(VfsdSeg, n ? n : 1);
     unsigned int i;
 
     for (i = 0; i < n; i++) {
-        segs[i].base = iov[i].iov_base;
-        segs[i].len = iov[i].iov_len;
-        segs[i].addr = addr ? addr[i] : 0;
+        segs[i].base = stale ? NULL : iov[i].iov_base;
+        /* Cannot happen; if it did, better a short buffer than a wrong one */
+        segs[i].len = stale && gpa[i] == VFSD_NO_GPA ? 0 : iov[i].iov_len;
+        segs[i].addr = gpa[i];
     }
     return segs;
+}
+
+/* Called with dispatch_lock held: whether the queue el came from still runs */
+static bool elem_queue_live(VfsdElem *el)
+{
+    VfsdQueue *q = el->dev->queues[el->qidx];
+
+    return q && q->gen == el->gen;
 }
 
 /*
@@ -118,8 +226,8 @@ static void complete(VfsdElem *el, size_t written)
     VuDev *vu = &dev->vu;
     VuVirtq *vq = vu_get_queue(vu, el->qidx);
 
-    if (!q || q->gen != el->gen) {
-        free(el);
+    if (!elem_queue_live(el)) {
+        elem_free(el);
         return;
     }
     g_mutex_lock(&q->lock);
@@ -133,7 +241,7 @@ static void complete(VfsdElem *el, size_t written)
         }
         g_mutex_unlock(&q->inflight_lock);
     }
-    free(el);
+    elem_free(el);
 }
 
 /*
@@ -143,8 +251,8 @@ static void complete(VfsdElem *el, size_t written)
 static void process_elem(VfsdElem *el, bool no_wait)
 {
     VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *out_segs = elem_segs(&el->elem, false);
-    g_autofree VfsdSeg *in_segs = elem_segs(&el->elem, true);
+    g_autofree VfsdSeg *out_segs = elem_segs(el, false);
+    g_autofree VfsdSeg *in_segs = elem_segs(el, true);
     VfsdBuf in, out;
     size_t written;
 
@@ -152,15 +260,18 @@ static void process_elem(VfsdElem *el, bool no_wait)
         vfsd_debug("queue %d: request with buffers outside the memory we "
                    "map", el->qidx);
     }
-    /* The guest's out buffers are our input */
+    /* The guest's out buffers are our input; the header was read already */
     vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
+    if (el->head.valid) {
+        vfsd_buf_skip(&in, sizeof(el->head.h));
+    }
     vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
     if (el->qidx == 0) {
-        written = vfsd_process_hiprio(dev->fs, &in, &out);
+        written = vfsd_process_hiprio(dev->fs, &el->head, &in, &out);
     } else if (no_wait) {
-        written = vfsd_process_no_wait(dev->fs, &in, &out);
+        written = vfsd_process_no_wait(dev->fs, &el->head, &in, &out);
     } else {
-        written = vfsd_process_request(dev->fs, &in, &out);
+        written = vfsd_process_request(dev->fs, &el->head, &in, &out);
     }
     complete(el, written);
 }
@@ -177,44 +288,40 @@ static void pool_worker(gpointer data, gpointer user_data)
 
 /*
  * A request that may wait forever (SETLKW) must not hold dispatch_lock
- * meanwhile, or the front-end could not even stop the device: it works
- * on copies of its buffers.
+ * meanwhile, or the front-end could not even stop the device: it runs on
+ * the copy of its arguments taken when it was popped, and its reply goes
+ * to the guest through the memory table in force when it is done.
  */
 static void blocking_worker(gpointer data, gpointer user_data)
 {
     VfsdElem *el = data;
     VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *out_segs = NULL;
     g_autofree VfsdSeg *in_segs = NULL;
-    g_autofree void *req = NULL, *rep = NULL;
+    g_autofree void *rep = NULL;
     VfsdSeg req_seg, rep_seg;
     VfsdBuf in, out, guest;
-    size_t req_len, rep_len, written;
+    size_t rep_len = 0, written;
+    unsigned int i;
 
-    pthread_rwlock_rdlock(&dev->dispatch_lock);
-    out_segs = elem_segs(&el->elem, false);
-    in_segs = elem_segs(&el->elem, true);
-    vfsd_buf_init(&guest, out_segs, el->elem.out_num, mem_access, dev);
-    req_len = MIN(vfsd_buf_remaining(&guest), (size_t)4096);
-    req = g_malloc(req_len);
-    if (!vfsd_buf_read(&guest, req, req_len)) {
-        req_len = 0;
+    for (i = 0; i < el->elem.in_num; i++) {
+        rep_len += el->elem.in_sg[i].iov_len;
     }
-    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
-    rep_len = MIN(vfsd_buf_remaining(&guest), (size_t)4096);
-    pthread_rwlock_unlock(&dev->dispatch_lock);
-
+    rep_len = MIN(rep_len, (size_t)VFSD_BLOCKING_MAX_COPY);
     rep = g_malloc0(rep_len ? rep_len : 1);
-    req_seg = (VfsdSeg) { .base = req, .len = req_len };
+    req_seg = (VfsdSeg) { .base = el->args, .len = el->args_len };
     rep_seg = (VfsdSeg) { .base = rep, .len = rep_len };
     vfsd_buf_init(&in, &req_seg, 1, NULL, NULL);
     vfsd_buf_init(&out, &rep_seg, 1, NULL, NULL);
-    written = vfsd_process_request(dev->fs, &in, &out);
+    written = vfsd_process_request(dev->fs, &el->head, &in, &out);
 
     pthread_rwlock_rdlock(&dev->dispatch_lock);
-    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
-    if (!vfsd_buf_write(&guest, rep, written)) {
-        written = 0;
+    /* A stopped queue's buffers may be the guest's again by now */
+    if (elem_queue_live(el)) {
+        in_segs = elem_segs(el, true);
+        vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
+        if (!vfsd_buf_write(&guest, rep, written)) {
+            written = 0;
+        }
     }
     complete(el, written);
     pthread_rwlock_unlock(&dev->dispatch_lock);
@@ -222,18 +329,41 @@ static void blocking_worker(gpointer data, gpointer user_data)
 }
 
 /*
- * Whether the element is a request that may block indefinitely.  The
- * header may be split over descriptors: a guest must not be able to hide
- * a SETLKW from this check and so hold up its queue, and dispatch_lock
- * with it (the front-end's next message would wait for it).
+ * Called with dispatch_lock held for reading, right after the pop: reads
+ * the request's header once, into daemon memory, and a blocking request's
+ * arguments, while the memory table that mapped it is in force.  Where
+ * the request runs and what runs are both decided from that copy: the
+ * guest can rewrite its buffer at any time.
  */
-static bool elem_may_block(VfsdDev *dev, VuVirtqElement *e)
+static void elem_prepare(VfsdQueue *q, VfsdElem *el)
 {
-    g_autofree VfsdSeg *segs = elem_segs(e, false);
+    VfsdDev *dev = q->dev;
+    g_autofree VfsdSeg *segs = NULL;
     VfsdBuf in;
 
-    vfsd_buf_init(&in, segs, e->out_num, mem_access, dev);
-    return vfsd_request_may_block(&in);
+    el->dev = dev;
+    el->qidx = q->qidx;
+    el->gen = q->gen;
+    el->mem_gen = dev->mem_gen;
+    el->counted = false;
+    el->args = NULL;
+    el->args_len = 0;
+    elem_record_gpa(dev, el);
+
+    segs = elem_segs(el, false);
+    vfsd_buf_init(&in, segs, el->elem.out_num, mem_access, dev);
+    vfsd_request_head(&in, &el->head);
+    if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
+        size_t n = MIN(vfsd_buf_remaining(&in),
+                       (size_t)VFSD_BLOCKING_MAX_COPY);
+
+        el->args = g_malloc(n ? n : 1);
+        if (vfsd_buf_read(&in, el->args, n)) {
+            el->args_len = n;
+        }
+        /* What process() checks the header's length against */
+        el->head.avail = sizeof(el->head.h) + el->args_len;
+    }
 }
 
 /*
@@ -249,6 +379,14 @@ static void drain_queue(VfsdQueue *q)
 
     for (;;) {
         pthread_rwlock_rdlock(&dev->dispatch_lock);
+        /*
+         * A guest that keeps its ring full must not keep us here once the
+         * front-end wants the queue back.
+         */
+        if (g_atomic_int_get(&q->stopping)) {
+            pthread_rwlock_unlock(&dev->dispatch_lock);
+            break;
+        }
         g_mutex_lock(&q->lock);
         el = vu_queue_pop(vu, vu_get_queue(vu, q->qidx), sizeof(VfsdElem));
         g_mutex_unlock(&q->lock);
@@ -256,12 +394,9 @@ static void drain_queue(VfsdQueue *q)
             pthread_rwlock_unlock(&dev->dispatch_lock);
             break;
         }
-        el->dev = dev;
-        el->qidx = q->qidx;
-        el->gen = q->gen;
-        el->counted = false;
+        elem_prepare(q, el);
 
-        if (q->qidx > 0 && elem_may_block(dev, &el->elem)) {
+        if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
             if (g_atomic_int_add(&dev->blocking, 1) < VFSD_MAX_BLOCKING) {
                 g_thread_pool_push(dev->blocking_pool, el, NULL);
             } else {
@@ -324,7 +459,14 @@ static void *queue_thread(void *opaque)
     return NULL;
 }
 
-/* Called by the main thread, with dispatch_lock held for writing */
+/*
+ * Called by the main thread, with dispatch_lock held for writing.  On
+ * GET_VRING_BASE libvhost-user has just read where the queue stands, and
+ * the front-end restarts it from there: a request popped after that would
+ * run now and again then.  The queue thread checks stopping under the
+ * lock before every pop, so it pops nothing more, however full the guest
+ * keeps the ring.
+ */
 static void queue_stop(VfsdDev *dev, int qidx)
 {
     VfsdQueue *q = dev->queues[qidx];
@@ -332,6 +474,7 @@ static void queue_stop(VfsdDev *dev, int qidx)
     if (!q) {
         return;
     }
+    g_atomic_int_set(&q->stopping, 1);
     eventfd_write(q->stop_fd, 1);
     /* The thread may be waiting for the lock to finish a request */
     pthread_rwlock_unlock(&dev->dispatch_lock);
@@ -612,6 +755,12 @@ static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
     VfsdDev *dev = (VfsdDev *)vu;
 
     switch (vmsg->request) {
+    case VHOST_USER_SET_MEM_TABLE:
+    case VHOST_USER_ADD_MEM_REG:
+    case VHOST_USER_REM_MEM_REG:
+        /* Requests popped before now reach the guest by address */
+        dev->mem_gen++;
+        return 0;
     case VHOST_USER_NONE:
         vfsd_info("front-end disconnected, exiting");
         /* libvhost-user exits right after this: no cleanup will report */

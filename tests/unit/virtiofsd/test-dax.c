@@ -10,7 +10,9 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "vfsd-test.h"
@@ -204,6 +206,58 @@ static void test_attr_flag(DaxFixture *d, gconstpointer data)
 
     test_lookup(&d->t, FUSE_ROOT_ID, "file", &attr);
     g_assert_true(attr.flags & FUSE_ATTR_DAX);
+}
+
+/*
+ * --dax=xattr looks at the file's xattr for every attribute reply: with
+ * no fd left to the process, the answer must not change, as it would if
+ * the daemon opened the file for it (an fd outside its fd accounting).
+ */
+static void test_xattr_policy_opens_nothing(DaxFixture *d,
+                                            gconstpointer data)
+{
+    g_autoptr(GArray) fillers = g_array_new(false, false, sizeof(int));
+    struct fuse_attr_out out;
+    struct rlimit old, full;
+    int fd, highest = 0;
+    TestReq *r;
+    guint i;
+
+    d->t.opts.dax_policy = VFSD_DAX_XATTR;
+    fd = openat(d->t.dir_fd, "file", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(fsetxattr(fd, VFSD_DAX_XATTR_NAME, "", 0, 0), ==, 0);
+    close(fd);
+
+    /* Every fd number taken up to the limit: the next open gets EMFILE */
+    for (fd = 0; fd < 4096; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0) {
+            highest = fd;
+        }
+    }
+    do {
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        g_assert_cmpint(fd, >=, 0);
+        g_array_append_val(fillers, fd);
+    } while (fd < highest);
+    g_assert_cmpint(getrlimit(RLIMIT_NOFILE, &old), ==, 0);
+    full = old;
+    full.rlim_cur = fd + 1;
+    g_assert_cmpint(setrlimit(RLIMIT_NOFILE, &full), ==, 0);
+    g_assert_cmpint(open("/dev/null", O_RDONLY | O_CLOEXEC), ==, -1);
+
+    /* A GETATTR needs no fd of its own */
+    r = test_req_new(FUSE_GETATTR, d->ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, &out, sizeof(out), NULL), ==,
+                    0);
+
+    g_assert_cmpint(setrlimit(RLIMIT_NOFILE, &old), ==, 0);
+    for (i = 0; i < fillers->len; i++) {
+        close(g_array_index(fillers, int, i));
+    }
+    g_assert_true(out.attr.flags & FUSE_ATTR_DAX);
 }
 
 static void test_map_upgrade_remove(DaxFixture *d, gconstpointer data)
@@ -836,6 +890,7 @@ int main(int argc, char **argv)
 
     ADD("attr-flag", test_attr_flag, 0);
     ADD("map-upgrade-remove", test_map_upgrade_remove, 0);
+    ADD("xattr-policy-opens-nothing", test_xattr_policy_opens_nothing, 0);
     ADD("without-replace", test_without_replace, 1);
     ADD("bad-requests", test_bad_requests, 0);
     ADD("guest-shrink-cuts", test_guest_shrink_cuts, 0);

@@ -468,6 +468,130 @@ static void test_hiprio_queue(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
 }
 
+/*
+ * The guest may rewrite a request while the daemon decodes it: no byte
+ * may be read twice, or a check could pass on one value and the work be
+ * done on another (test_mem() counts the reads).
+ */
+static void test_read_once(TestFs *t, gconstpointer data)
+{
+    struct fuse_mknod_in mk = { .mode = S_IFREG | 0644 };
+    struct fuse_mkdir_in md = { .mode = 0755 };
+    struct fuse_rename2_in rn = { .newdir = FUSE_ROOT_ID };
+    struct fuse_link_in ln = { 0 };
+    struct fuse_setxattr_in sx = { .size = 5 };
+    struct fuse_getxattr_in gx = { .size = 64 };
+    struct fuse_read_in rd = { .size = 64 };
+    struct fuse_lk_in lk = {
+        .owner = 7,
+        .lk = { .start = 0, .end = 9, .type = F_WRLCK },
+    };
+    struct fuse_batch_forget_in bf = { .count = 2 };
+    struct fuse_forget_one one[2];
+    uint64_t ino, fh, sub;
+    char buf[256];
+    TestReq *r;
+
+    t->read_once = true;
+    t->seg_size = GPOINTER_TO_UINT(data);
+    ino = test_create(t, FUSE_ROOT_ID, "once", O_RDWR, &fh);
+    g_assert_cmpint(test_write(t, ino, fh, 0, "read once", 9), ==, 9);
+    rd.fh = fh;
+    r = test_req_new(FUSE_READ, ino);
+    test_req_add(r, &rd, sizeof(rd));
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), NULL), ==, 0);
+    g_assert_cmpmem(buf, 9, "read once", 9);
+
+    r = test_req_new(FUSE_SYMLINK, FUSE_ROOT_ID);
+    test_req_add_str(r, "link");
+    test_req_add_str(r, "once");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_MKNOD, FUSE_ROOT_ID);
+    test_req_add(r, &mk, sizeof(mk));
+    test_req_add_str(r, "node");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_MKDIR, FUSE_ROOT_ID);
+    test_req_add(r, &md, sizeof(md));
+    test_req_add_str(r, "dir");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    sub = test_lookup(t, FUSE_ROOT_ID, "dir", NULL);
+    r = test_req_new(FUSE_RENAME2, FUSE_ROOT_ID);
+    test_req_add(r, &rn, sizeof(rn));
+    test_req_add_str(r, "node");
+    test_req_add_str(r, "node2");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    ln.oldnodeid = ino;
+    r = test_req_new(FUSE_LINK, sub);
+    test_req_add(r, &ln, sizeof(ln));
+    test_req_add_str(r, "hard");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+
+    r = test_req_new(FUSE_SETXATTR, ino);
+    /* No FUSE_SETXATTR_EXT in this session */
+    test_req_add(r, &sx, FUSE_COMPAT_SETXATTR_IN_SIZE);
+    test_req_add_str(r, "user.once");
+    test_req_add(r, "value", 5);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_GETXATTR, ino);
+    test_req_add(r, &gx, sizeof(gx));
+    test_req_add_str(r, "user.once");
+    g_assert_cmpint(test_send(t, r, 4096, buf, sizeof(buf), NULL), ==, 0);
+    g_assert_cmpmem(buf, 5, "value", 5);
+
+    lk.fh = fh;
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &lk, sizeof(lk));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+
+    one[0] = (struct fuse_forget_one) { .nodeid = sub, .nlookup = 1 };
+    one[1] = (struct fuse_forget_one) { .nodeid = ino, .nlookup = 1 };
+    r = test_req_new(FUSE_BATCH_FORGET, 0);
+    test_req_add(r, &bf, sizeof(bf));
+    test_req_add(r, one, sizeof(one));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+}
+
+/*
+ * The transport decides where a request runs from the header it read;
+ * what runs must be that request, whatever the guest wrote meanwhile.
+ */
+static void test_header_flip(TestFs *t, gconstpointer data)
+{
+    struct {
+        struct fuse_in_header h;
+        struct fuse_getattr_in in;
+    } req = {
+        .h = {
+            .len = sizeof(req),
+            .opcode = FUSE_GETATTR,
+            .unique = 77,
+            .nodeid = FUSE_ROOT_ID,
+        },
+    };
+    struct {
+        struct fuse_out_header h;
+        struct fuse_attr_out a;
+    } rep = { 0 };
+    VfsdSeg in_seg = { .base = &req, .len = sizeof(req) };
+    VfsdSeg out_seg = { .base = &rep, .len = sizeof(rep) };
+    VfsdReqHead head;
+    VfsdBuf ib, ob;
+
+    vfsd_buf_init(&ib, &in_seg, 1, NULL, NULL);
+    vfsd_buf_init(&ob, &out_seg, 1, NULL, NULL);
+    vfsd_request_head(&ib, &head);
+    g_assert_false(vfsd_request_may_block(&head));
+    /* Now a SETLKW for an unknown handle, which would fail with EBADF */
+    req.h.opcode = FUSE_SETLKW;
+    req.h.len = 1000;
+    req.h.unique = 78;
+    g_assert_cmpuint(vfsd_process_request(&t->fs, &head, &ib, &ob), ==,
+                     sizeof(rep));
+    g_assert_cmpint(rep.h.error, ==, 0);
+    g_assert_cmpuint(rep.h.unique, ==, 77);
+    g_assert_true(S_ISDIR(rep.a.attr.mode));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -494,5 +618,10 @@ int main(int argc, char **argv)
                setup, test_segmented, teardown);
     g_test_add("/virtiofsd/decode/segmented/7", TestFs, GUINT_TO_POINTER(7),
                setup, test_segmented, teardown);
+    g_test_add("/virtiofsd/decode/read-once/whole", TestFs,
+               GUINT_TO_POINTER(0), setup, test_read_once, teardown);
+    g_test_add("/virtiofsd/decode/read-once/3", TestFs, GUINT_TO_POINTER(3),
+               setup, test_read_once, teardown);
+    ADD("header-flip", test_header_flip);
     return g_test_run();
 }

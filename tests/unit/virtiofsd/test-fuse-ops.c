@@ -790,7 +790,7 @@ static unsigned int count_waiters(TestFs *t)
     unsigned int n;
 
     g_mutex_lock(&t->fs.intr_lock);
-    n = g_hash_table_size(t->fs.waiters);
+    n = g_list_length(t->fs.waiters);
     g_mutex_unlock(&t->fs.intr_lock);
     return n;
 }
@@ -863,6 +863,158 @@ static void test_interrupt_setlkw(TestFs *t, gconstpointer data)
     g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
     g_thread_join(th);
     g_assert_cmpint(w.ret, ==, 0);
+}
+
+typedef struct Interrupter {
+    TestFs *t;
+    uint64_t unique;
+    gint finished;
+} Interrupter;
+
+static gpointer interrupter_thread(gpointer opaque)
+{
+    Interrupter *it = opaque;
+
+    vfsd_interrupt(&it->t->fs, it->unique);
+    g_atomic_int_set(&it->finished, 1);
+    return NULL;
+}
+
+static void wait_interrupted(TestFs *t, VfsdWaiter *w)
+{
+    gint64 deadline = g_get_monotonic_time() + 5 * G_TIME_SPAN_SECOND;
+
+    while (!vfsd_waiter_interrupted(&t->fs, w)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
+/*
+ * Two waits with the same unique (a guest may reuse one): the first to
+ * end must leave nothing of itself behind, and an INTERRUPT still reaches
+ * the other.  The waiters live on the heap here, so that the test can
+ * scribble over one that ended, as its stack frame would be reused.
+ */
+static void test_interrupt_duplicate_unique(TestFs *t, gconstpointer data)
+{
+    g_autofree VfsdWaiter *a = g_new0(VfsdWaiter, 1);
+    g_autofree VfsdWaiter *b = g_new0(VfsdWaiter, 1);
+    Interrupter it = { .t = t, .unique = 5000 };
+    GThread *th;
+
+    vfsd_waiter_begin(&t->fs, a, 5000);
+    vfsd_waiter_begin(&t->fs, b, 5000);
+    vfsd_waiter_end(&t->fs, a);
+    memset(a, 0xa5, sizeof(*a));
+    g_assert_cmpuint(count_waiters(t), ==, 1);
+
+    th = g_thread_new("interrupter", interrupter_thread, &it);
+    wait_interrupted(t, b);
+    vfsd_waiter_end(&t->fs, b);
+    g_thread_join(th);
+    g_assert_cmpuint(count_waiters(t), ==, 0);
+}
+
+/*
+ * An interrupter waits for its waiter to end: once vfsd_waiter_end() has
+ * returned, the waiter's memory is its thread's again and the
+ * interrupter must not look at it any more.
+ */
+static void test_interrupt_waiter_lifetime(TestFs *t, gconstpointer data)
+{
+    g_autofree VfsdWaiter *w = g_new0(VfsdWaiter, 1);
+    Interrupter it = { .t = t, .unique = 6000 };
+    GThread *th;
+
+    vfsd_waiter_begin(&t->fs, w, 6000);
+    th = g_thread_new("interrupter", interrupter_thread, &it);
+    /* Set under intr_lock, which the interrupter keeps until it waits */
+    wait_interrupted(t, w);
+    vfsd_waiter_end(&t->fs, w);
+    /* The frame is reused: it reads as a waiter that has not ended */
+    w->done = false;
+    g_usleep(100 * 1000);
+    if (!g_atomic_int_get(&it.finished)) {
+        g_test_message("the interrupter still looks at an ended waiter");
+        g_test_fail();
+        g_mutex_lock(&t->fs.intr_lock);
+        w->done = true;
+        g_mutex_unlock(&t->fs.intr_lock);
+    }
+    g_thread_join(th);
+}
+
+/* Whether the guest holds no lookup of @ino: one more, forgotten, ends it */
+static void assert_no_lookups(TestFs *t, const char *name)
+{
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    uint64_t ino = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    TestReq *r;
+
+    r = test_req_new(FUSE_FORGET, ino);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+}
+
+/*
+ * A reply that never reaches the guest hands it nothing: the lookups and
+ * handles it would have carried are dropped, not kept for a FORGET or
+ * RELEASE that cannot come.
+ */
+static void test_lost_reply(TestFs *t, gconstpointer data)
+{
+    struct fuse_read_in rin = { .size = 4096 };
+    struct fuse_open_out o;
+    int fd, fds;
+    TestReq *r;
+
+    fd = openat(t->dir_fd, "a", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    g_assert_cmpint(fd, >=, 0);
+    close(fd);
+    g_assert_cmpint(mkdirat(t->dir_fd, "d", 0755), ==, 0);
+
+    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_open_in){ 0 }, sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, &o, sizeof(o), NULL), ==, 0);
+    rin.fh = o.fh;
+    t->reply_fails = true;
+    r = test_req_new(FUSE_READDIRPLUS, FUSE_ROOT_ID);
+    test_req_add(r, &rin, sizeof(rin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    t->reply_fails = false;
+    assert_no_lookups(t, "a");
+    assert_no_lookups(t, "d");
+
+    /* Entry replies, lost or too big for the guest's buffer */
+    t->reply_fails = true;
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add_str(r, "a");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    t->reply_fails = false;
+    assert_no_lookups(t, "a");
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add_str(r, "a");
+    g_assert_cmpint(test_send(t, r, sizeof(struct fuse_out_header) + 8,
+                              NULL, 0, NULL), ==, -EIO);
+    assert_no_lookups(t, "a");
+
+    /* CREATE of an existing file: a lookup and an open file */
+    fds = g_atomic_int_get(&t->fs.fds_open);
+    t->reply_fails = true;
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "a");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    t->reply_fails = false;
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, fds);
+    assert_no_lookups(t, "a");
 }
 
 static void test_tmpfile(TestFs *t, gconstpointer data)
@@ -1432,6 +1584,9 @@ int main(int argc, char **argv)
     ADD("locks", test_locks);
     ADD("setlkw-no-wait", test_setlkw_no_wait);
     ADD("interrupt-setlkw", test_interrupt_setlkw);
+    ADD("interrupt-duplicate-unique", test_interrupt_duplicate_unique);
+    ADD("interrupt-waiter-lifetime", test_interrupt_waiter_lifetime);
+    ADD("lost-reply", test_lost_reply);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);

@@ -17,16 +17,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fs.h"
 #include "sandbox.h"
 
 /* What the child reports on its pipe, one line each */
@@ -87,6 +90,7 @@ typedef struct Case {
     bool syslog;                /* --syslog */
     Call call;
     bool pid1;                  /* as pid 1 of a new pid namespace */
+    const char *root;           /* chroot there first: no /proc */
 } Case;
 
 static bool call_getppid(pid_t parent)
@@ -141,17 +145,85 @@ static bool call_tgkill_parent(pid_t parent)
     return syscall(SYS_tgkill, parent, parent, 0) == 0;
 }
 
+static gpointer thread_fn(gpointer opaque)
+{
+    return opaque;
+}
+
+/* What glib does for each pool thread: clone3() first, then a name */
+static bool call_thread(pid_t parent)
+{
+    static int token;
+
+    return g_thread_join(g_thread_new("filtered", thread_fn, &token)) ==
+           &token;
+}
+
+/* Its flags are out of the filter's reach: the answer is ENOSYS */
+static bool call_clone3_enosys(pid_t parent)
+{
+    return syscall(SYS_clone3, NULL, 0) < 0 && errno == ENOSYS;
+}
+
+/* A new process, as fork() makes */
+static bool call_clone_process(pid_t parent)
+{
+    long pid = syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+
+    if (pid == 0) {
+        _exit(0);
+    }
+    return pid > 0 && waitpid(pid, NULL, 0) == pid;
+}
+
+/*
+ * What a write with FUSE_WRITE_KILL_SUIDGID does around it: libcap-ng
+ * reads the capability sets with prctl() where /proc is out of reach
+ */
+static bool call_drop_fsetid(pid_t parent)
+{
+    bool dropped;
+
+    if (vfsd_drop_fsetid(&dropped) < 0) {
+        return false;
+    }
+    vfsd_restore_fsetid(dropped);
+    return true;
+}
+
+static bool call_prctl_set_name(pid_t parent)
+{
+    return prctl(PR_SET_NAME, "filtered", 0, 0, 0) == 0;
+}
+
+static bool call_prctl_dumpable(pid_t parent)
+{
+    return prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) == 0;
+}
+
+static bool call_prctl_ambient_raise(pid_t parent)
+{
+    const unsigned long cap_chown = 0;
+
+    /* Unfiltered: EPERM, CAP_CHOWN is not in our inheritable set */
+    return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap_chown, 0, 0) < 0 &&
+           errno == EPERM;
+}
+
 static G_NORETURN void child(const Case *c, pid_t parent)
 {
     g_autofree char *err = NULL;
     int want_mode = c->action == VFSD_SECCOMP_NONE ? 0 : 2;
 
+    if (c->root && (chroot(c->root) < 0 || chdir("/") < 0)) {
+        _exit(89);
+    }
     if (!vfsd_seccomp_install(c->action, c->syslog, &err)) {
         fprintf(stderr, "%s\n", err);
         _exit(91);
     }
     /* Calls on the allow-list still work under the filter */
-    if (seccomp_mode() != want_mode) {
+    if (!c->root && seccomp_mode() != want_mode) {
         _exit(92);
     }
     child_say(MSG_INSTALLED);
@@ -364,6 +436,39 @@ static void test_tgkill(void)
     check_kill(false, call_tgkill_parent);
 }
 
+/*
+ * Threads, and nothing else clone() can make; clone3() hides its flags,
+ * so it is refused in a way glibc falls back from.
+ */
+static void test_clone(void)
+{
+    check_allow(false, call_thread);
+    check_allow(false, call_clone3_enosys);
+    check_kill(false, call_clone_process);
+}
+
+/* Only the prctl() options the daemon uses */
+static void test_prctl(void)
+{
+    g_autofree char *empty = g_dir_make_tmp("vfsd-seccomp-XXXXXX", NULL);
+    Outcome res;
+
+    g_assert_nonnull(empty);
+    if (geteuid() == 0) {
+        run(&(Case){ VFSD_SECCOMP_KILL, false, call_drop_fsetid, false,
+                     empty }, &res);
+        g_rmdir(empty);
+        check_exited_ok(&res);
+        g_free(res.out);
+    } else {
+        g_rmdir(empty);
+    }
+    check_allow(false, call_drop_fsetid);
+    check_allow(false, call_prctl_set_name);
+    check_kill(false, call_prctl_dumpable);
+    check_kill(false, call_prctl_ambient_raise);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -376,5 +481,7 @@ int main(int argc, char **argv)
                     test_no_syslog_sockets);
     g_test_add_func("/virtiofsd/seccomp/syslog-sockets", test_syslog_sockets);
     g_test_add_func("/virtiofsd/seccomp/tgkill", test_tgkill);
+    g_test_add_func("/virtiofsd/seccomp/clone", test_clone);
+    g_test_add_func("/virtiofsd/seccomp/prctl", test_prctl);
     return g_test_run();
 }

@@ -16,6 +16,24 @@
 static bool test_mem(void *opaque, uint64_t addr, void *buf, size_t len,
                      bool is_write)
 {
+    TestFs *t = opaque;
+
+    if (!is_write && t->req_reads) {
+        const uint8_t *p = (const uint8_t *)(uintptr_t)addr;
+        size_t i;
+
+        for (i = 0; i < len; i++) {
+            if (p + i >= t->req_base && p + i < t->req_base + t->req_len &&
+                ++t->req_reads[p + i - t->req_base] > 1) {
+                g_test_message("byte %zu of the request was read twice",
+                               (size_t)(p + i - t->req_base));
+                g_test_fail();
+            }
+        }
+    }
+    if (is_write && t->reply_fails) {
+        return false;
+    }
     /* In these tests a guest address is a host pointer */
     if (is_write) {
         memcpy((void *)(uintptr_t)addr, buf, len);
@@ -93,7 +111,8 @@ void test_req_add_str(TestReq *r, const char *s)
     g_byte_array_append(r->data, (const void *)s, strlen(s) + 1);
 }
 
-static size_t make_segs(TestFs *t, uint8_t *p, size_t len, VfsdSeg **segs)
+static size_t make_segs(TestFs *t, uint8_t *p, size_t len, VfsdSeg **segs,
+                        bool unmapped)
 {
     size_t seg_size = t->seg_size ? t->seg_size : MAX(len, 1);
     size_t n = MAX((len + seg_size - 1) / seg_size, 1), i;
@@ -102,8 +121,8 @@ static size_t make_segs(TestFs *t, uint8_t *p, size_t len, VfsdSeg **segs)
     for (i = 0; i < n; i++) {
         (*segs)[i].addr = (uintptr_t)(p + i * seg_size);
         (*segs)[i].len = MIN(seg_size, len - MIN(len, i * seg_size));
-        (*segs)[i].base = (t->unmapped_odd && (i & 1)) ? NULL :
-                          p + i * seg_size;
+        (*segs)[i].base = (unmapped || (t->unmapped_odd && (i & 1))) ?
+                          NULL : p + i * seg_size;
     }
     return n;
 }
@@ -115,20 +134,30 @@ int test_send_raw(TestFs *t, const void *req, size_t len, size_t out_size,
     g_autofree uint8_t *out = g_malloc0(out_size ? out_size : 1);
     g_autofree VfsdSeg *in_segs = NULL, *out_segs = NULL;
     struct fuse_out_header oh;
+    VfsdReqHead head;
     VfsdBuf ib, ob;
     size_t n_in, n_out, written;
 
-    n_in = make_segs(t, in, len, &in_segs);
-    n_out = make_segs(t, out, out_size, &out_segs);
-    vfsd_buf_init(&ib, in_segs, len ? n_in : 0, test_mem, NULL);
-    vfsd_buf_init(&ob, out_segs, out_size ? n_out : 0, test_mem, NULL);
-    if (t->hiprio) {
-        written = vfsd_process_hiprio(&t->fs, &ib, &ob);
-    } else if (t->no_wait) {
-        written = vfsd_process_no_wait(&t->fs, &ib, &ob);
-    } else {
-        written = vfsd_process_request(&t->fs, &ib, &ob);
+    n_in = make_segs(t, in, len, &in_segs, t->read_once);
+    n_out = make_segs(t, out, out_size, &out_segs,
+                      t->read_once || t->reply_fails);
+    vfsd_buf_init(&ib, in_segs, len ? n_in : 0, test_mem, t);
+    vfsd_buf_init(&ob, out_segs, out_size ? n_out : 0, test_mem, t);
+    if (t->read_once) {
+        t->req_base = in;
+        t->req_len = len;
+        t->req_reads = g_malloc0(len ? len : 1);
     }
+    /* As the transport does: the header once, then the rest */
+    vfsd_request_head(&ib, &head);
+    if (t->hiprio) {
+        written = vfsd_process_hiprio(&t->fs, &head, &ib, &ob);
+    } else if (t->no_wait) {
+        written = vfsd_process_no_wait(&t->fs, &head, &ib, &ob);
+    } else {
+        written = vfsd_process_request(&t->fs, &head, &ib, &ob);
+    }
+    g_clear_pointer(&t->req_reads, g_free);
     if (written == 0) {
         return 1;
     }

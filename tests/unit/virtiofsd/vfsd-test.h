@@ -29,6 +29,17 @@ typedef struct TestFs {
     bool hiprio;
     /* Requests that may block must not (vfsd_process_no_wait()) */
     bool no_wait;
+    /*
+     * Every piece goes through the memory access callback, which fails
+     * the test when a byte of the request is read twice: a guest could
+     * have changed it in between.
+     */
+    bool read_once;
+    const uint8_t *req_base;    /* the request being sent, for read_once */
+    size_t req_len;
+    uint8_t *req_reads;         /* reads of each of its bytes */
+    /* The reply cannot be written (a guest buffer that went away) */
+    bool reply_fails;
 } TestFs;
 
 typedef struct TestReq {

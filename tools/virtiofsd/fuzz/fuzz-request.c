@@ -13,7 +13,11 @@
  *              seg bits 0-6: both directions are cut in pieces of that
  *              many bytes (0: one piece); bit 7: odd pieces go through
  *              the memory access callback, as a buffer inside the DAX
- *              window does.  out: room for the reply (see out_size()).
+ *              window does.  seg 0x80 exactly (one piece, so none odd):
+ *              every piece goes through the callback, as the pieces of
+ *              a request popped before the memory table changed do
+ *              (vhost.c reaches them by guest address then).
+ *              out: room for the reply (see out_size()).
  *
  * Every session has --uid-map/--gid-map: guest ids 0-65535 are the same
  * on the host (so the seed corpus means what it did before), the next
@@ -33,7 +37,10 @@
  * - fds the daemon holds that its own accounting (fds_open, which bounds
  *   what a guest can make it hold, CVE-2020-10717) does not know of, or
  *   the other way round, after every request and after the session;
- * - a reply that breaks the transport's rules (length, error range).
+ * - a reply that breaks the transport's rules (length, error range);
+ * - a byte of a request read twice through the memory access callback:
+ *   the guest could have changed it in between (a double fetch), so a
+ *   check could pass on one value and the work be done on another.
  *
  * What makes the daemon's confinement inert here: no sandbox and no
  * seccomp filter are set up (sandbox.c and seccomp.c are not linked);
@@ -299,9 +306,26 @@ static bool fe_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
            shm_offset >= FUZZ_UNMAP_FAILS + FUZZ_UNMAP_FAILS_LEN;
 }
 
+/* The request being run, for the double-fetch check */
+static const uint8_t *req_base;
+static size_t req_len;
+static uint8_t *req_reads;
+
 static bool fuzz_mem(void *opaque, uint64_t addr, void *buf, size_t len,
                      bool is_write)
 {
+    const uint8_t *p = (const uint8_t *)(uintptr_t)addr;
+    size_t i;
+
+    if (!is_write && req_reads) {
+        for (i = 0; i < len; i++) {
+            if (p + i >= req_base && p + i < req_base + req_len &&
+                ++req_reads[p + i - req_base] > 1) {
+                fuzz_fail("byte %zu of the request was read twice",
+                          (size_t)(p + i - req_base));
+            }
+        }
+    }
     /* Here a "guest address" is a host pointer into the harness's copy */
     if (is_write) {
         memcpy((void *)(uintptr_t)addr, buf, len);
@@ -553,7 +577,8 @@ static VfsdSeg *make_segs(uint8_t *p, size_t len, uint8_t seg,
 
         segs[i].addr = (uintptr_t)(p + off);
         segs[i].len = MIN(piece, len - MIN(len, off));
-        segs[i].base = ((seg & 0x80) && (i & 1)) ? NULL : p + off;
+        segs[i].base = (seg == 0x80 || ((seg & 0x80) && (i & 1))) ? NULL :
+                       p + off;
     }
     return segs;
 }
@@ -593,6 +618,7 @@ static void send_one(VfsdFs *fs, const uint8_t *req, size_t len,
     g_autofree uint8_t *reply = g_malloc0(room);
     g_autofree VfsdSeg *in_segs = NULL, *out_segs = NULL;
     struct fuse_in_header h = { 0 };
+    VfsdReqHead head;
     unsigned int n_in, n_out;
     VfsdBuf ib, ob;
     size_t written;
@@ -602,11 +628,18 @@ static void send_one(VfsdFs *fs, const uint8_t *req, size_t len,
     out_segs = make_segs(reply, room, seg, &n_out);
     vfsd_buf_init(&ib, in_segs, len ? n_in : 0, fuzz_mem, NULL);
     vfsd_buf_init(&ob, out_segs, n_out, fuzz_mem, NULL);
-    if (vfsd_request_may_block(&ib)) {
+    req_base = in;
+    req_len = len;
+    req_reads = g_malloc0(len ? len : 1);
+    /* As the transport does: the header once, then the rest */
+    vfsd_request_head(&ib, &head);
+    if (vfsd_request_may_block(&head)) {
+        g_clear_pointer(&req_reads, g_free);
         return;
     }
     memcpy(&h, req, MIN(len, sizeof(h)));
-    written = vfsd_process_request(fs, &ib, &ob);
+    written = vfsd_process_request(fs, &head, &ib, &ob);
+    g_clear_pointer(&req_reads, g_free);
     check_reply(reply, room, written, len >= sizeof(h) ? &h.unique : NULL);
 }
 

@@ -470,6 +470,29 @@ def seeds():
     m.req(CREATE, ROOT, create_in(O_RDWR | O_CREAT), name("n"))
     s["many-opens"] = m
 
+    # a guest rewriting its requests while they are decoded: every piece
+    # through the access callback, which fails on a byte read twice (the
+    # names and values after the fixed arguments are the ones at risk);
+    # seg 0x80 is also how a request popped before the memory table
+    # changed is reached, by guest address
+    m = Session(cfg=0x10)
+    m.req(LOOKUP, ROOT, name("file"), seg=0x80)
+    m.req(SYMLINK, ROOT, name("sl"), name("file"), seg=0x80 | 1)
+    m.req(RENAME2, ROOT, struct.pack("<QII", ROOT, 0, 0), name("sl"),
+          name("sl2"), seg=0x80 | 3)
+    m.req(LINK, ROOT, struct.pack("<Q", 2), name("hl"), seg=0x80)
+    m.req(MKNOD, ROOT, struct.pack("<IIII", S_IFREG | 0o644, 0, 0o22, 0),
+          name("nod"), seg=0x80 | 2)
+    m.req(SETXATTR, 2, struct.pack("<IIII", 5, 0, 0, 0), name("user.a"),
+          b"value", seg=0x80 | 1)
+    m.req(GETXATTR, 2, struct.pack("<II", 64, 0), name("user.a"), seg=0x80)
+    m.req(OPEN, 2, open_in(O_RDWR), seg=0x80)
+    m.req(WRITE, 2, write_in(1, 0, 9, flags=O_RDWR), b"read once", seg=0x80)
+    m.req(READ, 2, read_in(1, 0, 9, flags=O_RDWR), seg=0x80)
+    m.req(BATCH_FORGET, 0, struct.pack("<II", 2, 0),
+          struct.pack("<QQQQ", 2, 1, 3, 1), seg=0x80 | 1)
+    s["read-once"] = m
+
     # DAX: the front-end fails to unmap (32 MiB in the harness's window)
     m = Session()
     m.req(LOOKUP, ROOT, name("big"))

@@ -1,0 +1,97 @@
+/*
+ * virtiofsd tests: what --sandbox=namespace leaves the daemon
+ *
+ * Each case forks a child that enters the daemon's own sandbox
+ * (vfsd_sandbox_enter() from sandbox.c) on a scratch directory; the
+ * sandbox forks again, and what runs inside reports by its exit status,
+ * which the sandbox's parent passes on.  Needs root, for the namespaces.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "sandbox.h"
+
+enum {
+    SANDBOX_OK,
+    SANDBOX_NOT_ENTERED = 10,
+    SANDBOX_NO_NODEV,
+    SANDBOX_MKNOD_FAILED,
+    SANDBOX_DEVICE_OPENED,
+    SANDBOX_OPEN_WRONG_ERROR,
+};
+
+static G_NORETURN void inside(const char *dir)
+{
+    g_autofree char *err = NULL;
+    struct statvfs sv;
+    int proc_fd, fd;
+
+    if (!vfsd_sandbox_enter(VFSD_SANDBOX_NAMESPACE, dir, &proc_fd, &err)) {
+        g_printerr("%s\n", err);
+        _exit(SANDBOX_NOT_ENTERED);
+    }
+    if (statvfs("/", &sv) < 0 || !(sv.f_flag & ST_NODEV)) {
+        _exit(SANDBOX_NO_NODEV);
+    }
+    /* The guest may still make a device node: /dev/null's numbers */
+    if (mknod("/null", S_IFCHR | 0600, makedev(1, 3)) < 0) {
+        _exit(SANDBOX_MKNOD_FAILED);
+    }
+    fd = open("/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        _exit(SANDBOX_DEVICE_OPENED);
+    }
+    _exit(errno == EACCES ? SANDBOX_OK : SANDBOX_OPEN_WRONG_ERROR);
+}
+
+/*
+ * Device nodes in the shared directory can be made but not opened, not
+ * even by the daemon itself once it runs code it should not.
+ */
+static void test_nodev(void)
+{
+    g_autofree char *dir = NULL;
+    g_autofree char *node = NULL;
+    int status;
+    pid_t pid;
+
+    if (geteuid() != 0) {
+        g_test_skip("the namespaces need root");
+        return;
+    }
+    dir = g_dir_make_tmp("vfsd-sandbox-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        inside(dir);
+    }
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    node = g_build_filename(dir, "null", NULL);
+    g_unlink(node);
+    g_rmdir(dir);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != SANDBOX_OK) {
+        g_error("inside the sandbox: status 0x%x", status);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    vfsd_log_init(false, VFSD_LOG_ERROR);
+    g_test_add_func("/virtiofsd/sandbox/nodev", test_nodev);
+    return g_test_run();
+}

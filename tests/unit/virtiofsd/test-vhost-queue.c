@@ -1,0 +1,677 @@
+/*
+ * virtiofsd tests: the vhost-user transport (vhost.c) against a fake
+ * front-end on a socketpair, with guest memory in a memfd and a split
+ * virtqueue the test fills as a guest would.
+ *
+ * The daemon's main loop runs in a thread of the test (vfsd_vhost_serve()
+ * on a TestFs); the test drives the requests from the guest side and the
+ * vhost-user messages from the front-end side.  The front-end also
+ * answers the daemon's MEM_READs of guest memory it does not map (FAR:
+ * a stand-in for the DAX window) from a buffer of the test's.
+ *
+ * A session ends with a message libvhost-user refuses: the daemon then
+ * drops the device and vfsd_vhost_serve() returns (a closed socket would
+ * make libvhost-user exit the process).
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "libvhost-user.h"
+#include "standard-headers/linux/virtio_config.h"
+#include "standard-headers/linux/virtio_ring.h"
+
+#include "vfsd-test.h"
+#include "vhost.h"
+
+#define GUEST_BASE 0x100000ULL      /* guest physical = front-end virtual */
+#define GUEST_SIZE (1024 * 1024)
+#define QUEUE 1
+#define NUM 256
+#define SLOTS (NUM / 2)             /* a request takes two descriptors */
+#define BUF_SIZE 0x100
+#define DESC_OFF 0x0
+#define AVAIL_OFF 0x1000
+#define USED_OFF 0x2000
+#define REQ_OFF 0x4000
+#define REP_OFF 0x10000
+#define FAR_BASE 0x40000000ULL      /* outside the memory table */
+#define FAR_SIZE (SLOTS * BUF_SIZE)
+#define TIMEOUT_MS 5000
+
+typedef struct Fe Fe;
+typedef void (*FeOnRead)(Fe *f);
+
+struct Fe {
+    TestFs t;
+    GThread *server;
+    gboolean served;
+    int sock;
+    int kick;
+    int call;
+    int memfd;                  /* guest memory, room for hotplug included */
+    uint8_t *mem;               /* the test's view of it */
+    uint16_t avail_idx;         /* only ever written by one thread */
+    /* The back-end channel: MEM_READ of FAR */
+    int backend[2];
+    GThread *backend_thread;
+    uint8_t far[FAR_SIZE];
+    FeOnRead on_read;           /* called before each MEM_READ reply */
+};
+
+static void fe_send(Fe *f, uint32_t request, const void *payload,
+                    uint32_t size, int fd)
+{
+    uint32_t hdr[3] = { request, 1 /* version */, size };
+    struct iovec iov[2] = {
+        { .iov_base = hdr, .iov_len = sizeof(hdr) },
+        { .iov_base = (void *)payload, .iov_len = size },
+    };
+    char control[CMSG_SPACE(sizeof(int))] = { 0 };
+    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
+
+    if (fd >= 0) {
+        struct cmsghdr *c;
+
+        mh.msg_control = control;
+        mh.msg_controllen = sizeof(control);
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    g_assert_cmpint(sendmsg(f->sock, &mh, 0), ==, sizeof(hdr) + size);
+}
+
+/* A reply to @request, within TIMEOUT_MS; false if none came */
+static bool fe_recv(Fe *f, uint32_t request, void *payload, uint32_t size)
+{
+    struct pollfd pfd = { .fd = f->sock, .events = POLLIN };
+    uint32_t hdr[3];
+
+    if (poll(&pfd, 1, TIMEOUT_MS) != 1) {
+        return false;
+    }
+    g_assert_cmpint(recv(f->sock, hdr, sizeof(hdr), MSG_WAITALL), ==,
+                    sizeof(hdr));
+    g_assert_cmpuint(hdr[0], ==, request);
+    g_assert_cmpuint(hdr[2], ==, size);
+    g_assert_cmpint(recv(f->sock, payload, size, MSG_WAITALL), ==, size);
+    return true;
+}
+
+/* Every message before it has been handled once this returns */
+static void fe_barrier(Fe *f)
+{
+    uint64_t features;
+
+    fe_send(f, VHOST_USER_GET_FEATURES, NULL, 0, -1);
+    g_assert_true(fe_recv(f, VHOST_USER_GET_FEATURES, &features,
+                          sizeof(features)));
+}
+
+static void fe_set_mem_table(Fe *f, int memfd, uint64_t size)
+{
+    VhostUserMemory m = {
+        .nregions = 1,
+        .regions[0] = {
+            .guest_phys_addr = GUEST_BASE,
+            .memory_size = size,
+            .userspace_addr = GUEST_BASE,
+        },
+    };
+
+    fe_send(f, VHOST_USER_SET_MEM_TABLE, &m, sizeof(m), memfd);
+}
+
+static bool read_all(int fd, void *buf, size_t len)
+{
+    uint8_t *p = buf;
+
+    while (len) {
+        ssize_t n = read(fd, p, len);
+
+        if (n <= 0) {
+            return false;
+        }
+        p += n;
+        len -= n;
+    }
+    return true;
+}
+
+/* The front-end's side of the back-end channel */
+static gpointer backend_thread(gpointer opaque)
+{
+    Fe *f = opaque;
+    uint32_t hdr[3];
+    VhostUserMemRW rw;
+    uint8_t data[BUF_SIZE];
+
+    while (read_all(f->backend[1], hdr, sizeof(hdr))) {
+        g_assert_cmpuint(hdr[0], ==, VHOST_USER_BACKEND_MEM_READ);
+        g_assert_cmpuint(hdr[2], ==, sizeof(rw));
+        g_assert_true(read_all(f->backend[1], &rw, sizeof(rw)));
+        g_assert_cmpuint(rw.guest_address, >=, FAR_BASE);
+        g_assert_cmpuint(rw.guest_address + rw.size, <=, FAR_BASE + FAR_SIZE);
+        g_assert_cmpuint(rw.size, <=, sizeof(data));
+        memcpy(data, f->far + rw.guest_address - FAR_BASE, rw.size);
+        if (f->on_read) {
+            f->on_read(f);
+        }
+        hdr[1] = 1 | VHOST_USER_REPLY_MASK;
+        hdr[2] = sizeof(rw) + rw.size;
+        rw.status = 0;
+        g_assert_cmpint(write(f->backend[1], hdr, sizeof(hdr)), ==,
+                        sizeof(hdr));
+        g_assert_cmpint(write(f->backend[1], &rw, sizeof(rw)), ==,
+                        sizeof(rw));
+        g_assert_cmpint(write(f->backend[1], data, rw.size), ==, rw.size);
+    }
+    return NULL;
+}
+
+static gpointer server_thread(gpointer opaque)
+{
+    Fe *f = opaque;
+    int fds[2];
+
+    g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds),
+                    ==, 0);
+    g_atomic_int_set(&f->sock, fds[0]);
+    vfsd_vhost_serve(&f->t.fs, fds[1]);
+    close(fds[1]);
+    g_atomic_int_set(&f->served, true);
+    return NULL;
+}
+
+static int new_memfd(const char *name, size_t size)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    return fd;
+}
+
+static uint8_t *map_memfd(int fd, size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+    g_assert_true(p != MAP_FAILED);
+    return p;
+}
+
+/* A started request queue over GUEST_SIZE bytes of guest memory */
+static void fe_start(Fe *f, unsigned int pool_size)
+{
+    VfsdOptions opts = {
+        .fd = -1,
+        .cache = VFSD_CACHE_AUTO,
+        .sandbox = VFSD_SANDBOX_NONE,
+        .posix_lock = true,
+        .thread_pool_size = pool_size,
+    };
+    uint64_t features = 1ULL << VIRTIO_F_VERSION_1 |
+                        1ULL << VHOST_USER_F_PROTOCOL_FEATURES;
+    uint64_t protocol = 1ULL << VHOST_USER_PROTOCOL_F_MEM_RW |
+                        1ULL << VHOST_USER_PROTOCOL_F_BACKEND_REQ;
+    struct vhost_vring_state num = { .index = QUEUE, .num = NUM };
+    struct vhost_vring_state enable = { .index = QUEUE, .num = 1 };
+    struct vhost_vring_state base = { .index = QUEUE, .num = 0 };
+    struct vhost_vring_addr addr = {
+        .index = QUEUE,
+        .desc_user_addr = GUEST_BASE + DESC_OFF,
+        .avail_user_addr = GUEST_BASE + AVAIL_OFF,
+        .used_user_addr = GUEST_BASE + USED_OFF,
+    };
+    uint64_t idx = QUEUE;
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    memset(f, 0, sizeof(*f));
+    f->sock = -1;
+    test_fs_setup(&f->t, &opts);
+    test_fs_init_session(&f->t, FUSE_POSIX_LOCKS);
+    f->server = g_thread_new("vfsd-serve", server_thread, f);
+    while (g_atomic_int_get(&f->sock) < 0) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+
+    f->memfd = new_memfd("vfsd-guest", 2 * GUEST_SIZE);
+    f->mem = map_memfd(f->memfd, 2 * GUEST_SIZE);
+    f->kick = eventfd(0, EFD_CLOEXEC);
+    f->call = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+    g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+                               f->backend), ==, 0);
+    f->backend_thread = g_thread_new("backend", backend_thread, f);
+
+    fe_send(f, VHOST_USER_SET_FEATURES, &features, sizeof(features), -1);
+    fe_send(f, VHOST_USER_SET_PROTOCOL_FEATURES, &protocol, sizeof(protocol),
+            -1);
+    fe_send(f, VHOST_USER_SET_BACKEND_REQ_FD, NULL, 0, f->backend[0]);
+    close(f->backend[0]);
+    fe_set_mem_table(f, f->memfd, GUEST_SIZE);
+    fe_send(f, VHOST_USER_SET_VRING_NUM, &num, sizeof(num), -1);
+    fe_send(f, VHOST_USER_SET_VRING_BASE, &base, sizeof(base), -1);
+    fe_send(f, VHOST_USER_SET_VRING_ADDR, &addr, sizeof(addr), -1);
+    fe_send(f, VHOST_USER_SET_VRING_CALL, &idx, sizeof(idx), f->call);
+    fe_send(f, VHOST_USER_SET_VRING_KICK, &idx, sizeof(idx), f->kick);
+    fe_send(f, VHOST_USER_SET_VRING_ENABLE, &enable, sizeof(enable), -1);
+    fe_barrier(f);
+}
+
+/* Ends the session: libvhost-user refuses an oversized message */
+static void fe_stop(Fe *f)
+{
+    static uint8_t junk[sizeof(VhostUserMsg)];
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    fe_send(f, VHOST_USER_GET_FEATURES, junk, sizeof(junk), -1);
+    while (!g_atomic_int_get(&f->served)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    g_thread_join(f->server);
+    /* libvhost-user closed its end of the back-end channel */
+    g_thread_join(f->backend_thread);
+    close(f->backend[1]);
+    close(f->sock);
+    close(f->kick);
+    close(f->call);
+    munmap(f->mem, 2 * GUEST_SIZE);
+    close(f->memfd);
+    test_fs_teardown(&f->t);
+}
+
+static void *gpa(Fe *f, uint64_t off)
+{
+    return f->mem + off;
+}
+
+static uint16_t used_idx(Fe *f)
+{
+    struct vring_used *u = gpa(f, USED_OFF);
+
+    return __atomic_load_n(&u->idx, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Queues @req (a FUSE request) with BUF_SIZE bytes of room for its reply.
+ * @far: the request lies where the daemon reads it with MEM_READ.
+ */
+static unsigned int fe_add(Fe *f, const void *req, size_t len, bool far)
+{
+    struct vring_desc *desc = gpa(f, DESC_OFF);
+    struct vring_avail *avail = gpa(f, AVAIL_OFF);
+    unsigned int slot = f->avail_idx % SLOTS;
+
+    g_assert_cmpuint(len, <=, BUF_SIZE);
+    memcpy(far ? f->far + slot * BUF_SIZE : gpa(f, REQ_OFF + slot * BUF_SIZE),
+           req, len);
+    memset(gpa(f, REP_OFF + slot * BUF_SIZE), 0, BUF_SIZE);
+    desc[2 * slot] = (struct vring_desc) {
+        .addr = (far ? FAR_BASE : GUEST_BASE + REQ_OFF) + slot * BUF_SIZE,
+        .len = len,
+        .flags = VRING_DESC_F_NEXT,
+        .next = 2 * slot + 1,
+    };
+    desc[2 * slot + 1] = (struct vring_desc) {
+        .addr = GUEST_BASE + REP_OFF + slot * BUF_SIZE,
+        .len = BUF_SIZE,
+        .flags = VRING_DESC_F_WRITE,
+    };
+    avail->ring[f->avail_idx % NUM] = 2 * slot;
+    f->avail_idx++;
+    __atomic_store_n(&avail->idx, f->avail_idx, __ATOMIC_RELEASE);
+    eventfd_write(f->kick, 1);
+    return slot;
+}
+
+static void fe_add_getattr(Fe *f, uint64_t unique, bool far)
+{
+    struct {
+        struct fuse_in_header h;
+        struct fuse_getattr_in in;
+    } req = {
+        .h = {
+            .len = sizeof(req), .opcode = FUSE_GETATTR, .unique = unique,
+            .nodeid = FUSE_ROOT_ID,
+        },
+    };
+
+    fe_add(f, &req, sizeof(req), far);
+}
+
+static gint feeding;
+
+/*
+ * A guest that never lets its ring run empty: every request is read
+ * through MEM_READ, and each read is answered only once another request
+ * is queued, so the daemon never finds the ring empty while this feeds.
+ */
+static void feed(Fe *f)
+{
+    if (g_atomic_int_get(&feeding) &&
+        (uint16_t)(f->avail_idx - used_idx(f)) < 32) {
+        fe_add_getattr(f, f->avail_idx + 1, true);
+    }
+}
+
+/*
+ * GET_VRING_BASE while the guest keeps the queue busy: the front-end
+ * waits for it holding its big lock, so it must come back; and every
+ * request popped is answered before it does, none after (the front-end
+ * restarts the queue from the index it got: a request popped after that
+ * would run twice).
+ */
+static void test_stop_busy_queue(gconstpointer data)
+{
+    struct vhost_vring_state state = { .index = QUEUE };
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    Fe f;
+    bool answered;
+
+    fe_start(&f, GPOINTER_TO_UINT(data));
+    f.on_read = feed;
+    g_atomic_int_set(&feeding, 1);
+    fe_add_getattr(&f, 1, true);
+    /* Busy: the daemon has popped and answered requests */
+    while (used_idx(&f) < 100) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    fe_send(&f, VHOST_USER_GET_VRING_BASE, &state, sizeof(state), -1);
+    answered = fe_recv(&f, VHOST_USER_GET_VRING_BASE, &state, sizeof(state));
+    g_atomic_int_set(&feeding, 0);
+    if (!answered) {
+        g_test_message("no GET_VRING_BASE reply while the ring is busy");
+        g_test_fail();
+        g_assert_true(fe_recv(&f, VHOST_USER_GET_VRING_BASE, &state,
+                              sizeof(state)));
+    }
+    g_assert_cmpuint(state.index, ==, QUEUE);
+    g_assert_cmpuint(used_idx(&f), ==, state.num);
+    /* Nothing popped behind the front-end's back, later either */
+    g_usleep(50 * 1000);
+    g_assert_cmpuint(used_idx(&f), ==, state.num);
+    g_assert_cmpuint(f.avail_idx, >, state.num);
+    fe_stop(&f);
+}
+
+/* The daemon's mapping of a memfd the test also maps at @ours */
+static bool find_mapping(const char *name, uint8_t *ours, uintptr_t *start,
+                         uintptr_t *end)
+{
+    g_autofree char *maps = NULL;
+    g_auto(GStrv) lines = NULL;
+    char **l;
+
+    g_assert_true(g_file_get_contents("/proc/self/maps", &maps, NULL, NULL));
+    lines = g_strsplit(maps, "\n", -1);
+    for (l = lines; *l; l++) {
+        unsigned long s, e;
+
+        if (strstr(*l, name) && sscanf(*l, "%lx-%lx", &s, &e) == 2 &&
+            s != (uintptr_t)ours) {
+            *start = s;
+            *end = e;
+            return true;
+        }
+    }
+    return false;
+}
+
+static void lock_range(TestFs *t, uint64_t ino, uint64_t fh, uint64_t owner,
+                       uint32_t type)
+{
+    struct fuse_lk_in in = {
+        .fh = fh, .owner = owner,
+        .lk = { .start = 0, .end = 99, .type = type },
+    };
+    TestReq *r = test_req_new(FUSE_SETLK, ino);
+
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
+static unsigned int count_waiters(TestFs *t)
+{
+    unsigned int n;
+
+    g_mutex_lock(&t->fs.intr_lock);
+    n = g_list_length(t->fs.waiters);
+    g_mutex_unlock(&t->fs.intr_lock);
+    return n;
+}
+
+/*
+ * Replacing the memory table, as memory hotplug does: the same guest
+ * memory, grown to twice the size.  libvhost-user unmaps the old mapping
+ * and maps the new one; a guard page above the old one keeps the new one
+ * from starting where the old one did, so that a host address from the
+ * old table cannot be right by chance.
+ */
+typedef struct TableSwitch {
+    uintptr_t old_start, old_end;
+    void *guard;
+    void *trap;
+} TableSwitch;
+
+static void table_switch_send(Fe *f, TableSwitch *ts)
+{
+    g_assert_true(find_mapping("vfsd-guest", f->mem, &ts->old_start,
+                               &ts->old_end));
+    ts->guard = mmap((void *)ts->old_end, 4096, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
+                     0);
+    fe_set_mem_table(f, f->memfd, 2 * GUEST_SIZE);
+}
+
+/*
+ * Once the switch is done, a trap takes the old mapping's range if it is
+ * free, so that a write through an old host address lands where the
+ * test sees it rather than crashing the test.
+ */
+static void table_switch_done(Fe *f, TableSwitch *ts)
+{
+    ts->trap = mmap((void *)ts->old_start, ts->old_end - ts->old_start,
+                    PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+}
+
+static void table_switch_check(TableSwitch *ts)
+{
+    size_t i;
+
+    if (ts->trap != MAP_FAILED) {
+        for (i = 0; i < ts->old_end - ts->old_start; i++) {
+            g_assert_cmpuint(((uint8_t *)ts->trap)[i], ==, 0);
+        }
+        munmap(ts->trap, ts->old_end - ts->old_start);
+    }
+    if (ts->guard != MAP_FAILED) {
+        munmap(ts->guard, 4096);
+    }
+}
+
+static void wait_used(Fe *f, uint16_t n)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    while (used_idx(f) != n) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
+static void assert_reply(Fe *f, unsigned int slot, uint64_t unique,
+                         uint32_t len)
+{
+    struct fuse_out_header oh;
+
+    memcpy(&oh, gpa(f, REP_OFF + slot * BUF_SIZE), sizeof(oh));
+    g_assert_cmpuint(oh.unique, ==, unique);
+    g_assert_cmpint(oh.error, ==, 0);
+    g_assert_cmpuint(oh.len, ==, len);
+}
+
+/*
+ * A SETLKW waits while the front-end replaces the memory table: its
+ * reply must go where the guest address points under the new table, not
+ * through the host address the old table gave.
+ */
+static void test_mem_table_change(gconstpointer data)
+{
+    struct {
+        struct fuse_in_header h;
+        struct fuse_lk_in in;
+    } req = {
+        .h = {
+            .len = sizeof(req), .opcode = FUSE_SETLKW, .unique = 4242,
+        },
+        .in = {
+            .owner = 2,
+            .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+        },
+    };
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    uint64_t ino, fh1, fh2;
+    TableSwitch ts;
+    unsigned int slot;
+    Fe f;
+
+    fe_start(&f, GPOINTER_TO_UINT(data));
+    ino = test_create(&f.t, FUSE_ROOT_ID, "locked", O_RDWR, &fh1);
+    fh2 = test_open(&f.t, ino, O_RDWR);
+    lock_range(&f.t, ino, fh1, 1, F_WRLCK);
+
+    req.h.nodeid = ino;
+    req.in.fh = fh2;
+    slot = fe_add(&f, &req, sizeof(req), false);
+    while (count_waiters(&f.t) == 0) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+
+    table_switch_send(&f, &ts);
+    fe_barrier(&f);
+    table_switch_done(&f, &ts);
+
+    lock_range(&f.t, ino, fh1, 1, F_UNLCK);
+    wait_used(&f, 1);
+    assert_reply(&f, slot, 4242, sizeof(struct fuse_out_header));
+    table_switch_check(&ts);
+    fe_stop(&f);
+}
+
+static GMutex hold_lock;
+static GCond hold_cond;
+static bool holding;
+
+static void hold_read(Fe *f)
+{
+    g_mutex_lock(&hold_lock);
+    while (holding) {
+        g_cond_wait(&hold_cond, &hold_lock);
+    }
+    g_mutex_unlock(&hold_lock);
+}
+
+/*
+ * A request popped, translated and handed to the thread pool, whose only
+ * worker is busy: the memory table changes before the worker gets to it.
+ * The busy worker waits in a MEM_READ of its request's arguments, which
+ * the fake front-end holds until the new table has been sent; the main
+ * thread then waits for the worker's lock, and gets it before the worker
+ * takes up the queued request.  Timing decides only whether the case is
+ * reached (100 ms for the main thread to wait): the wrong outcome is a
+ * write through the old table's address, into unmapped memory.
+ */
+static void test_mem_table_change_queued(void)
+{
+    struct fuse_in_header hdr = {
+        .len = sizeof(hdr) + sizeof(struct fuse_getattr_in),
+        .opcode = FUSE_GETATTR, .unique = 500, .nodeid = FUSE_ROOT_ID,
+    };
+    struct vring_desc *desc;
+    struct vring_avail *avail;
+    TableSwitch ts;
+    Fe f;
+
+    fe_start(&f, 1);
+    f.on_read = hold_read;
+    holding = true;
+
+    /* First the header, mapped; its arguments in FAR; then the reply */
+    desc = gpa(&f, DESC_OFF);
+    avail = gpa(&f, AVAIL_OFF);
+    memcpy(gpa(&f, REQ_OFF), &hdr, sizeof(hdr));
+    memset(f.far, 0, sizeof(struct fuse_getattr_in));
+    desc[0] = (struct vring_desc) {
+        .addr = GUEST_BASE + REQ_OFF, .len = sizeof(hdr),
+        .flags = VRING_DESC_F_NEXT, .next = 200,
+    };
+    desc[200] = (struct vring_desc) {
+        .addr = FAR_BASE, .len = sizeof(struct fuse_getattr_in),
+        .flags = VRING_DESC_F_NEXT, .next = 1,
+    };
+    desc[1] = (struct vring_desc) {
+        .addr = GUEST_BASE + REP_OFF, .len = BUF_SIZE,
+        .flags = VRING_DESC_F_WRITE,
+    };
+    avail->ring[0] = 0;
+    f.avail_idx = 1;
+    __atomic_store_n(&avail->idx, f.avail_idx, __ATOMIC_RELEASE);
+    eventfd_write(f.kick, 1);
+    /* The worker is in the MEM_READ; this one waits in the pool */
+    fe_add_getattr(&f, 501, false);
+    g_usleep(100 * 1000);
+
+    table_switch_send(&f, &ts);
+    g_usleep(100 * 1000);
+    g_mutex_lock(&hold_lock);
+    holding = false;
+    g_cond_broadcast(&hold_cond);
+    g_mutex_unlock(&hold_lock);
+    fe_barrier(&f);
+    table_switch_done(&f, &ts);
+
+    wait_used(&f, 2);
+    assert_reply(&f, 0, 500, sizeof(struct fuse_out_header) +
+                 sizeof(struct fuse_attr_out));
+    assert_reply(&f, 1, 501, sizeof(struct fuse_out_header) +
+                 sizeof(struct fuse_attr_out));
+    table_switch_check(&ts);
+    fe_stop(&f);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    vfsd_log_init(false, VFSD_LOG_ERROR);
+    g_test_add_data_func("/virtiofsd/vhost/stop-busy-queue/inline",
+                         GUINT_TO_POINTER(0), test_stop_busy_queue);
+    g_test_add_data_func("/virtiofsd/vhost/stop-busy-queue/pool",
+                         GUINT_TO_POINTER(2), test_stop_busy_queue);
+    g_test_add_data_func("/virtiofsd/vhost/mem-table-change/inline",
+                         GUINT_TO_POINTER(0), test_mem_table_change);
+    g_test_add_data_func("/virtiofsd/vhost/mem-table-change/pool",
+                         GUINT_TO_POINTER(2), test_mem_table_change);
+    g_test_add_func("/virtiofsd/vhost/mem-table-change/queued",
+                    test_mem_table_change_queued);
+    return g_test_run();
+}
