@@ -10,7 +10,7 @@ export BUILD PREFIX
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
-.PHONY: all deps prepare qemu guest rust-virtiofsd demo check bench fuzz \
+.PHONY: all deps prepare qemu guest rust-virtiofsd upstream-qemu demo check bench fuzz \
         refresh-patches verify-tree checkpatch install clean distclean help
 
 all: qemu guest
@@ -25,6 +25,7 @@ help:
 	@echo "make verify-tree     check patches/ + our files reproduce build/src"
 	@echo "make checkpatch      QEMU's checkpatch.pl on patches/ and our C files"
 	@echo "make install PREFIX=...  install qemu-system-x86_64, virtiofsd and descriptors"
+	@echo "make upstream-qemu   set up Debian's unmodified QEMU 11.1 (build/upstream-qemu)"
 
 deps:
 	@$(TOP)/mk/deps.sh build guest
@@ -41,12 +42,19 @@ guest: deps
 rust-virtiofsd:
 	@$(TOP)/harness/rust-virtiofsd.sh >/dev/null
 
+# Debian's unmodified QEMU 11.1, run from a Debian 13 root in the cache
+upstream-qemu:
+	@$(TOP)/mk/upstream-qemu.sh >/dev/null
+
 demo: qemu guest
 	@$(TOP)/harness/demo.sh
 
-# Without clang only the fuzz suite fails (it says what to install)
+# Without clang only the fuzz suite fails (it says what to install); without
+# upstream QEMU only the suites that need it fail, saying why.
 check: qemu guest
 	@$(TOP)/mk/deps.sh fuzz || true
+	@$(TOP)/mk/deps.sh upstream || true
+	@$(TOP)/mk/upstream-qemu.sh >/dev/null || true
 	@python3 $(TOP)/mk/check.py
 
 # The report's chart needs matplotlib: kept in the cache's private venv.

@@ -35,6 +35,8 @@ BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
 GUEST = os.path.join(BUILD, "guest")
 QEMU = os.path.join(BUILD, "qemu", "qemu-system-x86_64")
 OUR_VIRTIOFSD = os.path.join(BUILD, "qemu", "tools", "virtiofsd", "virtiofsd")
+# Debian's unmodified QEMU 11.1 (mk/upstream-qemu.sh), for --upstream-device
+UPSTREAM_QEMU = os.path.join(BUILD, "upstream-qemu", "qemu-system-x86_64")
 FIRMWARE_DIRS = [os.path.join(BUILD, "qemu", "pc-bios", "optionrom"),
                  os.path.join(BUILD, "qemu", "pc-bios"),
                  "/usr/share/seabios", "/usr/lib/ipxe/qemu", "/usr/share/qemu"]
@@ -192,9 +194,11 @@ def run_guest(args, sink=None):
     for f in ("vmlinuz", "initramfs.cpio.gz"):
         if not os.path.exists(os.path.join(GUEST, f)):
             raise HarnessError(f"build/guest/{f} is missing: run make guest")
-    qemu = args.qemu or QEMU
+    qemu = args.qemu or (UPSTREAM_QEMU if args.upstream_device else QEMU)
     if not os.access(qemu, os.X_OK):
-        raise HarnessError(f"{qemu} is not built: run make")
+        raise HarnessError(f"{qemu} is not built: run " +
+                           ("mk/upstream-qemu.sh" if args.upstream_device
+                            else "make"))
 
     tmp = tempfile.mkdtemp(prefix="vfsdax-vm-")
     logdir = args.log_dir or tmp
@@ -245,8 +249,14 @@ def run_guest(args, sink=None):
                 kind, binary = "rust", args.daemon_binary or rust_virtiofsd()
             else:
                 kind, binary = "other", args.daemon
+            extra = shlex.split(args.daemon_args)
+            if args.upstream_device:
+                # The generic device asks the back-end for tag and window
+                extra = [f"--tag={args.tag}"] + extra
+                if args.cache_size:
+                    extra = [f"--cache-size={args.cache_size}"] + extra
             dcmd = daemon_command(kind, binary, sock, shared, args.cache_mode,
-                                  shlex.split(args.daemon_args))
+                                  extra)
             dlog = os.path.join(logdir, "virtiofsd.log")
             if not args.quiet:
                 log("daemon: " + " ".join(shlex.quote(c) for c in dcmd))
@@ -260,13 +270,20 @@ def run_guest(args, sink=None):
                 write_state(args.state_dir, "daemon.pid", str(daemon.pid))
                 write_state(args.state_dir, "daemon.cmd",
                             json.dumps(dcmd) + "\n")
-            dev = f"vhost-user-fs-pci,chardev=vfs,tag={args.tag}"
-            if args.queue_size:
-                dev += f",queue-size={args.queue_size}"
-            if args.request_queues:
-                dev += f",num-request-queues={args.request_queues}"
-            if args.cache_size:
-                dev += f",cache-size={args.cache_size}"
+            if args.upstream_device:
+                # virtio-fs's config space: tag[36], num_request_queues
+                dev = ("vhost-user-test-device-pci,chardev=vfs,virtio-id=26,"
+                       "num_vqs=2,config_size=40")
+                if args.queue_size:
+                    dev += f",vq_size={args.queue_size}"
+            else:
+                dev = f"vhost-user-fs-pci,chardev=vfs,tag={args.tag}"
+                if args.queue_size:
+                    dev += f",queue-size={args.queue_size}"
+                if args.request_queues:
+                    dev += f",num-request-queues={args.request_queues}"
+                if args.cache_size:
+                    dev += f",cache-size={args.cache_size}"
             chardev = f"socket,id=vfs,path={sock}"
             if args.reconnect_ms:
                 chardev += f",reconnect-ms={args.reconnect_ms}"
@@ -395,6 +412,11 @@ def build_parser():
     p.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     p.add_argument("--append", default="", help="extra kernel arguments")
     p.add_argument("--qemu", help="QEMU binary (default: build/qemu's)")
+    p.add_argument("--upstream-device", action="store_true",
+                   help="unmodified upstream QEMU >= 11.1 (default: "
+                   "build/upstream-qemu's) with its generic "
+                   "vhost-user-test-device-pci; the daemon gets --tag and "
+                   "--cache-size")
     p.add_argument("--qemu-args", default="", help="extra QEMU arguments")
     p.add_argument("--env", action="append", default=[],
                    help="KEY=VALUE for the guest script (repeatable)")

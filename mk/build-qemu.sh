@@ -27,8 +27,10 @@ stamp=$QBUILD/.virtiofs-dax-configure
 if [ ! -f "$QBUILD/build.ninja" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${args[*]}" ]; then
     rm -rf "$QBUILD"
     mkdir -p "$QBUILD"
-    say "configuring QEMU in build/qemu"
-    (cd "$QBUILD" && "$SRC/configure" "${args[@]}") >"$BUILD/configure.log" 2>&1 || {
+    say "configuring QEMU in build/qemu (log: build/configure.log)"
+    : >"$BUILD/configure.log"
+    (cd "$QBUILD" && "$SRC/configure" "${args[@]}") 2>&1 |
+        "$TOP/mk/progress.py" "configuring QEMU" "$BUILD/configure.log" || {
         tail -n 20 "$BUILD/configure.log" >&2
         die "QEMU's configure failed (full log: build/configure.log)"; }
     printf '%s' "${args[*]}" > "$stamp"
@@ -37,11 +39,15 @@ fi
 jobs=${JOBS:-$(nproc)}
 # QEMU's Makefile runs ninja and builds the x86 option ROMs (linuxboot_dma.bin
 # for -kernel) that Debian's source tarball does not ship.
-make -C "$QBUILD" -j"$jobs" --no-print-directory >"$BUILD/build.log" 2>&1 || {
+# Output goes to build/build.log; the terminal gets one line of progress.
+: >"$BUILD/build.log"
+make -C "$QBUILD" -j"$jobs" --no-print-directory 2>&1 |
+    "$TOP/mk/progress.py" "building QEMU" "$BUILD/build.log" || {
     grep -E 'error|Error' "$BUILD/build.log" | head -n 20 >&2
     die "QEMU build failed (full log: build/build.log)"; }
 if [ $# -gt 0 ]; then
-    ninja -C "$QBUILD" -j"$jobs" "$@" >>"$BUILD/build.log" 2>&1 || {
+    ninja -C "$QBUILD" -j"$jobs" "$@" 2>&1 |
+        "$TOP/mk/progress.py" "building $*" "$BUILD/build.log" || {
         grep -E 'error|Error' "$BUILD/build.log" | tail -n 20 >&2
         die "building $* failed (full log: build/build.log)"; }
 fi

@@ -22,6 +22,7 @@ QBUILD = os.path.join(BUILD, "qemu")
 QEMU = os.path.join(QBUILD, "qemu-system-x86_64")
 VM = os.path.join(TOP, "harness", "vm.py")
 VIRTIOFSD = os.path.join(QBUILD, "tools", "virtiofsd", "virtiofsd")
+UPSTREAM_QEMU = os.path.join(BUILD, "upstream-qemu", "qemu-system-x86_64")
 
 QOS_ENV = {"QTEST_QEMU_BINARY": QEMU,
            "QTEST_QEMU_STORAGE_DAEMON_BINARY":
@@ -202,6 +203,13 @@ SUITES = [
           "daemon-kill.sh"),
     guest("guest: virtiofsd killed, guest powers off with requests hung",
           "daemon-kill.sh", "--no-restart"),
+    # Unmodified upstream QEMU 11.1 (Debian's, mk/upstream-qemu.sh) with
+    # its generic vhost-user device: DAX served by our virtiofsd alone.
+    Suite("guest: DAX through unmodified upstream QEMU 11.1",
+          ["bash", os.path.join(TOP, "harness", "tests", "upstream-dax.sh")],
+          needs=[UPSTREAM_QEMU, VIRTIOFSD,
+                 os.path.join(BUILD, "guest", "initramfs.cpio.gz")],
+          timeout=1100),
 ]
 
 

@@ -3,7 +3,7 @@
 # Debian or Ubuntu the missing packages are installed; otherwise the missing
 # ones are named with the command that installs them.
 #
-#   mk/deps.sh [build|guest|libvirt|fuzz]...     (default: build guest)
+#   mk/deps.sh [build|guest|libvirt|fuzz|docs|upstream]...  (default: build guest)
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -16,6 +16,7 @@ declare -A PKGS=(
     [libvirt]="libvirt-daemon-system libvirt-clients"
     [fuzz]="clang libclang-rt-14-dev"
     [docs]="python3-sphinx"
+    [upstream]="debootstrap"
 )
 
 groups=("$@")

@@ -5,7 +5,7 @@
  * punching and copy_file_range, spread over a few files.
  *
  *   fsx [-n OPS] [-s SEED] [-l MAXLEN] [-m MAXOP] [-c EVERY] [-o DIR]
- *       [-x NAME]... [-X OP] [-w SECS] FILE...
+ *       [-x NAME]... [-X OP] [-w SECS] [-P] FILE...
  *
  *   -n OPS     operations in all (default 100000)
  *   -s SEED    the run is a function of the seed alone (default 1)
@@ -21,6 +21,9 @@
  *   -w SECS    report a run that makes no progress for SECS seconds (a
  *              call that never returns) with the operation log, and say
  *              "has not returned"; 0 (the default) does not watch
+ *   -P         keep every file a whole number of pages long: operations
+ *              that grow a file end on a page boundary, truncates go to
+ *              one (upstream QEMU's DAX can map only such files)
  *
  * Every read is compared with the model at once.  On the first difference
  * the tool prints where, what it expected, the last operations it did and
@@ -40,6 +43,7 @@
 #include <libgen.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +103,7 @@ static uint64_t opno;
 /* Bumped at every step of the run; the watchdog looks for it to move */
 static uint64_t beats;
 static unsigned watchdog_s;
+static bool whole_pages;
 static uint64_t op_count[OP_NR], short_copies;
 
 /* splitmix64: tiny, and the same sequence everywhere for a given seed */
@@ -185,6 +190,11 @@ static void compare(struct file *f, uint64_t off, const uint8_t *got,
 }
 
 /* An offset below LIMIT, often on or next to a page or DAX range edge */
+static uint64_t page_up(uint64_t n)
+{
+    return (n + page - 1) / page * page;
+}
+
 static uint64_t pick_off(uint64_t limit)
 {
     uint64_t off;
@@ -471,6 +481,10 @@ static void one_op(void)
     case OP_FALLOC_KEEP:
     case OP_PUNCH:
         off = pick_off(maxlen - len + 1);
+        if (whole_pages && off + len > f->size) {
+            /* Grows the file: to a page boundary (maxlen is one) */
+            len = page_up(off + len) - off;
+        }
         e->off = off, e->len = len;
         if (op == OP_WRITE) {
             e->res = do_write(f, off, len);
@@ -491,6 +505,9 @@ static void one_op(void)
         } else {
             off = rnd(maxlen + 1);
         }
+        if (whole_pages) {
+            off = off / page * page;
+        }
         e->off = off;
         e->res = do_truncate(f, off);
         break;
@@ -500,9 +517,17 @@ static void one_op(void)
         uint64_t soff = pick_off(src->size + page), tries;
 
         e->f2 = src - files;
+        if (whole_pages) {
+            /* What is copied then ends on a page boundary too */
+            soff = soff / page * page;
+            len = page_up(len);
+        }
         /* The same file must not overlap itself (EINVAL) */
         for (tries = 0; tries < 8; tries++) {
             off = pick_off(maxlen - len + 1);
+            if (whole_pages) {
+                off = off / page * page;
+            }
             if (src != f || off + len <= soff || soff + len <= off) {
                 break;
             }
@@ -519,6 +544,9 @@ static void one_op(void)
     }
     case OP_NR:
         abort();
+    }
+    if (whole_pages && f->size % page) {
+        die("-P: %s left at 0x%" PRIx64 " bytes", f->path, f->size);
     }
     op_count[op]++;
 }
@@ -584,7 +612,7 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     int c, i;
 
-    while ((c = getopt(argc, argv, "n:s:l:m:c:o:x:X:w:")) != -1) {
+    while ((c = getopt(argc, argv, "n:s:l:m:c:o:x:X:w:P")) != -1) {
         switch (c) {
         case 'n':
             nops = strtoull(optarg, NULL, 0);
@@ -620,10 +648,13 @@ int main(int argc, char **argv)
         case 'w':
             watchdog_s = strtoul(optarg, NULL, 0);
             break;
+        case 'P':
+            whole_pages = true;
+            break;
         default:
             fprintf(stderr, "usage: fsx [-n OPS] [-s SEED] [-l MAXLEN] "
                     "[-m MAXOP] [-c EVERY] [-o DIR] [-x NAME]... [-X OP] "
-                    "[-w SECS] FILE...\n");
+                    "[-w SECS] [-P] FILE...\n");
             return 2;
         }
     }
@@ -634,7 +665,8 @@ int main(int argc, char **argv)
         return 2;
     }
     rng_state = seed;
-    buf = malloc(maxop);
+    /* -P may stretch an operation by up to a page */
+    buf = malloc(maxop + page);
     files = calloc(nfiles, sizeof(*files));
     for (i = 0; i < nfiles; i++) {
         files[i].path = argv[optind + i];

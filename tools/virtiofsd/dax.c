@@ -117,6 +117,37 @@ static void dax_set_mapped(VfsdDaxMap *m, uint64_t mapped)
 }
 
 /*
+ * Upstream QEMU's SHMEM_MAP (11.1) backs each mapping with a RAM block made
+ * from the file: it refuses a range past the end of the file, and would
+ * even extend an empty file to the range's length.  Only our fork offers
+ * F_SHMEM_REPLACE, and only our fork maps past the end.  Elsewhere a
+ * mapping stops at the end of the file, which must then fall on a page
+ * boundary: the partial page at the end of a file cannot be mapped at all.
+ */
+static bool dax_upstream(VfsdDax *dax)
+{
+    return !dax->be.can_replace(dax->be.opaque);
+}
+
+bool vfsd_dax_size_mappable(VfsdFs *fs, uint64_t size)
+{
+    return !fs->dax || !dax_upstream(fs->dax) ||
+           (size && !(size % VFSD_DAX_ALIGN));
+}
+
+/*
+ * How much of @len bytes from @foffset such a front-end can map for a file
+ * of @size bytes: whole pages up to the end of the file.
+ */
+static uint64_t dax_upstream_mappable(uint64_t foffset, uint64_t len,
+                                      uint64_t size)
+{
+    uint64_t avail = size > foffset ? size - foffset : 0;
+
+    return MIN(len, avail & ~(uint64_t)(VFSD_DAX_ALIGN - 1));
+}
+
+/*
  * The first mapping of an inode starts watching its file.  The watch
  * comes before the size we compare with, so a truncate in between is
  * seen.  Called with the lock held; @fd is the file, open.
@@ -302,11 +333,15 @@ static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
             i++;
             continue;
         }
-        /* A run ends with a mapping cut short: the next is not at end */
+        /*
+         * A run ends with a mapping cut short: the next is not at end.
+         * Upstream QEMU (no F_SHMEM_REPLACE, our extension) takes an unmap
+         * of exactly one mapping only: no runs there.
+         */
         for (j = i + 1; j < maps->len; j++) {
             VfsdDaxMap *m = g_ptr_array_index(maps, j);
 
-            if (m->moffset != end) {
+            if (m->moffset != end || !dax->be.can_replace(dax->be.opaque)) {
                 break;
             }
             end += m->mapped;
@@ -440,6 +475,8 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     g_autoptr(GPtrArray) stale = g_ptr_array_new();
     bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
     uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
+    uint64_t map_len;
+    bool eager_rw;
     VfsdDaxMap *m;
     unsigned int i;
     int fd, ret = 0;
@@ -456,7 +493,9 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     }
     if (!dax_range_ok(in->moffset, in->len) ||
         !dax_range_ok(in->foffset, in->len) ||
-        in->foffset + in->len > (uint64_t)INT64_MAX) {
+        in->foffset + in->len > (uint64_t)INT64_MAX ||
+        (fs->opts->cache_size &&
+         in->moffset + in->len > fs->opts->cache_size)) {
         vfsd_guest_error("SETUPMAPPING: bad range foffset 0x%" PRIx64
                          " moffset 0x%" PRIx64 " len 0x%" PRIx64,
                          in->foffset, in->moffset, in->len);
@@ -477,18 +516,68 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
      * The guest sends no file handle (fh is -1): open the inode ourselves,
      * writable only when the guest asks for a writable mapping.  The
      * front-end keeps its own reference to the file once mapped.
+     *
+     * A front-end that cannot replace a mapping atomically (upstream QEMU)
+     * would leave a read-only range unmapped for a moment when the guest
+     * upgrades it to writable, and a guest thread reading it then would
+     * see zeros.  There, a range is mapped writable from the start when
+     * the file opens for writing, and the upgrade finds nothing to do.
      */
+    eager_rw = !writable && !fs->opts->readonly &&
+               !dax->be.can_replace(dax->be.opaque);
     if (!vfsd_fd_reserve(fs)) {
         return -ENFILE;
     }
-    fd = vfsd_reopen(fs, inode, writable ? O_RDWR : O_RDONLY);
+    fd = vfsd_reopen(fs, inode, writable || eager_rw ? O_RDWR : O_RDONLY);
+    if (fd < 0 && eager_rw) {
+        fd = vfsd_reopen(fs, inode, O_RDONLY);
+    } else if (fd >= 0 && eager_rw) {
+        writable = true;
+        flags |= VFSD_DAX_MAP_RW;
+    }
     if (fd < 0) {
         vfsd_fd_release(fs);
         return fd;
     }
+    map_len = in->len;
+    if (dax_upstream(dax)) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0) {
+            ret = -errno;
+            close(fd);
+            vfsd_fd_release(fs);
+            return ret;
+        }
+        map_len = dax_upstream_mappable(in->foffset, in->len, st.st_size);
+        if (map_len < in->len && (!map_len ||
+                                  in->foffset + map_len != (uint64_t)st.st_size)) {
+            vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
+                             "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file "
+                             "of %" PRIu64 " bytes: it maps no partial page "
+                             "at the end of a file, nor past it (mount "
+                             "with -o dax=inode: only files of whole "
+                             "pages then use DAX)", in->foffset, in->len,
+                             (uint64_t)st.st_size);
+            close(fd);
+            vfsd_fd_release(fs);
+            return -EIO;
+        }
+    }
 
     g_mutex_lock(&dax->lock);
     overlap = dax_overlapping(dax, in->moffset, in->moffset + in->len);
+    if (overlap->len == 1) {
+        m = g_ptr_array_index(overlap, 0);
+        if (m->inode == inode && m->moffset == in->moffset &&
+            m->len == in->len &&
+            (m->mapped == m->len || dax_upstream(dax)) &&
+            m->foffset == in->foffset && !m->released &&
+            (m->writable || !writable)) {
+            /* Already mapped as asked, e.g. an upgrade of an eager map */
+            goto out;
+        }
+    }
     for (i = 0; i < overlap->len; i++) {
         m = g_ptr_array_index(overlap, i);
         if (m->moffset >= in->moffset &&
@@ -524,7 +613,7 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
         }
     }
     start = fs->stats ? vfsd_stats_now() : 0;
-    mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, in->len,
+    mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, map_len,
                          flags, fd);
     if (fs->stats) {
         vfsd_stats_record(fs->stats, VFSD_STATS_FE_MAP, start);
@@ -557,6 +646,10 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     m->inode = inode;
     vfsd_inode_ref(inode);
     g_tree_insert(dax->maps, &m->moffset, m);
+    if (map_len < in->len) {
+        /* Stops at the end of the file: mapped on as the file grows */
+        dax_set_mapped(m, map_len);
+    }
 out:
     g_mutex_unlock(&dax->lock);
     close(fd);
@@ -738,6 +831,10 @@ static void dax_cut_map(VfsdFs *fs, VfsdDaxMap *m, uint64_t keep)
     uint64_t flags = m->writable ? VFSD_DAX_MAP_RW : 0;
     int fd = -1;
 
+    if (dax_upstream(dax)) {
+        keep = dax_upstream_mappable(m->foffset, keep,
+                                     m->inode->dax_size);
+    }
     if (keep) {
         fd = dax_reopen(fs, m);
         if (fd < 0) {
@@ -776,8 +873,16 @@ static void dax_restore_map(VfsdFs *fs, VfsdDaxMap *m)
 {
     VfsdDax *dax = fs->dax;
     uint64_t flags = m->writable ? VFSD_DAX_MAP_RW : 0;
-    int fd = dax_reopen(fs, m);
+    uint64_t len = m->len;
+    int fd;
 
+    if (dax_upstream(dax)) {
+        len = dax_upstream_mappable(m->foffset, m->len, m->inode->dax_size);
+        if (len <= m->mapped) {
+            return;
+        }
+    }
+    fd = dax_reopen(fs, m);
     if (fd < 0) {
         vfsd_warn("DAX: cannot reopen a file that grew back (%s): window "
                   "range 0x%" PRIx64 "+0x%" PRIx64 " stays partly unmapped",
@@ -797,11 +902,12 @@ static void dax_restore_map(VfsdFs *fs, VfsdDaxMap *m)
             return;
         }
     }
-    if (dax->be.map(dax->be.opaque, m->foffset, m->moffset, m->len, flags,
+    if (dax->be.map(dax->be.opaque, m->foffset, m->moffset, len, flags,
                     fd)) {
-        dax_set_mapped(m, m->len);
+        dax_set_mapped(m, len);
         vfsd_debug("DAX: file grew back: window range 0x%" PRIx64 "+0x%"
-                   PRIx64 " mapped whole again", m->moffset, m->len);
+                   PRIx64 " has 0x%" PRIx64 " bytes mapped again",
+                   m->moffset, m->len, len);
     } else {
         vfsd_err("DAX: front-end failed to map window range 0x%" PRIx64
                  "+0x%" PRIx64 " again", m->moffset, m->len);

@@ -58,6 +58,11 @@ typedef struct VfsdDaxMap {
 } VfsdDaxMap;
 
 VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be);
+/*
+ * Whether the front-end can map all of a file of @size bytes: upstream
+ * QEMU maps only files of whole pages, so only those get per-inode DAX.
+ */
+bool vfsd_dax_size_mappable(VfsdFs *fs, uint64_t size);
 void vfsd_dax_free(VfsdDax *dax);
 bool vfsd_dax_available(VfsdFs *fs);
 

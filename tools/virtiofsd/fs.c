@@ -171,6 +171,9 @@ static bool vfsd_want_dax(VfsdFs *fs, VfsdInode *inode,
     if (!(fs->conn_flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
         return false;
     }
+    if (!vfsd_dax_size_mappable(fs, stx->stx_size)) {
+        return false;
+    }
     switch (fs->opts->dax_policy) {
     case VFSD_DAX_NEVER:
         return false;

@@ -70,6 +70,13 @@ void vfsd_options_usage(const char *prog)
            "                            files with per-inode DAX (dax=inode)\n"
            "                            (always; xattr: files carrying\n"
            "                            " VFSD_DAX_XATTR_NAME ")\n"
+           "  --tag=TAG                 the mount tag, for a front-end that\n"
+           "                            reads the device's configuration\n"
+           "                            from the back-end (upstream QEMU's\n"
+           "                            vhost-user-test-device-pci)\n"
+           "  --cache-size=SIZE         a DAX window of SIZE bytes (K/M/G/T)\n"
+           "                            for such a front-end; a power of two\n"
+           "                            from 2M to 1T\n"
            "  --dax-unmap-delay=MS      keep ranges the guest removes mapped\n"
            "                            until reused, at most MS ms (0:\n"
            "                            unmap at once, the default)\n"
@@ -293,7 +300,8 @@ void vfsd_options_free(VfsdOptions *opts)
 {
     g_free(opts->socket_path);
     g_free(opts->shared_dir);
-    opts->socket_path = opts->shared_dir = NULL;
+    g_free(opts->tag);
+    opts->socket_path = opts->shared_dir = opts->tag = NULL;
 }
 
 /* Options that take a value, as --name=value or --name value */
@@ -310,6 +318,8 @@ enum {
     OPT_LOG_LEVEL,
     OPT_DAX_POLICY,
     OPT_DAX_UNMAP_DELAY,
+    OPT_TAG,
+    OPT_CACHE_SIZE,
     OPT_UID_MAP,
     OPT_GID_MAP,
     OPT_O,
@@ -379,6 +389,8 @@ static const struct {
     { "--watch-truncate", OPT_WATCH_TRUNCATE },
     { "--stats", OPT_STATS },
     { "--dax-unmap-delay", OPT_DAX_UNMAP_DELAY },
+    { "--tag", OPT_TAG },
+    { "--cache-size", OPT_CACHE_SIZE },
 };
 
 static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
@@ -534,6 +546,25 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
             return false;
         }
         o->dax_unmap_delay_ms = n;
+        return true;
+    case OPT_TAG:
+        /* The guest sees the tag as it is: the Rust daemon's limits */
+        if (!*val || strlen(val) > VFSD_TAG_MAX) {
+            *err = g_strdup_printf("invalid tag '%s' (1 to %d bytes)", val,
+                                   VFSD_TAG_MAX);
+            return false;
+        }
+        g_free(o->tag);
+        o->tag = g_strdup(val);
+        return true;
+    case OPT_CACHE_SIZE:
+        if (!parse_size(val, &n) || !n || (n & (n - 1)) ||
+            n < VFSD_CACHE_SIZE_MIN || n > VFSD_CACHE_SIZE_MAX) {
+            *err = g_strdup_printf("invalid cache size '%s' (a power of two "
+                                   "from 2M to 1T)", val);
+            return false;
+        }
+        o->cache_size = n;
         return true;
     }
     g_assert_not_reached();

@@ -77,7 +77,20 @@ typedef struct VfsdOptions {
     bool watch_truncate;        /* unmap DAX ranges of host-shrunk files */
     bool stats;                 /* log request counts and times at exit */
     unsigned int dax_unmap_delay_ms;    /* lazy unmaps; 0 (default): off */
+    /*
+     * For a front-end that asks the back-end about the device (upstream
+     * QEMU's vhost-user-test-device-pci): the mount tag the config space
+     * carries, and the size of the DAX window.  NULL / 0: not offered.
+     */
+    char *tag;
+    uint64_t cache_size;
 } VfsdOptions;
+
+/* The virtio-fs config space's tag field: not NUL-terminated when full */
+#define VFSD_TAG_MAX 36
+/* As QEMU's cache-size property: a power of two in this range */
+#define VFSD_CACHE_SIZE_MIN (2ULL << 20)
+#define VFSD_CACHE_SIZE_MAX (1ULL << 40)
 
 /*
  * Parses argv into @opts (which it initializes with the defaults).

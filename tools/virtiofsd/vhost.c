@@ -15,11 +15,13 @@
  */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "libvhost-user.h"
@@ -613,9 +615,113 @@ static uint64_t get_features(VuDev *vu)
 
 static uint64_t get_protocol_features(VuDev *vu)
 {
-    return 1ULL << VHOST_USER_PROTOCOL_F_SHMEM |
-           1ULL << VHOST_USER_PROTOCOL_F_SHMEM_REPLACE |
-           1ULL << VHOST_USER_PROTOCOL_F_MEM_RW;
+    VfsdDev *dev = (VfsdDev *)vu;
+    uint64_t features = 1ULL << VHOST_USER_PROTOCOL_F_SHMEM |
+                        1ULL << VHOST_USER_PROTOCOL_F_SHMEM_REPLACE |
+                        1ULL << VHOST_USER_PROTOCOL_F_MEM_RW;
+
+    /*
+     * Only with a tag to put in it: a front-end that asks us for the
+     * config space (upstream QEMU's generic vhost-user device) could not
+     * give the guest a mount tag otherwise.  Our fork's vhost-user-fs
+     * does not acknowledge the feature; it has its tag property.
+     */
+    if (dev->fs->opts->tag) {
+        features |= 1ULL << VHOST_USER_PROTOCOL_F_CONFIG;
+    }
+    return features;
+}
+
+/* struct virtio_fs_config, without the optional notify_buf_size */
+#define VFSD_CONFIG_TAG_OFFSET 0
+#define VFSD_CONFIG_NUM_QUEUES_OFFSET 36
+#define VFSD_CONFIG_SIZE 40
+
+static int get_config(VuDev *vu, uint8_t *config, uint32_t len)
+{
+    VfsdDev *dev = (VfsdDev *)vu;
+    const char *tag = dev->fs->opts->tag;
+    uint8_t cfg[VFSD_CONFIG_SIZE] = { 0 };
+    uint32_t queues = GUINT32_TO_LE(1);
+
+    if (!tag || len > VHOST_USER_MAX_CONFIG_SIZE) {
+        vfsd_warn("front-end asked for %u bytes of config space%s", len,
+                  tag ? "" : " but no --tag was given");
+        return -1;
+    }
+    /*
+     * One request queue: the guest uses as many as the config says, and
+     * the device's number of queues is not ours to know.
+     */
+    memcpy(cfg + VFSD_CONFIG_TAG_OFFSET, tag, strlen(tag));
+    memcpy(cfg + VFSD_CONFIG_NUM_QUEUES_OFFSET, &queues, sizeof(queues));
+    memset(config, 0, len);
+    memcpy(config, cfg, MIN(len, sizeof(cfg)));
+    return 0;
+}
+
+/*
+ * VHOST_USER_GET_SHMEM_CONFIG (upstream QEMU 11.1 and later): the size of
+ * each shared memory region by shmid, here only the DAX window.  Our
+ * libvhost-user does not know the request and its message buffer is
+ * smaller than the reply, so the reply is written here.
+ */
+#define VFSD_VHOST_USER_GET_SHMEM_CONFIG 44
+/*
+ * Only upstream QEMU asks for it, and there every live mapping becomes a
+ * region of the vhost memory table (see dax_wait_begin()).  Past
+ * VHOST_USER_MAX_RAM_SLOTS regions libvhost-user gives up on the device:
+ * measured with 11.1 and a 2 GiB window, the daemon disconnected at 509
+ * live mappings, and each map took ~0.3 s by then.  256 ranges of 2 MiB
+ * leave the guest's RAM (and DIMMs) their slots.
+ */
+#define VFSD_UPSTREAM_MAX_WINDOW (512ULL << 20)
+/* The version bits of a message's flags; libvhost-user keeps it private */
+#define VFSD_VHOST_USER_VERSION 0x1
+#define VFSD_VHOST_USER_MAX_SHMEM_REGIONS 256
+
+static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req)
+{
+    struct {
+        uint32_t nregions;
+        uint32_t padding;
+        uint64_t memory_sizes[VFSD_VHOST_USER_MAX_SHMEM_REGIONS];
+    } reply = { 0 };
+    VhostUserMsg hdr = {
+        .request = req->request,
+        .flags = VFSD_VHOST_USER_VERSION | VHOST_USER_REPLY_MASK,
+        .size = sizeof(reply),
+    };
+    struct iovec iov[2] = {
+        { .iov_base = &hdr, .iov_len = VHOST_USER_HDR_SIZE },
+        { .iov_base = &reply, .iov_len = sizeof(reply) },
+    };
+    size_t want = VHOST_USER_HDR_SIZE + sizeof(reply);
+    ssize_t n;
+
+    if (dev->fs->opts->cache_size) {
+        uint64_t size = MIN(dev->fs->opts->cache_size,
+                            VFSD_UPSTREAM_MAX_WINDOW);
+
+        /* Once per connection: the front-end asks at realize */
+        if (size < dev->fs->opts->cache_size) {
+            vfsd_warn("--cache-size capped to %" PRIu64 " MiB for this "
+                      "front-end: each DAX mapping takes one of the "
+                      "daemon's %d memory slots", size >> 20,
+                      VHOST_USER_MAX_RAM_SLOTS);
+        }
+        reply.nregions = 1;
+        reply.memory_sizes[VFSD_DAX_SHMID] = size;
+    }
+    do {
+        n = writev(dev->vu.sock, iov, 2);
+    } while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)want) {
+        vfsd_err("cannot send the shared memory configuration: %s",
+                 n < 0 ? strerror(errno) : "short write");
+        return false;
+    }
+    return true;
 }
 
 /*
@@ -655,15 +761,36 @@ static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
         /* Requests popped before now reach the guest by address */
         dev->mem_gen++;
         return 0;
-    default:
-        break;
-    }
-    if (vmsg->request == VHOST_USER_NONE) {
+    case VHOST_USER_NONE:
         vfsd_info("front-end disconnected, exiting");
         /* libvhost-user exits right after this: no cleanup will report */
         if (dev->fs->stats) {
             vfsd_stats_report(dev->fs->stats);
         }
+        return 0;
+    case VFSD_VHOST_USER_GET_SHMEM_CONFIG:
+        if (!send_shmem_config(dev, vmsg)) {
+            dev->vu.broken = true;
+        }
+        *do_reply = 0;
+        return 1;
+    case VHOST_USER_SET_CONFIG:
+        /*
+         * virtio-fs has no writable config field.  libvhost-user would
+         * ignore the write, or take a refusal as fatal: refuse it here,
+         * in the reply when one is asked for.
+         */
+        vfsd_guest_error("config space write of %u bytes refused: it is "
+                         "read-only", vmsg->payload.config.size);
+        if (vmsg->flags & VHOST_USER_NEED_REPLY_MASK) {
+            vmsg->payload.u64 = 1;
+            vmsg->size = sizeof(vmsg->payload.u64);
+            vmsg->fd_num = 0;
+            *do_reply = 1;
+        } else {
+            *do_reply = 0;
+        }
+        return 1;
     }
     return 0;
 }
@@ -672,6 +799,7 @@ static const VuDevIface iface = {
     .process_msg = process_msg,
     .get_features = get_features,
     .get_protocol_features = get_protocol_features,
+    .get_config = get_config,
     .queue_set_started = queue_set_started,
 };
 
@@ -695,20 +823,55 @@ static bool dax_can_replace(void *opaque)
     return has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
 }
 
+/*
+ * Upstream QEMU (11.1) puts each window mapping into the vhost memory
+ * table: right after answering a map or unmap, it sends us ADD_MEM_REG or
+ * REM_MEM_REG and waits for the answer, and reads no back-end request
+ * meanwhile.  Our main thread needs dispatch_lock for writing to take that
+ * message, so a thread that held it for reading while it waited for the
+ * answer to its next map or unmap would deadlock QEMU and us (a truncate
+ * cuts several mappings in a row).  With such a front-end, the lock is let
+ * go for the wait.  The caller holds it for reading and touches no guest
+ * memory meanwhile; the front-end only adds and removes window regions
+ * then, which leaves guest RAM where it was.  Our fork's QEMU serves
+ * back-end requests while it waits and never needs this.
+ */
+static void dax_wait_begin(VfsdDev *dev)
+{
+    if (!dax_can_replace(dev)) {
+        pthread_rwlock_unlock(&dev->dispatch_lock);
+    }
+}
+
+static void dax_wait_end(VfsdDev *dev)
+{
+    if (!dax_can_replace(dev)) {
+        pthread_rwlock_rdlock(&dev->dispatch_lock);
+    }
+}
+
 static bool dax_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
                     uint64_t len, uint64_t flags, int fd)
 {
     VfsdDev *dev = opaque;
+    bool ok;
 
-    return vu_shmem_map(&dev->vu, VFSD_DAX_SHMID, fd_offset, shm_offset, len,
-                        flags, fd);
+    dax_wait_begin(dev);
+    ok = vu_shmem_map(&dev->vu, VFSD_DAX_SHMID, fd_offset, shm_offset, len,
+                      flags, fd);
+    dax_wait_end(dev);
+    return ok;
 }
 
 static bool dax_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
 {
     VfsdDev *dev = opaque;
+    bool ok;
 
-    return vu_shmem_unmap(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
+    dax_wait_begin(dev);
+    ok = vu_shmem_unmap(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
+    dax_wait_end(dev);
+    return ok;
 }
 
 static bool dax_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)

@@ -289,11 +289,52 @@ static void test_map_upgrade_remove(DaxFixture *d, gconstpointer data)
 
 static void test_without_replace(DaxFixture *d, gconstpointer data)
 {
-    /* An older front-end: unmap, then map */
+    /*
+     * Upstream QEMU cannot replace a mapping: an upgrade to writable would
+     * unmap the range under its readers.  The read gets a writable
+     * mapping at once, and the upgrade finds nothing to do.
+     */
     g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
     g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+}
+
+static void test_without_replace_eof(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t range[][2] = { { 0, 4 * MiB } };
+
+    /* The file is 8 MiB: a range across its end stops there */
+    g_assert_cmpint(setup_mapping(d, 6 * MiB, 0, 4 * MiB, 2), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw;");
+    /* ... and is removed as the one mapping the front-end has */
+    g_assert_cmpint(remove_mapping(d, range, 1, 1), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw;unmap 0+200000;");
+
+    /* Entirely past the end, or ending on a partial page: refused */
+    g_assert_cmpint(setup_mapping(d, 8 * MiB, 0, 2 * MiB, 2), ==, -EIO);
+    g_assert_cmpint(test_write(&d->t, d->ino, d->fh, 8 * MiB, "x", 1),
+                    ==, 1);
+    g_assert_cmpint(setup_mapping(d, 8 * MiB, 0, 2 * MiB, 2), ==, -EIO);
+    g_assert_cmpint(setup_mapping(d, 6 * MiB, 0, 4 * MiB, 2), ==, -EIO);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw;unmap 0+200000;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+    /* Inside the file, the partial page elsewhere does not matter */
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+}
+
+static void test_without_replace_adjacent(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t both[][2] = { { 0, 4 * MiB } };
+
+    /* Upstream QEMU unmaps only whole single mappings: no merged runs */
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 2), ==, 0);
+    g_assert_cmpint(remove_mapping(d, both, 1, 1), ==, 0);
     g_assert_cmpstr(d->fake.log->str, ==,
-                    "map 0+200000 ro;unmap 0+200000;map 0+200000 rw;");
+                    "map 0+200000 rw;map 200000+200000 rw;"
+                    "unmap 0+200000;unmap 200000+200000;");
 }
 
 static void test_bad_requests(DaxFixture *d, gconstpointer data)
@@ -748,14 +789,15 @@ static void test_watch_grow_back(DaxFixture *d, gconstpointer data)
     vfsd_dax_watch_events(&d->t.fs);
     g_assert_cmpstr(d->fake.log->str, ==, replace ?
                     "map 0+200000 rw replace;map 200000+200000 ro;" :
-                    "unmap 0+100000;map 0+200000 rw;map 200000+200000 ro;");
+                    "unmap 0+100000;map 0+200000 rw;map 200000+200000 rw;");
     g_assert_cmpuint(d->fake.maps->len, ==, 2);
 
-    /* Whole again, they go in one unmap */
+    /* Whole again, they go in one unmap (upstream QEMU: one each) */
     g_string_truncate(d->fake.log, 0);
     const uint64_t both[][2] = { { 0, 4 * MiB } };
     g_assert_cmpint(remove_mapping(d, both, 1, 1), ==, 0);
-    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+400000;");
+    g_assert_cmpstr(d->fake.log->str, ==, replace ? "unmap 0+400000;" :
+                    "unmap 0+200000;unmap 200000+200000;");
 }
 
 static void test_watch_remap_cut_range(DaxFixture *d, gconstpointer data)
@@ -768,15 +810,28 @@ static void test_watch_remap_cut_range(DaxFixture *d, gconstpointer data)
     vfsd_dax_watch_events(&d->t.fs);
     g_string_truncate(d->fake.log, 0);
 
+    if (!replace) {
+        /*
+         * Upstream QEMU maps nothing past the end of the file: the page
+         * the file still has stays as it is, writable already, and the
+         * range past the end is refused.
+         */
+        g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+        g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 3), ==,
+                        -EIO);
+        g_assert_cmpstr(d->fake.log->str, ==, "");
+        g_assert_cmpuint(d->fake.maps->len, ==, 1);
+        g_assert_cmpuint(count_watches(d), ==, 1);
+        return;
+    }
     /*
      * The guest maps its ranges anew (e.g. upgrading to writable): the
      * part still mapped is replaced, the part we dropped just filled.
      */
     g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
     g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB, 3), ==, 0);
-    g_assert_cmpstr(d->fake.log->str, ==, replace ?
-                    "map 0+200000 rw replace;map 200000+200000 rw replace;" :
-                    "unmap 0+1000;map 0+200000 rw;map 200000+200000 rw;");
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "map 0+200000 rw replace;map 200000+200000 rw replace;");
     g_assert_cmpuint(d->fake.maps->len, ==, 2);
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
     g_assert_cmpuint(count_watches(d), ==, 1);
@@ -892,6 +947,8 @@ int main(int argc, char **argv)
     ADD("map-upgrade-remove", test_map_upgrade_remove, 0);
     ADD("xattr-policy-opens-nothing", test_xattr_policy_opens_nothing, 0);
     ADD("without-replace", test_without_replace, 1);
+    ADD("without-replace/eof", test_without_replace_eof, 1);
+    ADD("without-replace/adjacent", test_without_replace_adjacent, 1);
     ADD("bad-requests", test_bad_requests, 0);
     ADD("guest-shrink-cuts", test_guest_shrink_cuts, 0);
     ADD("create-trunc-cuts", test_create_trunc_cuts, 0);

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# DAX through unmodified upstream QEMU (Debian's 11.1, mk/upstream-qemu.sh):
+# its generic vhost-user-test-device-pci with virtio-id=26 and our
+# virtiofsd, which gives it the tag (GET_CONFIG) and the window
+# (GET_SHMEM_CONFIG) and maps files with upstream's SHMEM_MAP/UNMAP.
+#
+#  - dax=always: a host file read through DAX mappings in the guest, files
+#    the guest writes through mmap and write() byte-identical on the host;
+#  - a file whose size is not a whole number of pages: upstream QEMU cannot
+#    map its last page, so under dax=always the read fails with EIO (and
+#    the daemon says why) instead of hanging or reading zeros;
+#  - fsx with -P (sizes kept to whole pages) on three files of up to 16 MiB
+#    through a 16 MiB window: the guest must keep reclaiming ranges, which
+#    the daemon's --stats proves (more SETUPMAPPINGs than the window has
+#    ranges, and REMOVEMAPPINGs); host copies compared with fsx's model;
+#  - dax=inode: files of whole pages get DAX, the others are served
+#    through the queue and read back whole.
+# Extra arguments go to harness/vm.py.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/harness/tests/lib.sh"
+pattern="python3 $top/harness/tests/pattern.py"
+ops=${FSX_OPS:-8000}
+window=$((16 << 20))
+shared=$(mktemp -d /tmp/vfsdax-updax.XXXXXX)
+logs=$(mktemp -d /tmp/vfsdax-updax-logs.XXXXXX)
+guest_script=$(mktemp)
+trap 'rm -rf "$shared" "$logs" "$guest_script"' EXIT
+
+$pattern write "$shared/host.bin" $((3 << 20)) 1
+printf 'not a whole page\n' > "$shared/small.txt"
+
+cat > "$guest_script" <<'GUEST'
+. /lib/vfsdax.sh
+mount_virtiofs "$VFS_TAG" /mnt dax=always
+dax_active /mnt || fail "dax=always requested, DAX not active: $(grep ' /mnt ' /proc/self/mountinfo)"
+pass "DAX active through upstream QEMU's generic device"
+mmapio check /mnt/host.bin 1 || fail "host file through a DAX mmap"
+mmapio fill /mnt/mmap.bin $((5 << 20)) 2 || fail "mmap writes"
+mmapio write /mnt/write.bin $((3 << 20)) 3 || fail "write()"
+mmapio check /mnt/write.bin 3 || fail "reading back write() through mmap"
+pass "file round trip both ways through the window"
+if out=$(cat /mnt/small.txt 2>&1); then
+    fail "a file of a partial page read through DAX on upstream QEMU: '$out'"
+fi
+case $out in
+*"Input/output error"*) pass "a partial last page under dax=always: EIO, no hang ($out)" ;;
+*) fail "a partial last page under dax=always: '$out', expected EIO" ;;
+esac
+mkdir /tmp/model
+fsx -P -n "$FSX_OPS" -s 1 -c 5000 -w 120 -o /tmp/model \
+    /mnt/f0 /mnt/f1 /mnt/f2 > /tmp/fsx.out 2>&1 || {
+    tail -n 30 /tmp/fsx.out
+    fail "$(grep -m1 -e "fsx: FAIL" -e MISMATCH /tmp/fsx.out)"
+}
+tail -n 4 /tmp/fsx.out
+pass "fsx -P: $FSX_OPS operations through a window smaller than the files"
+(cd /tmp/model && sha256sum f0 f1 f2) > /mnt/model.sha256
+sync
+umount /mnt || fail umount
+
+mount_virtiofs "$VFS_TAG" /mnt dax=inode
+grep -q "^not a whole page$" /mnt/small.txt ||
+    fail "dax=inode: a file of a partial page not read back: $(cat /mnt/small.txt 2>&1)"
+mmapio check /mnt/host.bin 1 || fail "dax=inode: host file through mmap"
+pass "dax=inode: a partial-page file through the queue, whole pages through DAX"
+umount /mnt || fail umount
+GUEST
+
+rc=0
+python3 "$top/harness/vm.py" --upstream-device --daemon ours \
+    --shared "$shared" --cache-size $((window >> 20))M --log-dir "$logs" \
+    --daemon-args=--stats --env FSX_OPS="$ops" --timeout 1000 \
+    "$@" "$guest_script" || rc=$?
+if [ "$rc" != 0 ]; then
+    echo "FAIL: the guest run failed (status $rc)"
+    tail -n 20 "$logs/virtiofsd.log" "$logs/qemu.log" 2>/dev/null || true
+    exit 1
+fi
+$pattern check "$shared/mmap.bin" 2
+$pattern check "$shared/write.bin" 3
+echo "ok: the guest's mmap and write() data byte-identical on the host"
+(cd "$shared" && sha256sum -c --quiet model.sha256) ||
+    { echo "FAIL: the host's files differ from fsx's model"; exit 1; }
+echo "ok: the host's files equal fsx's model"
+grep -q "the front-end cannot map file offset 0x0+0x200000 of a file of 17 bytes" \
+    "$logs/virtiofsd.log" ||
+    { echo "FAIL: the daemon did not say why the partial page was refused"; exit 1; }
+echo "ok: the daemon logged why it refused the partial page"
+
+# --stats lines at the end of the log: "virtiofsd: stats: NAME: N requests, ..."
+count() {
+    awk -v op="$1" '$2 == "stats:" && $3 == op ":" { print $4; exit }' \
+        "$logs/virtiofsd.log"
+}
+maps=$(count SETUPMAPPING)
+unmaps=$(count REMOVEMAPPING)
+echo "daemon: ${maps:-0} SETUPMAPPING, ${unmaps:-0} REMOVEMAPPING for a window of $((window >> 21)) ranges"
+[ "${maps:-0}" -gt $((4 * (window >> 21))) ] && [ "${unmaps:-0}" -gt 0 ] || {
+    echo "FAIL: the guest did not keep reclaiming window ranges"
+    tail -n 30 "$logs/virtiofsd.log"
+    exit 1
+}
+echo "ok: the guest reclaimed ranges throughout"
