@@ -224,9 +224,16 @@ int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size)
     return n < 0 ? -errno : n;
 }
 
-int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
-                  const char *name, mode_t mode, dev_t rdev, mode_t umask,
-                  const char *link_target, struct fuse_entry_out *e)
+typedef enum VfsdNodeKind {
+    VFSD_NODE_MKNOD,
+    VFSD_NODE_MKDIR,
+    VFSD_NODE_SYMLINK,
+} VfsdNodeKind;
+
+static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                     const char *name, VfsdNodeKind kind, mode_t mode,
+                     dev_t rdev, mode_t umask, const char *link_target,
+                     struct fuse_entry_out *e)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     VfsdSavedCreds old;
@@ -246,19 +253,19 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (ret < 0) {
         return ret;
     }
-    if (!link_target) {
+    if (kind != VFSD_NODE_SYMLINK) {
         masked = vfsd_umask_enter(fs, &mode, umask);
     }
-    if (link_target) {
+    switch (kind) {
+    case VFSD_NODE_SYMLINK:
         ret = symlinkat(link_target, dir->fd, name);
-    } else if (S_ISDIR(mode)) {
+        break;
+    case VFSD_NODE_MKDIR:
         ret = mkdirat(dir->fd, name, mode & 07777);
-    } else if (S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode) ||
-               S_ISCHR(mode) || S_ISBLK(mode)) {
+        break;
+    default:
         ret = mknodat(dir->fd, name, mode, rdev);
-    } else {
-        errno = EINVAL;
-        ret = -1;
+        break;
     }
     ret = ret < 0 ? -errno : 0;
     vfsd_umask_leave(fs, masked);
@@ -267,6 +274,27 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
         return ret;
     }
     return vfsd_inode_do_lookup(fs, dir, name, e);
+}
+
+/*
+ * A symlink when @link_target is set; otherwise whatever mknodat() makes
+ * of @mode, so that a file type the host refuses gets the host's errno.
+ */
+int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                  const char *name, mode_t mode, dev_t rdev, mode_t umask,
+                  const char *link_target, struct fuse_entry_out *e)
+{
+    return make_node(fs, ctx, parent, name,
+                     link_target ? VFSD_NODE_SYMLINK : VFSD_NODE_MKNOD,
+                     mode, rdev, umask, link_target, e);
+}
+
+int vfsd_op_mkdir(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                  const char *name, mode_t mode, mode_t umask,
+                  struct fuse_entry_out *e)
+{
+    return make_node(fs, ctx, parent, name, VFSD_NODE_MKDIR, mode, 0, umask,
+                     NULL, e);
 }
 
 int vfsd_op_unlink(VfsdFs *fs, uint64_t parent, const char *name,

@@ -10,6 +10,7 @@
 #define VIRTIOFSD_FS_H
 
 #include <glib.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -156,6 +157,12 @@ int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, struct fuse_attr *attr);
 void vfsd_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
 bool vfsd_valid_name(const char *name);
 
+/*
+ * Longest name a request may carry: the host gives ENAMETOOLONG for one
+ * longer than its file system takes, and getname() does for PATH_MAX.
+ */
+#define VFSD_NAME_MAX (PATH_MAX - 1)
+
 /* inode.c */
 void vfsd_inodes_init(VfsdInodeStore *st);
 bool vfsd_inodes_set_root(VfsdFs *fs, int fd);
@@ -193,6 +200,9 @@ int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size);
 int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                   const char *name, mode_t mode, dev_t rdev, mode_t umask,
                   const char *link_target, struct fuse_entry_out *e);
+int vfsd_op_mkdir(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                  const char *name, mode_t mode, mode_t umask,
+                  struct fuse_entry_out *e);
 int vfsd_op_unlink(VfsdFs *fs, uint64_t parent, const char *name,
                    bool is_dir);
 int vfsd_op_rename(VfsdFs *fs, uint64_t parent, const char *name,

@@ -149,10 +149,36 @@ static bool get_arg(VfsdReq *r, void *p, size_t len)
 }
 
 /*
- * A NUL-terminated string of at most @max bytes (without the NUL).
- * Consumes exactly the string and its NUL.
+ * Whether a NUL comes before the end of the request: tells a string that
+ * is too long (well-formed, the host has an errno for it) from one that
+ * is not terminated at all (malformed).
  */
-static bool get_string(VfsdReq *r, char *buf, size_t max)
+static bool terminated_later(VfsdBuf *peek)
+{
+    char chunk[256];
+
+    while (vfsd_buf_remaining(peek)) {
+        size_t n = MIN(vfsd_buf_remaining(peek), sizeof(chunk));
+
+        if (!vfsd_buf_read(peek, chunk, n)) {
+            return false;
+        }
+        if (memchr(chunk, '\0', n)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * A NUL-terminated string of at most @max bytes (without the NUL), into
+ * @buf of @max + 1 bytes.  Consumes exactly the string and its NUL.
+ * A longer string that is terminated is a request the host would answer
+ * with an error of its own, @toolong (ENAMETOOLONG for a name or a path,
+ * as getname() gives one of PATH_MAX bytes or more; ERANGE for an
+ * extended attribute's name): the guest gets that, not EINVAL.
+ */
+static bool get_string(VfsdReq *r, char *buf, size_t max, int toolong)
 {
     VfsdBuf peek = *r->in;
     size_t n = MIN(vfsd_buf_remaining(&peek), max + 1);
@@ -161,20 +187,29 @@ static bool get_string(VfsdReq *r, char *buf, size_t max)
     if (vfsd_buf_read(&peek, buf, n)) {
         nul = memchr(buf, '\0', n);
     }
-    if (!nul) {
-        vfsd_guest_error("%s: string argument is not terminated within %zu "
-                         "bytes", opname(r->h.opcode), n);
-        reply_err(r, -EINVAL);
+    if (nul) {
+        vfsd_buf_skip(r->in, nul - buf + 1);
+        return true;
+    }
+    if (n == max + 1 && terminated_later(&peek)) {
+        reply_err(r, toolong);
         return false;
     }
-    vfsd_buf_skip(r->in, nul - buf + 1);
-    return true;
+    vfsd_guest_error("%s: string argument is not terminated within the "
+                     "request", opname(r->h.opcode));
+    reply_err(r, -EINVAL);
+    return false;
 }
 
-/* A name in a directory: one path component */
+/*
+ * A name in a directory: one path component, of any length up to what a
+ * path may have.  Whether it is too long for the file system is the
+ * host's to say (ENAMETOOLONG past its NAME_MAX): Linux guests send
+ * names of up to 1024 bytes (FUSE_NAME_MAX).
+ */
 static bool get_name(VfsdReq *r, char *buf)
 {
-    if (!get_string(r, buf, NAME_MAX)) {
+    if (!get_string(r, buf, VFSD_NAME_MAX, -ENAMETOOLONG)) {
         return false;
     }
     if (!vfsd_valid_name(buf)) {
@@ -296,7 +331,7 @@ static void do_init(VfsdReq *r)
 
 static void do_lookup(VfsdReq *r)
 {
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
 
     if (get_name(r, name)) {
@@ -402,12 +437,13 @@ static void do_readlink(VfsdReq *r)
 
 static void do_symlink(VfsdReq *r)
 {
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     g_autofree char *target = g_malloc(PATH_MAX);
     struct fuse_entry_out e;
 
     /* FUSE_SYMLINK: the new name, then the target */
-    if (!get_name(r, name) || !get_string(r, target, PATH_MAX - 1)) {
+    if (!get_name(r, name) ||
+        !get_string(r, target, PATH_MAX - 1, -ENAMETOOLONG)) {
         return;
     }
     if (!target[0]) {
@@ -421,16 +457,17 @@ static void do_symlink(VfsdReq *r)
 static void do_mknod(VfsdReq *r)
 {
     struct fuse_mknod_in in;
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
     }
-    if (S_ISDIR(in.mode) || S_ISLNK(in.mode)) {
-        reply_err(r, -EINVAL);
-        return;
-    }
+    /*
+     * Any file type goes to mknodat(), which answers as it would a local
+     * caller: a regular file for type 0, EPERM for a directory, EINVAL
+     * for a symlink or an unknown type.
+     */
     reply_entry(r, vfsd_op_mknod(r->fs, &r->ctx, r->h.nodeid, name, in.mode,
                                  makedev(major(in.rdev), minor(in.rdev)),
                                  in.umask, NULL, &e), &e);
@@ -439,20 +476,19 @@ static void do_mknod(VfsdReq *r)
 static void do_mkdir(VfsdReq *r)
 {
     struct fuse_mkdir_in in;
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
     }
-    reply_entry(r, vfsd_op_mknod(r->fs, &r->ctx, r->h.nodeid, name,
-                                 S_IFDIR | (in.mode & 07777), 0, in.umask,
-                                 NULL, &e), &e);
+    reply_entry(r, vfsd_op_mkdir(r->fs, &r->ctx, r->h.nodeid, name,
+                                 in.mode & 07777, in.umask, &e), &e);
 }
 
 static void do_unlink(VfsdReq *r, bool is_dir)
 {
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
 
     if (get_name(r, name)) {
         reply_status(r, vfsd_op_unlink(r->fs, r->h.nodeid, name, is_dir));
@@ -462,7 +498,7 @@ static void do_unlink(VfsdReq *r, bool is_dir)
 static void do_rename(VfsdReq *r, bool v2)
 {
     struct fuse_rename2_in in = { 0 };
-    char name[NAME_MAX + 1], newname[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1], newname[VFSD_NAME_MAX + 1];
 
     if (!get_arg(r, &in, v2 ? sizeof(in) :
                  sizeof(struct fuse_rename_in)) ||
@@ -476,7 +512,7 @@ static void do_rename(VfsdReq *r, bool v2)
 static void do_link(VfsdReq *r)
 {
     struct fuse_link_in in;
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
@@ -511,7 +547,7 @@ static void do_open(VfsdReq *r, bool is_dir)
 static void do_create(VfsdReq *r, bool tmpfile)
 {
     struct fuse_create_in in;
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
     struct fuse_open_out o;
     int ret;
@@ -520,13 +556,11 @@ static void do_create(VfsdReq *r, bool tmpfile)
         return;
     }
     /* The guest names an O_TMPFILE dentry "/": nothing to check or use */
-    if (tmpfile ? !get_string(r, name, NAME_MAX) : !get_name(r, name)) {
+    if (tmpfile ? !get_string(r, name, VFSD_NAME_MAX, -ENAMETOOLONG) :
+                  !get_name(r, name)) {
         return;
     }
-    if (!S_ISREG(in.mode) && (in.mode & S_IFMT)) {
-        reply_err(r, -EINVAL);
-        return;
-    }
+    /* File type bits are ignored, as open(2) ignores them with O_CREAT */
     ret = vfsd_op_create(r->fs, &r->ctx, r->h.nodeid, name, in.flags,
                          in.open_flags, in.mode, in.umask, tmpfile, &e, &o);
     if (ret < 0) {
@@ -650,7 +684,7 @@ static void do_setxattr(VfsdReq *r)
     g_autofree void *value = NULL;
 
     if (!get_arg(r, &in, insize) ||
-        !get_string(r, name, XATTR_NAME_MAX)) {
+        !get_string(r, name, XATTR_NAME_MAX, -ERANGE)) {
         return;
     }
     if (in.size > VFSD_MAX_XATTR_SIZE) {
@@ -674,7 +708,7 @@ static void do_getxattr(VfsdReq *r, bool list)
     ssize_t ret;
 
     if (!get_arg(r, &in, sizeof(in)) ||
-        (!list && !get_string(r, name, XATTR_NAME_MAX))) {
+        (!list && !get_string(r, name, XATTR_NAME_MAX, -ERANGE))) {
         return;
     }
     if (in.size > VFSD_MAX_XATTR_SIZE) {
@@ -700,7 +734,7 @@ static void do_removexattr(VfsdReq *r)
 {
     char name[XATTR_NAME_MAX + 1];
 
-    if (get_string(r, name, XATTR_NAME_MAX)) {
+    if (get_string(r, name, XATTR_NAME_MAX, -ERANGE)) {
         reply_status(r, vfsd_op_removexattr(r->fs, r->h.nodeid, name));
     }
 }

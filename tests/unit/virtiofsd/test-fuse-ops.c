@@ -8,10 +8,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <cap-ng.h>
 #include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <linux/falloc.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -1562,6 +1567,179 @@ static void test_direct_io(gconstpointer data)
     test_fs_teardown(&t);
 }
 
+/*
+ * Errno fidelity: each request below is also made as a system call on
+ * the scratch directory, and the guest must get exactly what the host
+ * said.  @host is the host's result (-1 with errno, or >= 0).
+ */
+#define HOST_RET(host) ((host) < 0 ? -errno : 0)
+
+static int name_req(TestFs *t, uint32_t opcode, uint64_t parent,
+                    const void *arg, size_t arglen, const char *name,
+                    const char *name2)
+{
+    TestReq *r = test_req_new(opcode, parent);
+    char reply[512];
+
+    if (arglen) {
+        test_req_add(r, arg, arglen);
+    }
+    test_req_add_str(r, name);
+    if (name2) {
+        test_req_add_str(r, name2);
+    }
+    return test_send(t, r, 8192, reply, sizeof(reply), NULL);
+}
+
+static void test_errno_long_names(TestFs *t, gconstpointer data)
+{
+    static const size_t lens[] = { 255, 256, 300, 1024, 1025, 4095, 4096,
+                                   8000 };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    struct fuse_mkdir_in min = { .mode = 0755 };
+    struct fuse_mknod_in nin = { .mode = S_IFIFO | 0644 };
+    struct fuse_create_in cin = { .flags = O_RDWR, .mode = S_IFREG | 0644 };
+    struct fuse_rename_in rin = { .newdir = FUSE_ROOT_ID };
+    struct fuse_link_in lin = { .oldnodeid = ino };
+    unsigned int i;
+
+    for (i = 0; i < G_N_ELEMENTS(lens); i++) {
+        g_autofree char *name = g_malloc(lens[i] + 1);
+        int host;
+
+        memset(name, 'n', lens[i]);
+        name[lens[i]] = '\0';
+        name[0] = '0' + i;
+
+        host = HOST_RET(mkdirat(t->dir_fd, name, 0755));
+        if (lens[i] <= 255) {
+            g_assert_cmpint(host, ==, 0);
+            g_assert_cmpint(unlinkat(t->dir_fd, name, AT_REMOVEDIR), ==, 0);
+        } else {
+            g_assert_cmpint(host, ==, -ENAMETOOLONG);
+        }
+        g_test_message("name of %zu bytes: host %d", lens[i], host);
+
+        g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, name), ==,
+                        host ? host : -ENOENT);
+        g_assert_cmpint(name_req(t, FUSE_MKDIR, FUSE_ROOT_ID, &min,
+                                 sizeof(min), name, NULL), ==, host);
+        if (!host) {
+            continue;
+        }
+        /* Every operation that takes a name: the host's error */
+        g_assert_cmpint(name_req(t, FUSE_MKNOD, FUSE_ROOT_ID, &nin,
+                                 sizeof(nin), name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_CREATE, FUSE_ROOT_ID, &cin,
+                                 sizeof(cin), name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0,
+                                 name, "f"), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_LINK, FUSE_ROOT_ID, &lin,
+                                 sizeof(lin), name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_UNLINK, FUSE_ROOT_ID, NULL, 0,
+                                 name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_RMDIR, FUSE_ROOT_ID, NULL, 0,
+                                 name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_RENAME, FUSE_ROOT_ID, &rin,
+                                 sizeof(rin), "f", name), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_RENAME, FUSE_ROOT_ID, &rin,
+                                 sizeof(rin), name, "g"), ==, host);
+    }
+    /* Nothing was made or moved by the refused requests */
+    g_assert_cmpint(faccessat(t->dir_fd, "f", F_OK, 0), ==, 0);
+}
+
+/* A symlink target and an xattr name too long: the host's errno */
+static void test_errno_long_strings(TestFs *t, gconstpointer data)
+{
+    g_autofree char *target = g_malloc(PATH_MAX + 1);
+    char xname[XATTR_NAME_MAX + 2];
+    struct fuse_setxattr_in sin = { .size = 1 };
+    struct fuse_getxattr_in gin = { .size = 64 };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    TestReq *r;
+    int host, fd;
+
+    memset(target, 't', PATH_MAX);
+    target[PATH_MAX] = '\0';
+    host = HOST_RET(symlinkat(target, t->dir_fd, "hs"));
+    g_assert_cmpint(host, ==, -ENAMETOOLONG);
+    g_assert_cmpint(name_req(t, FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0, "s",
+                             target), ==, host);
+    /* The longest one a path can have is fine */
+    target[PATH_MAX - 1] = '\0';
+    g_assert_cmpint(name_req(t, FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0, "s",
+                             target), ==,
+                    HOST_RET(symlinkat(target, t->dir_fd, "hs")));
+
+    memset(xname, 'x', sizeof(xname) - 1);
+    memcpy(xname, "user.", 5);
+    xname[sizeof(xname) - 1] = '\0';
+    fd = openat(t->dir_fd, "f", O_RDONLY | O_CLOEXEC);
+    host = HOST_RET(fsetxattr(fd, xname, "v", 1, 0));
+    g_assert_cmpint(host, ==, -ERANGE);
+    r = test_req_new(FUSE_SETXATTR, ino);
+    test_req_add(r, &sin, sizeof(sin));
+    test_req_add_str(r, xname);
+    test_req_add(r, "v", 1);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, host);
+    host = HOST_RET(fgetxattr(fd, xname, NULL, 0));
+    g_assert_cmpint(host, ==, -ERANGE);
+    r = test_req_new(FUSE_GETXATTR, ino);
+    test_req_add(r, &gin, sizeof(gin));
+    test_req_add_str(r, xname);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, host);
+    host = HOST_RET(fremovexattr(fd, xname));
+    r = test_req_new(FUSE_REMOVEXATTR, ino);
+    test_req_add_str(r, xname);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, host);
+    close(fd);
+}
+
+/* MKNOD of any file type: what mknodat() makes of it */
+static void test_errno_mknod_types(TestFs *t, gconstpointer data)
+{
+    static const mode_t types[] = {
+        0, S_IFREG, S_IFIFO, S_IFSOCK, S_IFDIR, S_IFLNK, 0030000, S_IFMT,
+    };
+    struct fuse_create_in cin = { .flags = O_RDWR, .mode = S_IFCHR | 0640 };
+    struct fuse_entry_out e;
+    struct stat st;
+    unsigned int i;
+    char name[16];
+    TestReq *r;
+
+    for (i = 0; i < G_N_ELEMENTS(types); i++) {
+        int host;
+
+        snprintf(name, sizeof(name), "h%u", i);
+        host = HOST_RET(mknodat(t->dir_fd, name, types[i] | 0640, 0));
+        snprintf(name, sizeof(name), "g%u", i);
+        r = test_req_new(FUSE_MKNOD, FUSE_ROOT_ID);
+        test_req_add(r, &(struct fuse_mknod_in){ .mode = types[i] | 0640 },
+                     sizeof(struct fuse_mknod_in));
+        test_req_add_str(r, name);
+        g_test_message("mknod type 0%o: host %d", types[i], host);
+        g_assert_cmpint(test_send(t, r, 4096, &e, sizeof(e), NULL), ==,
+                        host);
+        if (host == 0) {
+            g_assert_cmpint(fstatat(t->dir_fd, name, &st,
+                                    AT_SYMLINK_NOFOLLOW), ==, 0);
+            g_assert_cmpuint(st.st_mode & S_IFMT, ==,
+                             types[i] ? types[i] : S_IFREG);
+            g_assert_cmpuint(e.attr.mode, ==, st.st_mode);
+        }
+    }
+
+    /* open(O_CREAT) ignores file type bits in the mode: so does CREATE */
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &cin, sizeof(cin));
+    test_req_add_str(r, "c");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "c", &st, 0), ==, 0);
+    g_assert_true(S_ISREG(st.st_mode));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1589,6 +1767,9 @@ int main(int argc, char **argv)
     ADD("lost-reply", test_lost_reply);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
+    ADD("errno/long-names", test_errno_long_names);
+    ADD("errno/long-strings", test_errno_long_strings);
+    ADD("errno/mknod-types", test_errno_mknod_types);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
