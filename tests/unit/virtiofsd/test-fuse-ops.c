@@ -1696,6 +1696,61 @@ static void test_errno_long_strings(TestFs *t, gconstpointer data)
     close(fd);
 }
 
+/* lutimes(): the link's own times change, its target's do not */
+static void test_errno_symlink_times(TestFs *t, gconstpointer data)
+{
+    struct fuse_setattr_in in = {
+        .valid = FATTR_ATIME | FATTR_MTIME,
+        .atime = 1000000001, .atimensec = 5,
+        .mtime = 1000000002, .mtimensec = 999999999,
+    };
+    struct fuse_attr_out out;
+    struct stat st, target_before, target_after;
+    uint64_t fh, link;
+    TestReq *r;
+
+    test_create(t, FUSE_ROOT_ID, "target", O_RDWR, &fh);
+    g_assert_cmpint(symlinkat("target", t->dir_fd, "link"), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "target", &target_before, 0), ==, 0);
+    link = test_lookup(t, FUSE_ROOT_ID, "link", NULL);
+
+    r = test_req_new(FUSE_SETATTR, link);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_true(S_ISLNK(out.attr.mode));
+    g_assert_cmpuint(out.attr.mtime, ==, 1000000002);
+    g_assert_cmpuint(out.attr.mtimensec, ==, 999999999);
+    g_assert_cmpint(fstatat(t->dir_fd, "link", &st, AT_SYMLINK_NOFOLLOW),
+                    ==, 0);
+    g_assert_cmpint(st.st_atim.tv_sec, ==, 1000000001);
+    g_assert_cmpint(st.st_atim.tv_nsec, ==, 5);
+    g_assert_cmpint(st.st_mtim.tv_sec, ==, 1000000002);
+    g_assert_cmpint(fstatat(t->dir_fd, "target", &target_after, 0), ==, 0);
+    g_assert_cmpint(target_after.st_mtim.tv_sec, ==,
+                    target_before.st_mtim.tv_sec);
+    g_assert_cmpint(target_after.st_mtim.tv_nsec, ==,
+                    target_before.st_mtim.tv_nsec);
+
+    /* touch -h: "now" on the link */
+    in.valid = FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW;
+    r = test_req_new(FUSE_SETATTR, link);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.attr.mtime, >, 1000000002);
+
+    /* Nanoseconds out of range: what utimensat() says */
+    in.valid = FATTR_MTIME;
+    in.mtimensec = 1000000000;
+    r = test_req_new(FUSE_SETATTR, link);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==,
+                    HOST_RET(utimensat(t->dir_fd, "link",
+                                       (struct timespec[]){
+                                           { .tv_nsec = UTIME_OMIT },
+                                           { 1, 1000000000 } },
+                                       AT_SYMLINK_NOFOLLOW)));
+}
+
 /* MKNOD of any file type: what mknodat() makes of it */
 static void test_errno_mknod_types(TestFs *t, gconstpointer data)
 {
@@ -1769,6 +1824,7 @@ int main(int argc, char **argv)
     ADD("forget", test_forget);
     ADD("errno/long-names", test_errno_long_names);
     ADD("errno/long-strings", test_errno_long_strings);
+    ADD("errno/symlink-times", test_errno_symlink_times);
     ADD("errno/mknod-types", test_errno_mknod_types);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
