@@ -411,6 +411,32 @@ int vfsd_op_access(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid, int mask)
     return ret;
 }
 
+/*
+ * syncfs() needs an fd that is not O_PATH, and only regular files and
+ * directories are ever opened: a special inode borrows one the guest
+ * knows on the same file system (its parent, at least, while the guest
+ * holds the inode).
+ */
+static VfsdInode *syncfs_stand_in(VfsdFs *fs, VfsdInode *inode)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    GHashTableIter it;
+    VfsdInode *other, *found = NULL;
+
+    g_mutex_lock(&st->lock);
+    g_hash_table_iter_init(&it, st->by_nodeid);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&other)) {
+        if ((other->type == S_IFDIR || other->type == S_IFREG) &&
+            other->dev == inode->dev && other->mnt_id == inode->mnt_id) {
+            found = other;
+            vfsd_inode_ref(found);
+            break;
+        }
+    }
+    g_mutex_unlock(&st->lock);
+    return found;
+}
+
 int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
@@ -418,6 +444,15 @@ int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
 
     if (!inode) {
         return -ENOENT;
+    }
+    if (inode->type != S_IFREG && inode->type != S_IFDIR) {
+        VfsdInode *stand_in = syncfs_stand_in(fs, inode);
+
+        if (!stand_in) {
+            return -ENXIO;
+        }
+        vfsd_inode_unref(inode);
+        inode = stand_in;
     }
     if (!vfsd_fd_reserve(fs)) {
         return -ENFILE;

@@ -1795,6 +1795,25 @@ static void test_errno_mknod_types(TestFs *t, gconstpointer data)
     g_assert_true(S_ISREG(st.st_mode));
 }
 
+/* SYNCFS names the inode the guest holds, which may be a FIFO */
+static void test_errno_syncfs_special(TestFs *t, gconstpointer data)
+{
+    uint64_t fifo;
+    TestReq *r;
+
+    g_assert_cmpint(mkfifoat(t->dir_fd, "fifo", 0600), ==, 0);
+    g_assert_cmpint(symlinkat("fifo", t->dir_fd, "link"), ==, 0);
+    fifo = test_lookup(t, FUSE_ROOT_ID, "fifo", NULL);
+    r = test_req_new(FUSE_SYNCFS, fifo);
+    test_req_add(r, &(struct fuse_syncfs_in){ 0 },
+                 sizeof(struct fuse_syncfs_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_SYNCFS, test_lookup(t, FUSE_ROOT_ID, "link", NULL));
+    test_req_add(r, &(struct fuse_syncfs_in){ 0 },
+                 sizeof(struct fuse_syncfs_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1826,6 +1845,7 @@ int main(int argc, char **argv)
     ADD("errno/long-strings", test_errno_long_strings);
     ADD("errno/symlink-times", test_errno_symlink_times);
     ADD("errno/mknod-types", test_errno_mknod_types);
+    ADD("errno/syncfs-special", test_errno_syncfs_special);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
