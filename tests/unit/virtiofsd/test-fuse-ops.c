@@ -656,7 +656,8 @@ static void test_fallocate_lseek_copy(TestFs *t, gconstpointer data)
     test_req_add(r, &lin, sizeof(lin));
     g_assert_cmpint(test_send(t, r, 4096, &lout, sizeof(lout), NULL), ==, 0);
     g_assert_cmpuint(lout.offset, >=, 5);
-    lin.whence = SEEK_SET;
+    /* No such whence: the host's EINVAL */
+    lin.whence = 77;
     r = test_req_new(FUSE_LSEEK, ino);
     test_req_add(r, &lin, sizeof(lin));
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
@@ -1814,6 +1815,74 @@ static void test_errno_syncfs_special(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
 }
 
+/*
+ * WRITE, FALLOCATE and LSEEK at offsets near and past INT64_MAX: each
+ * answer must be the one the same call on a host fd gives.
+ */
+static void test_errno_offsets(TestFs *t, gconstpointer data)
+{
+    static const struct {
+        uint64_t off, len;
+    } cases[] = {
+        { 0, 1 },
+        { (1ULL << 44) - 1, 2 },
+        { 1ULL << 44, 1 },
+        { 1ULL << 62, 1 },
+        { INT64_MAX - 1, 1 },
+        { INT64_MAX - 1, 2 },
+        { INT64_MAX, 0 },
+        { INT64_MAX, 1 },
+        { (uint64_t)INT64_MAX + 1, 1 },
+        { UINT64_MAX, 1 },
+        { UINT64_MAX - 4095, 4096 },
+    };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    int hfd = openat(t->dir_fd, "host", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    static char data4k[4096];
+    unsigned int i;
+
+    g_assert_cmpint(hfd, >=, 0);
+    for (i = 0; i < G_N_ELEMENTS(cases); i++) {
+        struct fuse_fallocate_in fin = {
+            .fh = fh, .offset = cases[i].off, .length = cases[i].len,
+            .mode = FALLOC_FL_KEEP_SIZE,
+        };
+        struct fuse_lseek_in lin = {
+            .fh = fh, .offset = cases[i].off, .whence = SEEK_DATA,
+        };
+        ssize_t n;
+        int host, ours;
+        TestReq *r;
+
+        errno = 0;
+        n = pwrite(hfd, data4k, cases[i].len, (off_t)cases[i].off);
+        host = n < 0 ? -errno : (int)n;
+        ours = test_write(t, ino, fh, cases[i].off, data4k, cases[i].len);
+        g_test_message("write %" PRIu64 "+%" PRIu64 ": host %d, ours %d",
+                       cases[i].off, cases[i].len, host, ours);
+        g_assert_cmpint(ours, ==, host);
+
+        host = HOST_RET(fallocate(hfd, FALLOC_FL_KEEP_SIZE,
+                                  (off_t)cases[i].off,
+                                  (off_t)cases[i].len));
+        r = test_req_new(FUSE_FALLOCATE, ino);
+        test_req_add(r, &fin, sizeof(fin));
+        ours = test_send(t, r, 4096, NULL, 0, NULL);
+        g_test_message("fallocate %" PRIu64 "+%" PRIu64 ": host %d, ours %d",
+                       cases[i].off, cases[i].len, host, ours);
+        g_assert_cmpint(ours, ==, host);
+
+        host = HOST_RET(lseek(hfd, (off_t)cases[i].off, SEEK_DATA));
+        r = test_req_new(FUSE_LSEEK, ino);
+        test_req_add(r, &lin, sizeof(lin));
+        ours = test_send(t, r, 4096, NULL, 0, NULL);
+        g_test_message("SEEK_DATA %" PRIu64 ": host %d, ours %d",
+                       cases[i].off, host, ours);
+        g_assert_cmpint(ours, ==, host);
+    }
+    close(hfd);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1846,6 +1915,7 @@ int main(int argc, char **argv)
     ADD("errno/symlink-times", test_errno_symlink_times);
     ADD("errno/mknod-types", test_errno_mknod_types);
     ADD("errno/syncfs-special", test_errno_syncfs_special);
+    ADD("errno/offsets", test_errno_offsets);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
