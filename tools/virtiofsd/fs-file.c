@@ -570,9 +570,16 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
     } else if (!vfsd_fd_reserve(fs)) {
         fd = -ENFILE;
     } else {
+        /*
+         * Read-write, so that the owner can take both kinds of lock
+         * whichever of its handles asks.  Where that is refused (a file
+         * the daemon may not read, or append-only), the handle's own
+         * access gives what the guest's open gave it: a write lock
+         * through a writable handle must not fail with EBADF.
+         */
         fd = vfsd_reopen(fs, inode, O_RDWR);
-        if (fd == -EACCES || fd == -EROFS) {
-            fd = vfsd_reopen(fs, inode, O_RDONLY);
+        if (fd < 0 && fd != -ENFILE && fd != -EMFILE) {
+            fd = vfsd_reopen(fs, inode, h->flags & (O_ACCMODE | O_APPEND));
         }
         if (fd < 0) {
             vfsd_fd_release(fs);

@@ -1883,6 +1883,91 @@ static void test_errno_offsets(TestFs *t, gconstpointer data)
     close(hfd);
 }
 
+/*
+ * A daemon that may not open the file read-write (it is not root, or it
+ * runs without CAP_DAC_OVERRIDE) and a file it may write but not read:
+ * a write lock through the guest's writable handle is taken, as a local
+ * process's is.  Run in a subprocess, which gives the capabilities up.
+ */
+static void test_errno_plock_access(void)
+{
+    struct fuse_lk_in in = {
+        .owner = 7,
+        .lk = { .start = 0, .end = 9, .type = F_WRLCK },
+    };
+    struct flock l = {
+        .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_len = 10,
+    };
+    uint64_t fh, ino;
+    TestFs t;
+    TestReq *r;
+    int fd;
+
+    if (!g_test_subprocess()) {
+        g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_passed();
+        return;
+    }
+    g_assert_cmpint(capng_get_caps_process(), ==, 0);
+    capng_update(CAPNG_DROP, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
+                 CAP_DAC_OVERRIDE);
+    capng_update(CAPNG_DROP, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
+                 CAP_DAC_READ_SEARCH);
+    g_assert_cmpint(capng_apply(CAPNG_SELECT_CAPS), ==, 0);
+
+    test_fs_setup(&t, NULL);
+    test_fs_init_session(&t, FUSE_POSIX_LOCKS);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_WRONLY, &fh);
+    g_assert_cmpint(fchmodat(t.dir_fd, "f", 0200, 0), ==, 0);
+    g_assert_cmpint(faccessat(t.dir_fd, "f", R_OK, AT_EACCESS), <, 0);
+
+    in.fh = fh;
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, 0);
+    /* ...and held on the host */
+    fd = openat(t.dir_fd, "f", O_WRONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    l.l_type = F_WRLCK;
+    g_assert_cmpint(fcntl(fd, F_OFD_GETLK, &l), ==, 0);
+    g_assert_cmpint(l.l_type, ==, F_WRLCK);
+    close(fd);
+    test_fs_teardown(&t);
+}
+
+/* The same for an append-only file, which opens for writing only so */
+static void test_errno_plock_append_only(TestFs *t, gconstpointer data)
+{
+    struct fuse_lk_in in = {
+        .owner = 7,
+        .lk = { .start = 0, .end = 9, .type = F_WRLCK },
+    };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_WRONLY, &fh);
+    int fd, flags = FS_APPEND_FL, ret;
+    TestReq *r;
+
+    fh = test_open(t, ino, O_WRONLY | O_APPEND);
+    fd = openat(t->dir_fd, "f", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    ret = ioctl(fd, FS_IOC_SETFLAGS, &flags);
+    close(fd);
+    if (ret < 0) {
+        g_test_skip("no append-only files here (needs root and a file "
+                    "system with FS_APPEND_FL)");
+        return;
+    }
+    in.fh = fh;
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    ret = test_send(t, r, 4096, NULL, 0, NULL);
+    /* Cleared before any assertion can fail: teardown must remove it */
+    flags = 0;
+    fd = openat(t->dir_fd, "f", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(ioctl(fd, FS_IOC_SETFLAGS, &flags), ==, 0);
+    close(fd);
+    g_assert_cmpint(ret, ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1916,6 +2001,9 @@ int main(int argc, char **argv)
     ADD("errno/mknod-types", test_errno_mknod_types);
     ADD("errno/syncfs-special", test_errno_syncfs_special);
     ADD("errno/offsets", test_errno_offsets);
+    ADD("errno/plock-append-only", test_errno_plock_append_only);
+    g_test_add_func("/virtiofsd/ops/errno/plock-access",
+                    test_errno_plock_access);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
