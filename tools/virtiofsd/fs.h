@@ -98,6 +98,11 @@ typedef struct VfsdCtx {
     uid_t uid;
     gid_t gid;
     pid_t pid;
+    /*
+     * A creation's supplementary group (FUSE_CREATE_SUPP_GROUP): the
+     * parent directory's group when the caller is in it, else VFSD_NO_ID
+     */
+    gid_t supp_gid;
 } VfsdCtx;
 
 struct VfsdFs {
@@ -286,6 +291,7 @@ void vfsd_fs_reset(VfsdFs *fs);
 typedef struct VfsdSavedCreds {
     uid_t uid;
     gid_t gid;
+    bool supp;                  /* a supplementary group was set */
 } VfsdSavedCreds;
 bool vfsd_creds_init(char **err);
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old);

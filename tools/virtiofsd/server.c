@@ -45,6 +45,7 @@ typedef struct VfsdReq {
     struct fuse_in_header h;
     VfsdCtx ctx;
     bool no_wait;               /* a SETLKW must not wait (see server.h) */
+    VfsdBuf ext;                /* the request extensions (total_extlen) */
     size_t written;
 } VfsdReq;
 
@@ -271,7 +272,8 @@ static void do_init(VfsdReq *r)
     supported = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
                 FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
                 FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
-                FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO;
+                FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO |
+                FUSE_CREATE_SUPP_GROUP;
     if (fs->opts->posix_lock) {
         supported |= FUSE_POSIX_LOCKS;
     }
@@ -910,6 +912,47 @@ static void do_destroy(VfsdReq *r)
     reply_err(r, 0);
 }
 
+/*
+ * FUSE_EXT_GROUPS comes with a creation when the caller is in the parent
+ * directory's group without it being its own: the host must act with
+ * that group too, or refuse what the guest (and the host, for a local
+ * caller) allows.  Malformed extensions are ignored with a log line: the
+ * request is served with the caller's own group only.
+ */
+static void get_extensions(VfsdReq *r)
+{
+    VfsdBuf ext = r->ext;
+    struct fuse_ext_header xh;
+    struct fuse_supp_groups sg;
+    uint32_t gid;
+
+    while (vfsd_buf_read(&ext, &xh, sizeof(xh))) {
+        VfsdBuf body = ext;
+
+        if (xh.size < sizeof(xh) || xh.size % 8 ||
+            xh.size - sizeof(xh) > vfsd_buf_remaining(&ext)) {
+            vfsd_guest_error("%s: extension of %u bytes in %zu",
+                             opname(r->h.opcode), xh.size,
+                             vfsd_buf_remaining(&ext) + sizeof(xh));
+            return;
+        }
+        body.remaining = xh.size - sizeof(xh);
+        vfsd_buf_skip(&ext, xh.size - sizeof(xh));
+        if (xh.type != FUSE_EXT_GROUPS ||
+            !(r->fs->conn_flags & FUSE_CREATE_SUPP_GROUP)) {
+            continue;
+        }
+        /* Linux sends exactly one: the parent's group */
+        if (!vfsd_buf_read(&body, &sg, sizeof(sg)) || sg.nr_groups != 1 ||
+            !vfsd_buf_read(&body, &gid, sizeof(gid))) {
+            vfsd_guest_error("%s: malformed supplementary groups",
+                             opname(r->h.opcode));
+            continue;
+        }
+        r->ctx.supp_gid = vfsd_idmap_to_host(&r->fs->opts->gid_map, gid);
+    }
+}
+
 void vfsd_request_head(VfsdBuf *in, VfsdReqHead *head)
 {
     head->avail = vfsd_buf_remaining(in);
@@ -957,6 +1000,7 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
     g_autofree uint8_t *args = NULL;
     VfsdSeg args_seg;
     VfsdBuf args_buf;
+    size_t ext_len;
     int64_t start;
 
     if (G_UNLIKELY(vfsd_capture_fd >= 0)) {
@@ -977,6 +1021,14 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
     }
     /* Nothing past the length the guest announced belongs to the request */
     in->remaining = r->h.len - sizeof(r->h);
+    /* Extensions come last: the arguments end where they begin */
+    ext_len = (size_t)r->h.total_extlen * 8;
+    if (ext_len > in->remaining) {
+        vfsd_guest_error("%s: %zu bytes of extensions in %zu bytes",
+                         opname(r->h.opcode), ext_len, in->remaining);
+        reply_err(r, -EINVAL);
+        return r->written;
+    }
     /*
      * The guest can rewrite its buffers while we decode them: every
      * argument is decoded from one private copy, so no check can be made
@@ -998,11 +1050,22 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
         vfsd_buf_init(&args_buf, &args_seg, 1, NULL, NULL);
         r->in = &args_buf;
     }
+    if (ext_len > vfsd_buf_remaining(r->in)) {
+        vfsd_guest_error("%s: extensions past the arguments copied",
+                         opname(r->h.opcode));
+        reply_err(r, -EINVAL);
+        return r->written;
+    }
+    r->ext = *r->in;
+    vfsd_buf_skip(&r->ext, vfsd_buf_remaining(r->in) - ext_len);
+    r->in->remaining -= ext_len;
 
     /* The host's ids for the caller; VFSD_NO_ID when it has none */
     r->ctx.uid = vfsd_idmap_to_host(&fs->opts->uid_map, r->h.uid);
     r->ctx.gid = vfsd_idmap_to_host(&fs->opts->gid_map, r->h.gid);
     r->ctx.pid = r->h.pid;
+    r->ctx.supp_gid = VFSD_NO_ID;
+    get_extensions(r);
 
     vfsd_debug("%s unique %" PRIu64 " nodeid %" PRIu64 " len %u",
                opname(r->h.opcode), (uint64_t)r->h.unique,

@@ -1968,6 +1968,124 @@ static void test_errno_plock_append_only(TestFs *t, gconstpointer data)
     g_assert_cmpint(ret, ==, 0);
 }
 
+/*
+ * A creation by uid 1000 in a directory of its supplementary group 2000
+ * (FUSE_CREATE_SUPP_GROUP): the host must see the group, or it refuses
+ * what it allows a local caller, and a setgid bit the caller may set.
+ */
+static int create_as_user(TestFs *t, uint32_t opcode, uint64_t parent,
+                          const char *name, mode_t mode, bool ext)
+{
+    TestReq *r = test_req_new(opcode, parent);
+    struct fuse_in_header *h = (void *)r->data->data;
+    struct {
+        struct fuse_ext_header xh;
+        struct fuse_supp_groups sg;
+        uint32_t gid;
+    } __attribute__((packed)) groups = {
+        .xh = { .size = sizeof(groups), .type = FUSE_EXT_GROUPS },
+        .sg = { .nr_groups = 1 },
+        .gid = 2000,
+    };
+
+    h->uid = 1000;
+    h->gid = 1000;
+    switch (opcode) {
+    case FUSE_CREATE:
+        test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                                  .mode = mode },
+                     sizeof(struct fuse_create_in));
+        break;
+    case FUSE_MKDIR:
+        test_req_add(r, &(struct fuse_mkdir_in){ .mode = mode },
+                     sizeof(struct fuse_mkdir_in));
+        break;
+    case FUSE_MKNOD:
+        test_req_add(r, &(struct fuse_mknod_in){ .mode = mode },
+                     sizeof(struct fuse_mknod_in));
+        break;
+    }
+    test_req_add_str(r, name);
+    if (opcode == FUSE_SYMLINK) {
+        test_req_add_str(r, "target");
+    }
+    if (ext) {
+        G_STATIC_ASSERT(sizeof(groups) % 8 == 0);
+        test_req_add(r, &groups, sizeof(groups));
+        h = (void *)r->data->data;
+        h->total_extlen = sizeof(groups) / 8;
+    }
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+static void test_errno_supp_group(void)
+{
+    static const uint32_t ops[] = {
+        FUSE_CREATE, FUSE_MKDIR, FUSE_MKNOD, FUSE_SYMLINK,
+    };
+    uint64_t grp, sgid;
+    struct stat st;
+    unsigned int i;
+    char name[16], path[32];
+    TestFs t;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root");
+        return;
+    }
+    test_fs_setup(&t, NULL);
+    test_fs_init_session(&t, FUSE_CREATE_SUPP_GROUP);
+    g_assert_cmpint(chmod(t.dir, 0755), ==, 0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "grp", 0775), ==, 0);
+    g_assert_cmpint(fchmodat(t.dir_fd, "grp", 0775, 0), ==, 0);
+    g_assert_cmpint(fchownat(t.dir_fd, "grp", 0, 2000, 0), ==, 0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "sgid", 0775), ==, 0);
+    g_assert_cmpint(fchownat(t.dir_fd, "sgid", 0, 2000, 0), ==, 0);
+    g_assert_cmpint(fchmodat(t.dir_fd, "sgid", 02775, 0), ==, 0);
+    grp = test_lookup(&t, FUSE_ROOT_ID, "grp", NULL);
+    sgid = test_lookup(&t, FUSE_ROOT_ID, "sgid", NULL);
+
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        mode_t mode = ops[i] == FUSE_MKNOD ? S_IFIFO | 0644 :
+                      ops[i] == FUSE_CREATE ? S_IFREG | 0644 : 0755;
+
+        snprintf(name, sizeof(name), "n%u", i);
+        /* Not a member as far as anyone told us: the host refuses */
+        g_assert_cmpint(create_as_user(&t, ops[i], grp, name, mode, false),
+                        ==, -EACCES);
+        g_assert_cmpint(create_as_user(&t, ops[i], grp, name, mode, true),
+                        ==, 0);
+        snprintf(path, sizeof(path), "grp/%s", name);
+        g_assert_cmpint(fstatat(t.dir_fd, path, &st, AT_SYMLINK_NOFOLLOW),
+                        ==, 0);
+        g_assert_cmpuint(st.st_uid, ==, 1000);
+        g_assert_cmpuint(st.st_gid, ==, 1000);
+    }
+    /* A member keeps the setgid bit of a file made in a setgid dir */
+    g_assert_cmpint(create_as_user(&t, FUSE_CREATE, sgid, "keep",
+                                   S_IFREG | 02755, true), ==, 0);
+    g_assert_cmpint(fstatat(t.dir_fd, "sgid/keep", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_gid, ==, 2000);
+    g_assert_true(st.st_mode & S_ISGID);
+    g_assert_cmpint(create_as_user(&t, FUSE_CREATE, sgid, "lose",
+                                   S_IFREG | 02755, false), ==, -EACCES);
+    /* The thread has no supplementary group left */
+    g_assert_cmpint(getgroups(0, NULL), ==, 0);
+    test_fs_teardown(&t);
+
+    /* Not negotiated: the extension is not used */
+    test_fs_setup(&t, NULL);
+    test_fs_init_session(&t, 0);
+    g_assert_cmpint(chmod(t.dir, 0755), ==, 0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "grp", 0775), ==, 0);
+    g_assert_cmpint(fchmodat(t.dir_fd, "grp", 0775, 0), ==, 0);
+    g_assert_cmpint(fchownat(t.dir_fd, "grp", 0, 2000, 0), ==, 0);
+    grp = test_lookup(&t, FUSE_ROOT_ID, "grp", NULL);
+    g_assert_cmpint(create_as_user(&t, FUSE_MKDIR, grp, "d", 0755, true),
+                    ==, -EACCES);
+    test_fs_teardown(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -2004,6 +2122,8 @@ int main(int argc, char **argv)
     ADD("errno/plock-append-only", test_errno_plock_append_only);
     g_test_add_func("/virtiofsd/ops/errno/plock-access",
                     test_errno_plock_access);
+    g_test_add_func("/virtiofsd/ops/errno/supp-group",
+                    test_errno_supp_group);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
