@@ -283,7 +283,13 @@ static void do_init(VfsdReq *r)
     if (fs->opts->writeback) {
         supported |= FUSE_WRITEBACK_CACHE;
     }
-    if (fs->opts->killpriv_v2) {
+    /*
+     * With it the guest leaves clearing setuid/setgid on a write to us,
+     * but writes through the DAX window never reach us: a user's write
+     * would keep the bits the host clears.  Without it the guest clears
+     * them itself (a SETATTR), whichever way it writes.
+     */
+    if (fs->opts->killpriv_v2 && !vfsd_dax_available(fs)) {
         supported |= FUSE_HANDLE_KILLPRIV_V2;
     }
     if (fs->opts->announce_submounts) {

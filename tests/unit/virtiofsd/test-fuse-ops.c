@@ -2086,6 +2086,47 @@ static void test_errno_supp_group(void)
     test_fs_teardown(&t);
 }
 
+static bool window_available(void *opaque)
+{
+    return true;
+}
+
+/*
+ * Writes through a DAX window never reach the daemon, so it must not
+ * take over clearing setuid/setgid on writes (the guest would then not
+ * do it, and a user's write would keep the bits).
+ */
+static void test_errno_killpriv_dax(void)
+{
+    VfsdDaxBackend be = { .available = window_available };
+    struct fuse_init_in in = {
+        .major = 7, .minor = 41,
+        .flags = FUSE_INIT_EXT | FUSE_HANDLE_KILLPRIV_V2,
+    };
+    struct fuse_init_out out;
+    VfsdDax *dax;
+    TestReq *r;
+    TestFs t;
+
+    /* Without a window it is offered... */
+    test_fs_setup(&t, NULL);
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_true(out.flags & FUSE_HANDLE_KILLPRIV_V2);
+    test_fs_teardown(&t);
+
+    /* ...with one it is not */
+    test_fs_setup(&t, NULL);
+    dax = t.fs.dax = vfsd_dax_new(&be);
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_false(out.flags & FUSE_HANDLE_KILLPRIV_V2);
+    test_fs_teardown(&t);
+    vfsd_dax_free(dax);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -2124,6 +2165,8 @@ int main(int argc, char **argv)
                     test_errno_plock_access);
     g_test_add_func("/virtiofsd/ops/errno/supp-group",
                     test_errno_supp_group);
+    g_test_add_func("/virtiofsd/ops/errno/killpriv-dax",
+                    test_errno_killpriv_dax);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
