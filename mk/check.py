@@ -138,6 +138,18 @@ SUITES = [
           "--request-queues", "4", "--daemon-args=--thread-pool-size=4"),
     guest("guest: POSIX exercise, ours = Rust virtiofsd = host", "posix.sh",
           timeout=900),
+    # The host is the oracle: the same system calls, as root and as a user
+    # with supplementary groups, on a host directory and in a guest on a
+    # share of the same file system (harness/guest-tools/fsconform.c);
+    # results and trees must match but for the listed differences
+    # (harness/tests/conformance-expected-*).
+    # cache=auto and cache=never+DAX are run by hand:
+    # harness/tests/conformance.sh ours:auto ours:never:dax
+    guest("guest: conformance with the host, ours, cache=auto+DAX, "
+          "cache=never", "conformance.sh", "ours:auto:dax", "ours:never",
+          timeout=600),
+    guest("guest: conformance with the host, Rust virtiofsd",
+          "conformance.sh", "rust:auto", timeout=400),
     # A guest that holds and looks up files without end (CVE-2020-10717)
     # QEMU killed mid-I/O: the daemon exits by itself, status 0
     guest("guest: our virtiofsd when QEMU is killed mid-request",

@@ -39,6 +39,15 @@ bool vfsd_creds_init(char **err)
  * The daemon dropped its supplementary groups at startup, so a file made
  * here never inherits a group the guest user is not in (CVE-2022-0358).
  */
+/* Back to no supplementary group (see vfsd_creds_init()) */
+static void drop_supp(const VfsdSavedCreds *old)
+{
+    if (old->supp && syscall(SYS_setgroups, 0, NULL) < 0) {
+        vfsd_err("cannot drop a guest's supplementary group: %s",
+                 g_strerror(errno));
+    }
+}
+
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
 {
     /*
@@ -49,15 +58,28 @@ int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
     if (ctx->uid == VFSD_NO_ID || ctx->gid == VFSD_NO_ID) {
         return -EPERM;
     }
+    /*
+     * The one supplementary group the guest vouches for: the caller is
+     * in the parent directory's group, as the host kernel must see to
+     * let it create there and to keep a setgid bit it asks for.  The
+     * raw system call sets it for this thread only; a daemon that may
+     * not (no CAP_SETGID) acts without it, as before.
+     */
+    old->supp = false;
+    if (ctx->supp_gid != VFSD_NO_ID && ctx->supp_gid != ctx->gid) {
+        old->supp = syscall(SYS_setgroups, 1, &ctx->supp_gid) == 0;
+    }
     old->gid = syscall(SYS_setfsgid, ctx->gid);
     if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid) {
         syscall(SYS_setfsgid, old->gid);
+        drop_supp(old);
         return -EPERM;
     }
     old->uid = syscall(SYS_setfsuid, ctx->uid);
     if ((uid_t)syscall(SYS_setfsuid, -1) != ctx->uid) {
         syscall(SYS_setfsuid, old->uid);
         syscall(SYS_setfsgid, old->gid);
+        drop_supp(old);
         return -EPERM;
     }
     return 0;
@@ -67,6 +89,7 @@ void vfsd_creds_restore(const VfsdSavedCreds *old)
 {
     syscall(SYS_setfsuid, old->uid);
     syscall(SYS_setfsgid, old->gid);
+    drop_supp(old);
 }
 
 /*

@@ -192,16 +192,13 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
             ts[1].tv_sec = in->mtime;
             ts[1].tv_nsec = in->mtimensec;
         }
-        if ((ts[0].tv_nsec != UTIME_NOW && ts[0].tv_nsec != UTIME_OMIT &&
-             ts[0].tv_nsec >= 1000000000) ||
-            (ts[1].tv_nsec != UTIME_NOW && ts[1].tv_nsec != UTIME_OMIT &&
-             ts[1].tv_nsec >= 1000000000)) {
-            return -EINVAL;
-        }
-        if (inode->type == S_IFLNK) {
-            return -EOPNOTSUPP;
-        }
-        if (utimensat(fs->proc_self_fd, name, ts, 0) < 0) {
+        /*
+         * On the inode itself, whatever its type: a symlink's own times
+         * are set as lutimes() sets them.  Out-of-range nanoseconds get
+         * the host's EINVAL.
+         */
+        if (utimensat(inode->fd, "", ts,
+                      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
             return -errno;
         }
     }
@@ -224,9 +221,16 @@ int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size)
     return n < 0 ? -errno : n;
 }
 
-int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
-                  const char *name, mode_t mode, dev_t rdev, mode_t umask,
-                  const char *link_target, struct fuse_entry_out *e)
+typedef enum VfsdNodeKind {
+    VFSD_NODE_MKNOD,
+    VFSD_NODE_MKDIR,
+    VFSD_NODE_SYMLINK,
+} VfsdNodeKind;
+
+static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                     const char *name, VfsdNodeKind kind, mode_t mode,
+                     dev_t rdev, mode_t umask, const char *link_target,
+                     struct fuse_entry_out *e)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     VfsdSavedCreds old;
@@ -246,19 +250,19 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (ret < 0) {
         return ret;
     }
-    if (!link_target) {
+    if (kind != VFSD_NODE_SYMLINK) {
         masked = vfsd_umask_enter(fs, &mode, umask);
     }
-    if (link_target) {
+    switch (kind) {
+    case VFSD_NODE_SYMLINK:
         ret = symlinkat(link_target, dir->fd, name);
-    } else if (S_ISDIR(mode)) {
+        break;
+    case VFSD_NODE_MKDIR:
         ret = mkdirat(dir->fd, name, mode & 07777);
-    } else if (S_ISREG(mode) || S_ISFIFO(mode) || S_ISSOCK(mode) ||
-               S_ISCHR(mode) || S_ISBLK(mode)) {
+        break;
+    default:
         ret = mknodat(dir->fd, name, mode, rdev);
-    } else {
-        errno = EINVAL;
-        ret = -1;
+        break;
     }
     ret = ret < 0 ? -errno : 0;
     vfsd_umask_leave(fs, masked);
@@ -267,6 +271,27 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
         return ret;
     }
     return vfsd_inode_do_lookup(fs, dir, name, e);
+}
+
+/*
+ * A symlink when @link_target is set; otherwise whatever mknodat() makes
+ * of @mode, so that a file type the host refuses gets the host's errno.
+ */
+int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                  const char *name, mode_t mode, dev_t rdev, mode_t umask,
+                  const char *link_target, struct fuse_entry_out *e)
+{
+    return make_node(fs, ctx, parent, name,
+                     link_target ? VFSD_NODE_SYMLINK : VFSD_NODE_MKNOD,
+                     mode, rdev, umask, link_target, e);
+}
+
+int vfsd_op_mkdir(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                  const char *name, mode_t mode, mode_t umask,
+                  struct fuse_entry_out *e)
+{
+    return make_node(fs, ctx, parent, name, VFSD_NODE_MKDIR, mode, 0, umask,
+                     NULL, e);
 }
 
 int vfsd_op_unlink(VfsdFs *fs, uint64_t parent, const char *name,
@@ -386,6 +411,32 @@ int vfsd_op_access(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid, int mask)
     return ret;
 }
 
+/*
+ * syncfs() needs an fd that is not O_PATH, and only regular files and
+ * directories are ever opened: a special inode borrows one the guest
+ * knows on the same file system (its parent, at least, while the guest
+ * holds the inode).
+ */
+static VfsdInode *syncfs_stand_in(VfsdFs *fs, VfsdInode *inode)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    GHashTableIter it;
+    VfsdInode *other, *found = NULL;
+
+    g_mutex_lock(&st->lock);
+    g_hash_table_iter_init(&it, st->by_nodeid);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&other)) {
+        if ((other->type == S_IFDIR || other->type == S_IFREG) &&
+            other->dev == inode->dev && other->mnt_id == inode->mnt_id) {
+            found = other;
+            vfsd_inode_ref(found);
+            break;
+        }
+    }
+    g_mutex_unlock(&st->lock);
+    return found;
+}
+
 int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
@@ -393,6 +444,15 @@ int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
 
     if (!inode) {
         return -ENOENT;
+    }
+    if (inode->type != S_IFREG && inode->type != S_IFDIR) {
+        VfsdInode *stand_in = syncfs_stand_in(fs, inode);
+
+        if (!stand_in) {
+            return -ENXIO;
+        }
+        vfsd_inode_unref(inode);
+        inode = stand_in;
     }
     if (!vfsd_fd_reserve(fs)) {
         return -ENFILE;

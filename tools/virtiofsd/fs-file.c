@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/falloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -385,8 +386,13 @@ ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
     if (!h) {
         return -EBADF;
     }
-    if (offset > INT64_MAX || offset + size > (uint64_t)INT64_MAX ||
-        size > VFSD_MAX_IO) {
+    /*
+     * No check of the offset: pwritev() says EINVAL for one that is
+     * negative or that @size would carry past INT64_MAX, EFBIG past the
+     * file system's largest file, as it would to a local writer.
+     */
+    if (size > VFSD_MAX_IO) {
+        vfsd_guest_error("WRITE of %u bytes, more than max_write", size);
         return -EINVAL;
     }
     if (vfsd_buf_remaining(in) < size) {
@@ -468,13 +474,16 @@ int vfsd_op_fallocate(VfsdFs *fs, uint64_t nodeid, uint64_t fh,
     if (!h) {
         return -EBADF;
     }
+    /*
+     * Modes that move data between offsets (collapse, insert) would move
+     * it under the guest's DAX mappings: refused with the EOPNOTSUPP of a
+     * file system without them (Linux guests do not send them either).
+     * Ranges are the host's to judge: EINVAL for a negative offset or
+     * length, EFBIG for an end past INT64_MAX or the largest file.
+     */
     if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE |
                  FALLOC_FL_ZERO_RANGE)) {
         return -EOPNOTSUPP;
-    }
-    if (offset > INT64_MAX || length > INT64_MAX ||
-        offset + length > (uint64_t)INT64_MAX) {
-        return -EINVAL;
     }
     if (fs->opts->readonly) {
         return -EROFS;
@@ -495,11 +504,13 @@ int vfsd_op_lseek(VfsdFs *fs, uint64_t fh, uint64_t offset, uint32_t whence,
     if (!h) {
         return -EBADF;
     }
-    /* The guest does SEEK_SET/CUR/END itself */
-    if ((whence != SEEK_DATA && whence != SEEK_HOLE) || offset > INT64_MAX) {
-        return -EINVAL;
-    }
-    r = lseek(h->fd, offset, whence);
+    /*
+     * The guest does SEEK_SET/CUR/END itself and sends SEEK_DATA/HOLE.
+     * Whatever comes is the host's to answer, a negative offset included
+     * (ENXIO from SEEK_DATA, not EINVAL); the position of our fd is not
+     * used by anything else.
+     */
+    r = lseek(h->fd, (off_t)offset, (int)whence);
     if (r < 0) {
         return -errno;
     }
@@ -518,14 +529,15 @@ ssize_t vfsd_op_copy_file_range(VfsdFs *fs,
     if (!hin || !hout) {
         return -EBADF;
     }
-    if (in->flags || in->off_in > INT64_MAX || in->off_out > INT64_MAX) {
-        return -EINVAL;
-    }
     if (fs->opts->readonly) {
         return -EROFS;
     }
+    /* Flags and offsets are the host's to judge, as for a local caller */
+    if (in->flags > UINT_MAX) {
+        return -EINVAL;
+    }
     n = copy_file_range(hin->fd, &off_in, hout->fd, &off_out,
-                        MIN(in->len, (uint64_t)SSIZE_MAX), 0);
+                        MIN(in->len, (uint64_t)SSIZE_MAX), in->flags);
     if (n > 0) {
         vfsd_dax_guest_grew(fs, hout->inode);
     }
@@ -558,9 +570,16 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
     } else if (!vfsd_fd_reserve(fs)) {
         fd = -ENFILE;
     } else {
+        /*
+         * Read-write, so that the owner can take both kinds of lock
+         * whichever of its handles asks.  Where that is refused (a file
+         * the daemon may not read, or append-only), the handle's own
+         * access gives what the guest's open gave it: a write lock
+         * through a writable handle must not fail with EBADF.
+         */
         fd = vfsd_reopen(fs, inode, O_RDWR);
-        if (fd == -EACCES || fd == -EROFS) {
-            fd = vfsd_reopen(fs, inode, O_RDONLY);
+        if (fd < 0 && fd != -ENFILE && fd != -EMFILE) {
+            fd = vfsd_reopen(fs, inode, h->flags & (O_ACCMODE | O_APPEND));
         }
         if (fd < 0) {
             vfsd_fd_release(fs);

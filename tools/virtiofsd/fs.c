@@ -242,12 +242,15 @@ void vfsd_set_timeout(double t, uint64_t *sec, uint32_t *nsec)
 
 /*
  * Names come from the guest: one path component, never "." or "..", so
- * that an *at() call on the parent's fd cannot leave the parent.
+ * that an *at() call on the parent's fd cannot leave the parent.  A
+ * Linux guest never sends such names (its VFS resolves "." and ".."
+ * itself); they are refused with EINVAL.  Length is not checked here:
+ * the host's ENAMETOOLONG is the answer the guest must see.
  */
 bool vfsd_valid_name(const char *name)
 {
     return name[0] && strcmp(name, ".") && strcmp(name, "..") &&
-           !strchr(name, '/') && strlen(name) <= NAME_MAX;
+           !strchr(name, '/');
 }
 
 uint64_t vfsd_handle_new(VfsdFs *fs, int fd, int flags, VfsdInode *inode,

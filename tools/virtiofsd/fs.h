@@ -10,6 +10,7 @@
 #define VIRTIOFSD_FS_H
 
 #include <glib.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -97,6 +98,11 @@ typedef struct VfsdCtx {
     uid_t uid;
     gid_t gid;
     pid_t pid;
+    /*
+     * A creation's supplementary group (FUSE_CREATE_SUPP_GROUP): the
+     * parent directory's group when the caller is in it, else VFSD_NO_ID
+     */
+    gid_t supp_gid;
 } VfsdCtx;
 
 struct VfsdFs {
@@ -156,6 +162,12 @@ int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, struct fuse_attr *attr);
 void vfsd_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
 bool vfsd_valid_name(const char *name);
 
+/*
+ * Longest name a request may carry: the host gives ENAMETOOLONG for one
+ * longer than its file system takes, and getname() does for PATH_MAX.
+ */
+#define VFSD_NAME_MAX (PATH_MAX - 1)
+
 /* inode.c */
 void vfsd_inodes_init(VfsdInodeStore *st);
 bool vfsd_inodes_set_root(VfsdFs *fs, int fd);
@@ -193,6 +205,9 @@ int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size);
 int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                   const char *name, mode_t mode, dev_t rdev, mode_t umask,
                   const char *link_target, struct fuse_entry_out *e);
+int vfsd_op_mkdir(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
+                  const char *name, mode_t mode, mode_t umask,
+                  struct fuse_entry_out *e);
 int vfsd_op_unlink(VfsdFs *fs, uint64_t parent, const char *name,
                    bool is_dir);
 int vfsd_op_rename(VfsdFs *fs, uint64_t parent, const char *name,
@@ -276,6 +291,7 @@ void vfsd_fs_reset(VfsdFs *fs);
 typedef struct VfsdSavedCreds {
     uid_t uid;
     gid_t gid;
+    bool supp;                  /* a supplementary group was set */
 } VfsdSavedCreds;
 bool vfsd_creds_init(char **err);
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old);

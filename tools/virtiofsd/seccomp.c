@@ -65,7 +65,8 @@ static const int allowed[] = {
     SCMP_SYS(listxattr), SCMP_SYS(removexattr),
     SCMP_SYS(fcntl), SCMP_SYS(flock),
     /* Credentials and capabilities, per thread */
-    SCMP_SYS(setfsuid), SCMP_SYS(setfsgid), SCMP_SYS(capget),
+    SCMP_SYS(setfsuid), SCMP_SYS(setfsgid), SCMP_SYS(setgroups),
+    SCMP_SYS(capget),
     SCMP_SYS(capset), SCMP_SYS(getuid), SCMP_SYS(geteuid),
     SCMP_SYS(getgid), SCMP_SYS(getegid),
     /* vhost-user and queues */

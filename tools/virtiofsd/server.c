@@ -45,6 +45,7 @@ typedef struct VfsdReq {
     struct fuse_in_header h;
     VfsdCtx ctx;
     bool no_wait;               /* a SETLKW must not wait (see server.h) */
+    VfsdBuf ext;                /* the request extensions (total_extlen) */
     size_t written;
 } VfsdReq;
 
@@ -149,10 +150,36 @@ static bool get_arg(VfsdReq *r, void *p, size_t len)
 }
 
 /*
- * A NUL-terminated string of at most @max bytes (without the NUL).
- * Consumes exactly the string and its NUL.
+ * Whether a NUL comes before the end of the request: tells a string that
+ * is too long (well-formed, the host has an errno for it) from one that
+ * is not terminated at all (malformed).
  */
-static bool get_string(VfsdReq *r, char *buf, size_t max)
+static bool terminated_later(VfsdBuf *peek)
+{
+    char chunk[256];
+
+    while (vfsd_buf_remaining(peek)) {
+        size_t n = MIN(vfsd_buf_remaining(peek), sizeof(chunk));
+
+        if (!vfsd_buf_read(peek, chunk, n)) {
+            return false;
+        }
+        if (memchr(chunk, '\0', n)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * A NUL-terminated string of at most @max bytes (without the NUL), into
+ * @buf of @max + 1 bytes.  Consumes exactly the string and its NUL.
+ * A longer string that is terminated is a request the host would answer
+ * with an error of its own, @toolong (ENAMETOOLONG for a name or a path,
+ * as getname() gives one of PATH_MAX bytes or more; ERANGE for an
+ * extended attribute's name): the guest gets that, not EINVAL.
+ */
+static bool get_string(VfsdReq *r, char *buf, size_t max, int toolong)
 {
     VfsdBuf peek = *r->in;
     size_t n = MIN(vfsd_buf_remaining(&peek), max + 1);
@@ -161,20 +188,29 @@ static bool get_string(VfsdReq *r, char *buf, size_t max)
     if (vfsd_buf_read(&peek, buf, n)) {
         nul = memchr(buf, '\0', n);
     }
-    if (!nul) {
-        vfsd_guest_error("%s: string argument is not terminated within %zu "
-                         "bytes", opname(r->h.opcode), n);
-        reply_err(r, -EINVAL);
+    if (nul) {
+        vfsd_buf_skip(r->in, nul - buf + 1);
+        return true;
+    }
+    if (n == max + 1 && terminated_later(&peek)) {
+        reply_err(r, toolong);
         return false;
     }
-    vfsd_buf_skip(r->in, nul - buf + 1);
-    return true;
+    vfsd_guest_error("%s: string argument is not terminated within the "
+                     "request", opname(r->h.opcode));
+    reply_err(r, -EINVAL);
+    return false;
 }
 
-/* A name in a directory: one path component */
+/*
+ * A name in a directory: one path component, of any length up to what a
+ * path may have.  Whether it is too long for the file system is the
+ * host's to say (ENAMETOOLONG past its NAME_MAX): Linux guests send
+ * names of up to 1024 bytes (FUSE_NAME_MAX).
+ */
 static bool get_name(VfsdReq *r, char *buf)
 {
-    if (!get_string(r, buf, NAME_MAX)) {
+    if (!get_string(r, buf, VFSD_NAME_MAX, -ENAMETOOLONG)) {
         return false;
     }
     if (!vfsd_valid_name(buf)) {
@@ -236,7 +272,8 @@ static void do_init(VfsdReq *r)
     supported = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
                 FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
                 FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
-                FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO;
+                FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO |
+                FUSE_CREATE_SUPP_GROUP;
     if (fs->opts->posix_lock) {
         supported |= FUSE_POSIX_LOCKS;
     }
@@ -246,7 +283,13 @@ static void do_init(VfsdReq *r)
     if (fs->opts->writeback) {
         supported |= FUSE_WRITEBACK_CACHE;
     }
-    if (fs->opts->killpriv_v2) {
+    /*
+     * With it the guest leaves clearing setuid/setgid on a write to us,
+     * but writes through the DAX window never reach us: a user's write
+     * would keep the bits the host clears.  Without it the guest clears
+     * them itself (a SETATTR), whichever way it writes.
+     */
+    if (fs->opts->killpriv_v2 && !vfsd_dax_available(fs)) {
         supported |= FUSE_HANDLE_KILLPRIV_V2;
     }
     if (fs->opts->announce_submounts) {
@@ -296,7 +339,7 @@ static void do_init(VfsdReq *r)
 
 static void do_lookup(VfsdReq *r)
 {
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
 
     if (get_name(r, name)) {
@@ -402,12 +445,13 @@ static void do_readlink(VfsdReq *r)
 
 static void do_symlink(VfsdReq *r)
 {
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     g_autofree char *target = g_malloc(PATH_MAX);
     struct fuse_entry_out e;
 
     /* FUSE_SYMLINK: the new name, then the target */
-    if (!get_name(r, name) || !get_string(r, target, PATH_MAX - 1)) {
+    if (!get_name(r, name) ||
+        !get_string(r, target, PATH_MAX - 1, -ENAMETOOLONG)) {
         return;
     }
     if (!target[0]) {
@@ -421,16 +465,17 @@ static void do_symlink(VfsdReq *r)
 static void do_mknod(VfsdReq *r)
 {
     struct fuse_mknod_in in;
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
     }
-    if (S_ISDIR(in.mode) || S_ISLNK(in.mode)) {
-        reply_err(r, -EINVAL);
-        return;
-    }
+    /*
+     * Any file type goes to mknodat(), which answers as it would a local
+     * caller: a regular file for type 0, EPERM for a directory, EINVAL
+     * for a symlink or an unknown type.
+     */
     reply_entry(r, vfsd_op_mknod(r->fs, &r->ctx, r->h.nodeid, name, in.mode,
                                  makedev(major(in.rdev), minor(in.rdev)),
                                  in.umask, NULL, &e), &e);
@@ -439,20 +484,19 @@ static void do_mknod(VfsdReq *r)
 static void do_mkdir(VfsdReq *r)
 {
     struct fuse_mkdir_in in;
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
     }
-    reply_entry(r, vfsd_op_mknod(r->fs, &r->ctx, r->h.nodeid, name,
-                                 S_IFDIR | (in.mode & 07777), 0, in.umask,
-                                 NULL, &e), &e);
+    reply_entry(r, vfsd_op_mkdir(r->fs, &r->ctx, r->h.nodeid, name,
+                                 in.mode & 07777, in.umask, &e), &e);
 }
 
 static void do_unlink(VfsdReq *r, bool is_dir)
 {
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
 
     if (get_name(r, name)) {
         reply_status(r, vfsd_op_unlink(r->fs, r->h.nodeid, name, is_dir));
@@ -462,7 +506,7 @@ static void do_unlink(VfsdReq *r, bool is_dir)
 static void do_rename(VfsdReq *r, bool v2)
 {
     struct fuse_rename2_in in = { 0 };
-    char name[NAME_MAX + 1], newname[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1], newname[VFSD_NAME_MAX + 1];
 
     if (!get_arg(r, &in, v2 ? sizeof(in) :
                  sizeof(struct fuse_rename_in)) ||
@@ -476,7 +520,7 @@ static void do_rename(VfsdReq *r, bool v2)
 static void do_link(VfsdReq *r)
 {
     struct fuse_link_in in;
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
@@ -511,7 +555,7 @@ static void do_open(VfsdReq *r, bool is_dir)
 static void do_create(VfsdReq *r, bool tmpfile)
 {
     struct fuse_create_in in;
-    char name[NAME_MAX + 1];
+    char name[VFSD_NAME_MAX + 1];
     struct fuse_entry_out e;
     struct fuse_open_out o;
     int ret;
@@ -520,13 +564,11 @@ static void do_create(VfsdReq *r, bool tmpfile)
         return;
     }
     /* The guest names an O_TMPFILE dentry "/": nothing to check or use */
-    if (tmpfile ? !get_string(r, name, NAME_MAX) : !get_name(r, name)) {
+    if (tmpfile ? !get_string(r, name, VFSD_NAME_MAX, -ENAMETOOLONG) :
+                  !get_name(r, name)) {
         return;
     }
-    if (!S_ISREG(in.mode) && (in.mode & S_IFMT)) {
-        reply_err(r, -EINVAL);
-        return;
-    }
+    /* File type bits are ignored, as open(2) ignores them with O_CREAT */
     ret = vfsd_op_create(r->fs, &r->ctx, r->h.nodeid, name, in.flags,
                          in.open_flags, in.mode, in.umask, tmpfile, &e, &o);
     if (ret < 0) {
@@ -650,7 +692,7 @@ static void do_setxattr(VfsdReq *r)
     g_autofree void *value = NULL;
 
     if (!get_arg(r, &in, insize) ||
-        !get_string(r, name, XATTR_NAME_MAX)) {
+        !get_string(r, name, XATTR_NAME_MAX, -ERANGE)) {
         return;
     }
     if (in.size > VFSD_MAX_XATTR_SIZE) {
@@ -674,7 +716,7 @@ static void do_getxattr(VfsdReq *r, bool list)
     ssize_t ret;
 
     if (!get_arg(r, &in, sizeof(in)) ||
-        (!list && !get_string(r, name, XATTR_NAME_MAX))) {
+        (!list && !get_string(r, name, XATTR_NAME_MAX, -ERANGE))) {
         return;
     }
     if (in.size > VFSD_MAX_XATTR_SIZE) {
@@ -700,7 +742,7 @@ static void do_removexattr(VfsdReq *r)
 {
     char name[XATTR_NAME_MAX + 1];
 
-    if (get_string(r, name, XATTR_NAME_MAX)) {
+    if (get_string(r, name, XATTR_NAME_MAX, -ERANGE)) {
         reply_status(r, vfsd_op_removexattr(r->fs, r->h.nodeid, name));
     }
 }
@@ -876,6 +918,47 @@ static void do_destroy(VfsdReq *r)
     reply_err(r, 0);
 }
 
+/*
+ * FUSE_EXT_GROUPS comes with a creation when the caller is in the parent
+ * directory's group without it being its own: the host must act with
+ * that group too, or refuse what the guest (and the host, for a local
+ * caller) allows.  Malformed extensions are ignored with a log line: the
+ * request is served with the caller's own group only.
+ */
+static void get_extensions(VfsdReq *r)
+{
+    VfsdBuf ext = r->ext;
+    struct fuse_ext_header xh;
+    struct fuse_supp_groups sg;
+    uint32_t gid;
+
+    while (vfsd_buf_read(&ext, &xh, sizeof(xh))) {
+        VfsdBuf body = ext;
+
+        if (xh.size < sizeof(xh) || xh.size % 8 ||
+            xh.size - sizeof(xh) > vfsd_buf_remaining(&ext)) {
+            vfsd_guest_error("%s: extension of %u bytes in %zu",
+                             opname(r->h.opcode), xh.size,
+                             vfsd_buf_remaining(&ext) + sizeof(xh));
+            return;
+        }
+        body.remaining = xh.size - sizeof(xh);
+        vfsd_buf_skip(&ext, xh.size - sizeof(xh));
+        if (xh.type != FUSE_EXT_GROUPS ||
+            !(r->fs->conn_flags & FUSE_CREATE_SUPP_GROUP)) {
+            continue;
+        }
+        /* Linux sends exactly one: the parent's group */
+        if (!vfsd_buf_read(&body, &sg, sizeof(sg)) || sg.nr_groups != 1 ||
+            !vfsd_buf_read(&body, &gid, sizeof(gid))) {
+            vfsd_guest_error("%s: malformed supplementary groups",
+                             opname(r->h.opcode));
+            continue;
+        }
+        r->ctx.supp_gid = vfsd_idmap_to_host(&r->fs->opts->gid_map, gid);
+    }
+}
+
 void vfsd_request_head(VfsdBuf *in, VfsdReqHead *head)
 {
     head->avail = vfsd_buf_remaining(in);
@@ -923,6 +1006,7 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
     g_autofree uint8_t *args = NULL;
     VfsdSeg args_seg;
     VfsdBuf args_buf;
+    size_t ext_len;
     int64_t start;
 
     if (G_UNLIKELY(vfsd_capture_fd >= 0)) {
@@ -943,6 +1027,14 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
     }
     /* Nothing past the length the guest announced belongs to the request */
     in->remaining = r->h.len - sizeof(r->h);
+    /* Extensions come last: the arguments end where they begin */
+    ext_len = (size_t)r->h.total_extlen * 8;
+    if (ext_len > in->remaining) {
+        vfsd_guest_error("%s: %zu bytes of extensions in %zu bytes",
+                         opname(r->h.opcode), ext_len, in->remaining);
+        reply_err(r, -EINVAL);
+        return r->written;
+    }
     /*
      * The guest can rewrite its buffers while we decode them: every
      * argument is decoded from one private copy, so no check can be made
@@ -964,11 +1056,22 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
         vfsd_buf_init(&args_buf, &args_seg, 1, NULL, NULL);
         r->in = &args_buf;
     }
+    if (ext_len > vfsd_buf_remaining(r->in)) {
+        vfsd_guest_error("%s: extensions past the arguments copied",
+                         opname(r->h.opcode));
+        reply_err(r, -EINVAL);
+        return r->written;
+    }
+    r->ext = *r->in;
+    vfsd_buf_skip(&r->ext, vfsd_buf_remaining(r->in) - ext_len);
+    r->in->remaining -= ext_len;
 
     /* The host's ids for the caller; VFSD_NO_ID when it has none */
     r->ctx.uid = vfsd_idmap_to_host(&fs->opts->uid_map, r->h.uid);
     r->ctx.gid = vfsd_idmap_to_host(&fs->opts->gid_map, r->h.gid);
     r->ctx.pid = r->h.pid;
+    r->ctx.supp_gid = VFSD_NO_ID;
+    get_extensions(r);
 
     vfsd_debug("%s unique %" PRIu64 " nodeid %" PRIu64 " len %u",
                opname(r->h.opcode), (uint64_t)r->h.unique,

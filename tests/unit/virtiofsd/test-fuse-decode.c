@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -203,7 +204,7 @@ static void test_bad_names(TestFs *t, gconstpointer data)
     static const char *const names[] = {
         "..", ".", "", "a/b", "/", "../etc", "a/../../b",
     };
-    char longname[NAME_MAX + 2];
+    char longname[PATH_MAX + 2];
     unsigned int i;
     TestReq *r;
 
@@ -211,14 +212,37 @@ static void test_bad_names(TestFs *t, gconstpointer data)
         g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, names[i]), ==,
                         -EINVAL);
     }
+    /* Well-formed but too long: the host's answer, not a decoding error */
     memset(longname, 'a', sizeof(longname) - 1);
+    longname[NAME_MAX + 1] = '\0';
+    g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, longname), ==,
+                    -ENAMETOOLONG);
+    longname[NAME_MAX + 1] = 'a';
     longname[sizeof(longname) - 1] = '\0';
-    g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, longname), ==, -EINVAL);
+    g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, longname), ==,
+                    -ENAMETOOLONG);
 
-    /* A name without its NUL */
+    /* A name without its NUL, short or long */
     r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
     test_req_add(r, "passwd", 6);
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add(r, longname, sizeof(longname) - 1);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    test_req_add(r, longname, 1000);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    /* A NUL past the announced length does not count */
+    r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    for (i = 0; i < 5; i++) {
+        test_req_add(r, longname, 1000);
+    }
+    test_req_add(r, "", 1);
+    ((struct fuse_in_header *)r->data->data)->len = r->data->len - 1;
+    g_assert_cmpint(test_send_raw(t, r->data->data, r->data->len, 4096,
+                                  NULL, 0, NULL), ==, -EINVAL);
+    g_byte_array_free(r->data, true);
+    g_free(r);
 
     /* Creating names that climb out */
     r = test_req_new(FUSE_MKDIR, FUSE_ROOT_ID);

@@ -8,10 +8,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <cap-ng.h>
 #include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <linux/falloc.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -651,7 +656,8 @@ static void test_fallocate_lseek_copy(TestFs *t, gconstpointer data)
     test_req_add(r, &lin, sizeof(lin));
     g_assert_cmpint(test_send(t, r, 4096, &lout, sizeof(lout), NULL), ==, 0);
     g_assert_cmpuint(lout.offset, >=, 5);
-    lin.whence = SEEK_SET;
+    /* No such whence: the host's EINVAL */
+    lin.whence = 77;
     r = test_req_new(FUSE_LSEEK, ino);
     test_req_add(r, &lin, sizeof(lin));
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
@@ -1562,6 +1568,565 @@ static void test_direct_io(gconstpointer data)
     test_fs_teardown(&t);
 }
 
+/*
+ * Errno fidelity: each request below is also made as a system call on
+ * the scratch directory, and the guest must get exactly what the host
+ * said.  @host is the host's result (-1 with errno, or >= 0).
+ */
+#define HOST_RET(host) ((host) < 0 ? -errno : 0)
+
+static int name_req(TestFs *t, uint32_t opcode, uint64_t parent,
+                    const void *arg, size_t arglen, const char *name,
+                    const char *name2)
+{
+    TestReq *r = test_req_new(opcode, parent);
+    char reply[512];
+
+    if (arglen) {
+        test_req_add(r, arg, arglen);
+    }
+    test_req_add_str(r, name);
+    if (name2) {
+        test_req_add_str(r, name2);
+    }
+    return test_send(t, r, 8192, reply, sizeof(reply), NULL);
+}
+
+static void test_errno_long_names(TestFs *t, gconstpointer data)
+{
+    static const size_t lens[] = { 255, 256, 300, 1024, 1025, 4095, 4096,
+                                   8000 };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    struct fuse_mkdir_in min = { .mode = 0755 };
+    struct fuse_mknod_in nin = { .mode = S_IFIFO | 0644 };
+    struct fuse_create_in cin = { .flags = O_RDWR, .mode = S_IFREG | 0644 };
+    struct fuse_rename_in rin = { .newdir = FUSE_ROOT_ID };
+    struct fuse_link_in lin = { .oldnodeid = ino };
+    unsigned int i;
+
+    for (i = 0; i < G_N_ELEMENTS(lens); i++) {
+        g_autofree char *name = g_malloc(lens[i] + 1);
+        int host;
+
+        memset(name, 'n', lens[i]);
+        name[lens[i]] = '\0';
+        name[0] = '0' + i;
+
+        host = HOST_RET(mkdirat(t->dir_fd, name, 0755));
+        if (lens[i] <= 255) {
+            g_assert_cmpint(host, ==, 0);
+            g_assert_cmpint(unlinkat(t->dir_fd, name, AT_REMOVEDIR), ==, 0);
+        } else {
+            g_assert_cmpint(host, ==, -ENAMETOOLONG);
+        }
+        g_test_message("name of %zu bytes: host %d", lens[i], host);
+
+        g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, name), ==,
+                        host ? host : -ENOENT);
+        g_assert_cmpint(name_req(t, FUSE_MKDIR, FUSE_ROOT_ID, &min,
+                                 sizeof(min), name, NULL), ==, host);
+        if (!host) {
+            continue;
+        }
+        /* Every operation that takes a name: the host's error */
+        g_assert_cmpint(name_req(t, FUSE_MKNOD, FUSE_ROOT_ID, &nin,
+                                 sizeof(nin), name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_CREATE, FUSE_ROOT_ID, &cin,
+                                 sizeof(cin), name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0,
+                                 name, "f"), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_LINK, FUSE_ROOT_ID, &lin,
+                                 sizeof(lin), name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_UNLINK, FUSE_ROOT_ID, NULL, 0,
+                                 name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_RMDIR, FUSE_ROOT_ID, NULL, 0,
+                                 name, NULL), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_RENAME, FUSE_ROOT_ID, &rin,
+                                 sizeof(rin), "f", name), ==, host);
+        g_assert_cmpint(name_req(t, FUSE_RENAME, FUSE_ROOT_ID, &rin,
+                                 sizeof(rin), name, "g"), ==, host);
+    }
+    /* Nothing was made or moved by the refused requests */
+    g_assert_cmpint(faccessat(t->dir_fd, "f", F_OK, 0), ==, 0);
+}
+
+/* A symlink target and an xattr name too long: the host's errno */
+static void test_errno_long_strings(TestFs *t, gconstpointer data)
+{
+    g_autofree char *target = g_malloc(PATH_MAX + 1);
+    char xname[XATTR_NAME_MAX + 2];
+    struct fuse_setxattr_in sin = { .size = 1 };
+    struct fuse_getxattr_in gin = { .size = 64 };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    TestReq *r;
+    int host, fd;
+
+    memset(target, 't', PATH_MAX);
+    target[PATH_MAX] = '\0';
+    host = HOST_RET(symlinkat(target, t->dir_fd, "hs"));
+    g_assert_cmpint(host, ==, -ENAMETOOLONG);
+    g_assert_cmpint(name_req(t, FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0, "s",
+                             target), ==, host);
+    /* The longest one a path can have is fine */
+    target[PATH_MAX - 1] = '\0';
+    g_assert_cmpint(name_req(t, FUSE_SYMLINK, FUSE_ROOT_ID, NULL, 0, "s",
+                             target), ==,
+                    HOST_RET(symlinkat(target, t->dir_fd, "hs")));
+
+    memset(xname, 'x', sizeof(xname) - 1);
+    memcpy(xname, "user.", 5);
+    xname[sizeof(xname) - 1] = '\0';
+    fd = openat(t->dir_fd, "f", O_RDONLY | O_CLOEXEC);
+    host = HOST_RET(fsetxattr(fd, xname, "v", 1, 0));
+    g_assert_cmpint(host, ==, -ERANGE);
+    r = test_req_new(FUSE_SETXATTR, ino);
+    test_req_add(r, &sin, sizeof(sin));
+    test_req_add_str(r, xname);
+    test_req_add(r, "v", 1);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, host);
+    host = HOST_RET(fgetxattr(fd, xname, NULL, 0));
+    g_assert_cmpint(host, ==, -ERANGE);
+    r = test_req_new(FUSE_GETXATTR, ino);
+    test_req_add(r, &gin, sizeof(gin));
+    test_req_add_str(r, xname);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, host);
+    host = HOST_RET(fremovexattr(fd, xname));
+    r = test_req_new(FUSE_REMOVEXATTR, ino);
+    test_req_add_str(r, xname);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, host);
+    close(fd);
+}
+
+/* lutimes(): the link's own times change, its target's do not */
+static void test_errno_symlink_times(TestFs *t, gconstpointer data)
+{
+    struct fuse_setattr_in in = {
+        .valid = FATTR_ATIME | FATTR_MTIME,
+        .atime = 1000000001, .atimensec = 5,
+        .mtime = 1000000002, .mtimensec = 999999999,
+    };
+    struct fuse_attr_out out;
+    struct stat st, target_before, target_after;
+    uint64_t fh, link;
+    TestReq *r;
+
+    test_create(t, FUSE_ROOT_ID, "target", O_RDWR, &fh);
+    g_assert_cmpint(symlinkat("target", t->dir_fd, "link"), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "target", &target_before, 0), ==, 0);
+    link = test_lookup(t, FUSE_ROOT_ID, "link", NULL);
+
+    r = test_req_new(FUSE_SETATTR, link);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_true(S_ISLNK(out.attr.mode));
+    g_assert_cmpuint(out.attr.mtime, ==, 1000000002);
+    g_assert_cmpuint(out.attr.mtimensec, ==, 999999999);
+    g_assert_cmpint(fstatat(t->dir_fd, "link", &st, AT_SYMLINK_NOFOLLOW),
+                    ==, 0);
+    g_assert_cmpint(st.st_atim.tv_sec, ==, 1000000001);
+    g_assert_cmpint(st.st_atim.tv_nsec, ==, 5);
+    g_assert_cmpint(st.st_mtim.tv_sec, ==, 1000000002);
+    g_assert_cmpint(fstatat(t->dir_fd, "target", &target_after, 0), ==, 0);
+    g_assert_cmpint(target_after.st_mtim.tv_sec, ==,
+                    target_before.st_mtim.tv_sec);
+    g_assert_cmpint(target_after.st_mtim.tv_nsec, ==,
+                    target_before.st_mtim.tv_nsec);
+
+    /* touch -h: "now" on the link */
+    in.valid = FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW;
+    r = test_req_new(FUSE_SETATTR, link);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.attr.mtime, >, 1000000002);
+
+    /* Nanoseconds out of range: what utimensat() says */
+    in.valid = FATTR_MTIME;
+    in.mtimensec = 1000000000;
+    r = test_req_new(FUSE_SETATTR, link);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==,
+                    HOST_RET(utimensat(t->dir_fd, "link",
+                                       (struct timespec[]){
+                                           { .tv_nsec = UTIME_OMIT },
+                                           { 1, 1000000000 } },
+                                       AT_SYMLINK_NOFOLLOW)));
+}
+
+/* MKNOD of any file type: what mknodat() makes of it */
+static void test_errno_mknod_types(TestFs *t, gconstpointer data)
+{
+    static const mode_t types[] = {
+        0, S_IFREG, S_IFIFO, S_IFSOCK, S_IFDIR, S_IFLNK, 0030000, S_IFMT,
+    };
+    struct fuse_create_in cin = { .flags = O_RDWR, .mode = S_IFCHR | 0640 };
+    struct fuse_entry_out e;
+    struct stat st;
+    unsigned int i;
+    char name[16];
+    TestReq *r;
+
+    for (i = 0; i < G_N_ELEMENTS(types); i++) {
+        int host;
+
+        snprintf(name, sizeof(name), "h%u", i);
+        host = HOST_RET(mknodat(t->dir_fd, name, types[i] | 0640, 0));
+        snprintf(name, sizeof(name), "g%u", i);
+        r = test_req_new(FUSE_MKNOD, FUSE_ROOT_ID);
+        test_req_add(r, &(struct fuse_mknod_in){ .mode = types[i] | 0640 },
+                     sizeof(struct fuse_mknod_in));
+        test_req_add_str(r, name);
+        g_test_message("mknod type 0%o: host %d", types[i], host);
+        g_assert_cmpint(test_send(t, r, 4096, &e, sizeof(e), NULL), ==,
+                        host);
+        if (host == 0) {
+            g_assert_cmpint(fstatat(t->dir_fd, name, &st,
+                                    AT_SYMLINK_NOFOLLOW), ==, 0);
+            g_assert_cmpuint(st.st_mode & S_IFMT, ==,
+                             types[i] ? types[i] : S_IFREG);
+            g_assert_cmpuint(e.attr.mode, ==, st.st_mode);
+        }
+    }
+
+    /* open(O_CREAT) ignores file type bits in the mode: so does CREATE */
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &cin, sizeof(cin));
+    test_req_add_str(r, "c");
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "c", &st, 0), ==, 0);
+    g_assert_true(S_ISREG(st.st_mode));
+}
+
+/* SYNCFS names the inode the guest holds, which may be a FIFO */
+static void test_errno_syncfs_special(TestFs *t, gconstpointer data)
+{
+    uint64_t fifo;
+    TestReq *r;
+
+    g_assert_cmpint(mkfifoat(t->dir_fd, "fifo", 0600), ==, 0);
+    g_assert_cmpint(symlinkat("fifo", t->dir_fd, "link"), ==, 0);
+    fifo = test_lookup(t, FUSE_ROOT_ID, "fifo", NULL);
+    r = test_req_new(FUSE_SYNCFS, fifo);
+    test_req_add(r, &(struct fuse_syncfs_in){ 0 },
+                 sizeof(struct fuse_syncfs_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_SYNCFS, test_lookup(t, FUSE_ROOT_ID, "link", NULL));
+    test_req_add(r, &(struct fuse_syncfs_in){ 0 },
+                 sizeof(struct fuse_syncfs_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
+/*
+ * WRITE, FALLOCATE and LSEEK at offsets near and past INT64_MAX: each
+ * answer must be the one the same call on a host fd gives.
+ */
+static void test_errno_offsets(TestFs *t, gconstpointer data)
+{
+    static const struct {
+        uint64_t off, len;
+    } cases[] = {
+        { 0, 1 },
+        { (1ULL << 44) - 1, 2 },
+        { 1ULL << 44, 1 },
+        { 1ULL << 62, 1 },
+        { INT64_MAX - 1, 1 },
+        { INT64_MAX - 1, 2 },
+        { INT64_MAX, 0 },
+        { INT64_MAX, 1 },
+        { (uint64_t)INT64_MAX + 1, 1 },
+        { UINT64_MAX, 1 },
+        { UINT64_MAX - 4095, 4096 },
+    };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    int hfd = openat(t->dir_fd, "host", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    static char data4k[4096];
+    unsigned int i;
+
+    g_assert_cmpint(hfd, >=, 0);
+    for (i = 0; i < G_N_ELEMENTS(cases); i++) {
+        struct fuse_fallocate_in fin = {
+            .fh = fh, .offset = cases[i].off, .length = cases[i].len,
+            .mode = FALLOC_FL_KEEP_SIZE,
+        };
+        struct fuse_lseek_in lin = {
+            .fh = fh, .offset = cases[i].off, .whence = SEEK_DATA,
+        };
+        ssize_t n;
+        int host, ours;
+        TestReq *r;
+
+        errno = 0;
+        n = pwrite(hfd, data4k, cases[i].len, (off_t)cases[i].off);
+        host = n < 0 ? -errno : (int)n;
+        ours = test_write(t, ino, fh, cases[i].off, data4k, cases[i].len);
+        g_test_message("write %" PRIu64 "+%" PRIu64 ": host %d, ours %d",
+                       cases[i].off, cases[i].len, host, ours);
+        g_assert_cmpint(ours, ==, host);
+
+        host = HOST_RET(fallocate(hfd, FALLOC_FL_KEEP_SIZE,
+                                  (off_t)cases[i].off,
+                                  (off_t)cases[i].len));
+        r = test_req_new(FUSE_FALLOCATE, ino);
+        test_req_add(r, &fin, sizeof(fin));
+        ours = test_send(t, r, 4096, NULL, 0, NULL);
+        g_test_message("fallocate %" PRIu64 "+%" PRIu64 ": host %d, ours %d",
+                       cases[i].off, cases[i].len, host, ours);
+        g_assert_cmpint(ours, ==, host);
+
+        host = HOST_RET(lseek(hfd, (off_t)cases[i].off, SEEK_DATA));
+        r = test_req_new(FUSE_LSEEK, ino);
+        test_req_add(r, &lin, sizeof(lin));
+        ours = test_send(t, r, 4096, NULL, 0, NULL);
+        g_test_message("SEEK_DATA %" PRIu64 ": host %d, ours %d",
+                       cases[i].off, host, ours);
+        g_assert_cmpint(ours, ==, host);
+    }
+    close(hfd);
+}
+
+/*
+ * A daemon that may not open the file read-write (it is not root, or it
+ * runs without CAP_DAC_OVERRIDE) and a file it may write but not read:
+ * a write lock through the guest's writable handle is taken, as a local
+ * process's is.  Run in a subprocess, which gives the capabilities up.
+ */
+static void test_errno_plock_access(void)
+{
+    struct fuse_lk_in in = {
+        .owner = 7,
+        .lk = { .start = 0, .end = 9, .type = F_WRLCK },
+    };
+    struct flock l = {
+        .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_len = 10,
+    };
+    uint64_t fh, ino;
+    TestFs t;
+    TestReq *r;
+    int fd;
+
+    if (!g_test_subprocess()) {
+        g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_passed();
+        return;
+    }
+    g_assert_cmpint(capng_get_caps_process(), ==, 0);
+    capng_update(CAPNG_DROP, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
+                 CAP_DAC_OVERRIDE);
+    capng_update(CAPNG_DROP, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
+                 CAP_DAC_READ_SEARCH);
+    g_assert_cmpint(capng_apply(CAPNG_SELECT_CAPS), ==, 0);
+
+    test_fs_setup(&t, NULL);
+    test_fs_init_session(&t, FUSE_POSIX_LOCKS);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_WRONLY, &fh);
+    g_assert_cmpint(fchmodat(t.dir_fd, "f", 0200, 0), ==, 0);
+    g_assert_cmpint(faccessat(t.dir_fd, "f", R_OK, AT_EACCESS), <, 0);
+
+    in.fh = fh;
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, 0);
+    /* ...and held on the host */
+    fd = openat(t.dir_fd, "f", O_WRONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    l.l_type = F_WRLCK;
+    g_assert_cmpint(fcntl(fd, F_OFD_GETLK, &l), ==, 0);
+    g_assert_cmpint(l.l_type, ==, F_WRLCK);
+    close(fd);
+    test_fs_teardown(&t);
+}
+
+/* The same for an append-only file, which opens for writing only so */
+static void test_errno_plock_append_only(TestFs *t, gconstpointer data)
+{
+    struct fuse_lk_in in = {
+        .owner = 7,
+        .lk = { .start = 0, .end = 9, .type = F_WRLCK },
+    };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_WRONLY, &fh);
+    int fd, flags = FS_APPEND_FL, ret;
+    TestReq *r;
+
+    fh = test_open(t, ino, O_WRONLY | O_APPEND);
+    fd = openat(t->dir_fd, "f", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    ret = ioctl(fd, FS_IOC_SETFLAGS, &flags);
+    close(fd);
+    if (ret < 0) {
+        g_test_skip("no append-only files here (needs root and a file "
+                    "system with FS_APPEND_FL)");
+        return;
+    }
+    in.fh = fh;
+    r = test_req_new(FUSE_SETLK, ino);
+    test_req_add(r, &in, sizeof(in));
+    ret = test_send(t, r, 4096, NULL, 0, NULL);
+    /* Cleared before any assertion can fail: teardown must remove it */
+    flags = 0;
+    fd = openat(t->dir_fd, "f", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(ioctl(fd, FS_IOC_SETFLAGS, &flags), ==, 0);
+    close(fd);
+    g_assert_cmpint(ret, ==, 0);
+}
+
+/*
+ * A creation by uid 1000 in a directory of its supplementary group 2000
+ * (FUSE_CREATE_SUPP_GROUP): the host must see the group, or it refuses
+ * what it allows a local caller, and a setgid bit the caller may set.
+ */
+static int create_as_user(TestFs *t, uint32_t opcode, uint64_t parent,
+                          const char *name, mode_t mode, bool ext)
+{
+    TestReq *r = test_req_new(opcode, parent);
+    struct fuse_in_header *h = (void *)r->data->data;
+    struct {
+        struct fuse_ext_header xh;
+        struct fuse_supp_groups sg;
+        uint32_t gid;
+    } __attribute__((packed)) groups = {
+        .xh = { .size = sizeof(groups), .type = FUSE_EXT_GROUPS },
+        .sg = { .nr_groups = 1 },
+        .gid = 2000,
+    };
+
+    h->uid = 1000;
+    h->gid = 1000;
+    switch (opcode) {
+    case FUSE_CREATE:
+        test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                                  .mode = mode },
+                     sizeof(struct fuse_create_in));
+        break;
+    case FUSE_MKDIR:
+        test_req_add(r, &(struct fuse_mkdir_in){ .mode = mode },
+                     sizeof(struct fuse_mkdir_in));
+        break;
+    case FUSE_MKNOD:
+        test_req_add(r, &(struct fuse_mknod_in){ .mode = mode },
+                     sizeof(struct fuse_mknod_in));
+        break;
+    }
+    test_req_add_str(r, name);
+    if (opcode == FUSE_SYMLINK) {
+        test_req_add_str(r, "target");
+    }
+    if (ext) {
+        G_STATIC_ASSERT(sizeof(groups) % 8 == 0);
+        test_req_add(r, &groups, sizeof(groups));
+        h = (void *)r->data->data;
+        h->total_extlen = sizeof(groups) / 8;
+    }
+    return test_send(t, r, 4096, NULL, 0, NULL);
+}
+
+static void test_errno_supp_group(void)
+{
+    static const uint32_t ops[] = {
+        FUSE_CREATE, FUSE_MKDIR, FUSE_MKNOD, FUSE_SYMLINK,
+    };
+    uint64_t grp, sgid;
+    struct stat st;
+    unsigned int i;
+    char name[16], path[32];
+    TestFs t;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root");
+        return;
+    }
+    test_fs_setup(&t, NULL);
+    test_fs_init_session(&t, FUSE_CREATE_SUPP_GROUP);
+    g_assert_cmpint(chmod(t.dir, 0755), ==, 0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "grp", 0775), ==, 0);
+    g_assert_cmpint(fchmodat(t.dir_fd, "grp", 0775, 0), ==, 0);
+    g_assert_cmpint(fchownat(t.dir_fd, "grp", 0, 2000, 0), ==, 0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "sgid", 0775), ==, 0);
+    g_assert_cmpint(fchownat(t.dir_fd, "sgid", 0, 2000, 0), ==, 0);
+    g_assert_cmpint(fchmodat(t.dir_fd, "sgid", 02775, 0), ==, 0);
+    grp = test_lookup(&t, FUSE_ROOT_ID, "grp", NULL);
+    sgid = test_lookup(&t, FUSE_ROOT_ID, "sgid", NULL);
+
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        mode_t mode = ops[i] == FUSE_MKNOD ? S_IFIFO | 0644 :
+                      ops[i] == FUSE_CREATE ? S_IFREG | 0644 : 0755;
+
+        snprintf(name, sizeof(name), "n%u", i);
+        /* Not a member as far as anyone told us: the host refuses */
+        g_assert_cmpint(create_as_user(&t, ops[i], grp, name, mode, false),
+                        ==, -EACCES);
+        g_assert_cmpint(create_as_user(&t, ops[i], grp, name, mode, true),
+                        ==, 0);
+        snprintf(path, sizeof(path), "grp/%s", name);
+        g_assert_cmpint(fstatat(t.dir_fd, path, &st, AT_SYMLINK_NOFOLLOW),
+                        ==, 0);
+        g_assert_cmpuint(st.st_uid, ==, 1000);
+        g_assert_cmpuint(st.st_gid, ==, 1000);
+    }
+    /* A member keeps the setgid bit of a file made in a setgid dir */
+    g_assert_cmpint(create_as_user(&t, FUSE_CREATE, sgid, "keep",
+                                   S_IFREG | 02755, true), ==, 0);
+    g_assert_cmpint(fstatat(t.dir_fd, "sgid/keep", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_gid, ==, 2000);
+    g_assert_true(st.st_mode & S_ISGID);
+    g_assert_cmpint(create_as_user(&t, FUSE_CREATE, sgid, "lose",
+                                   S_IFREG | 02755, false), ==, -EACCES);
+    /* The thread has no supplementary group left */
+    g_assert_cmpint(getgroups(0, NULL), ==, 0);
+    test_fs_teardown(&t);
+
+    /* Not negotiated: the extension is not used */
+    test_fs_setup(&t, NULL);
+    test_fs_init_session(&t, 0);
+    g_assert_cmpint(chmod(t.dir, 0755), ==, 0);
+    g_assert_cmpint(mkdirat(t.dir_fd, "grp", 0775), ==, 0);
+    g_assert_cmpint(fchmodat(t.dir_fd, "grp", 0775, 0), ==, 0);
+    g_assert_cmpint(fchownat(t.dir_fd, "grp", 0, 2000, 0), ==, 0);
+    grp = test_lookup(&t, FUSE_ROOT_ID, "grp", NULL);
+    g_assert_cmpint(create_as_user(&t, FUSE_MKDIR, grp, "d", 0755, true),
+                    ==, -EACCES);
+    test_fs_teardown(&t);
+}
+
+static bool window_available(void *opaque)
+{
+    return true;
+}
+
+/*
+ * Writes through a DAX window never reach the daemon, so it must not
+ * take over clearing setuid/setgid on writes (the guest would then not
+ * do it, and a user's write would keep the bits).
+ */
+static void test_errno_killpriv_dax(void)
+{
+    VfsdDaxBackend be = { .available = window_available };
+    struct fuse_init_in in = {
+        .major = 7, .minor = 41,
+        .flags = FUSE_INIT_EXT | FUSE_HANDLE_KILLPRIV_V2,
+    };
+    struct fuse_init_out out;
+    VfsdDax *dax;
+    TestReq *r;
+    TestFs t;
+
+    /* Without a window it is offered... */
+    test_fs_setup(&t, NULL);
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_true(out.flags & FUSE_HANDLE_KILLPRIV_V2);
+    test_fs_teardown(&t);
+
+    /* ...with one it is not */
+    test_fs_setup(&t, NULL);
+    dax = t.fs.dax = vfsd_dax_new(&be);
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_false(out.flags & FUSE_HANDLE_KILLPRIV_V2);
+    test_fs_teardown(&t);
+    vfsd_dax_free(dax);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1589,6 +2154,19 @@ int main(int argc, char **argv)
     ADD("lost-reply", test_lost_reply);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
+    ADD("errno/long-names", test_errno_long_names);
+    ADD("errno/long-strings", test_errno_long_strings);
+    ADD("errno/symlink-times", test_errno_symlink_times);
+    ADD("errno/mknod-types", test_errno_mknod_types);
+    ADD("errno/syncfs-special", test_errno_syncfs_special);
+    ADD("errno/offsets", test_errno_offsets);
+    ADD("errno/plock-append-only", test_errno_plock_append_only);
+    g_test_add_func("/virtiofsd/ops/errno/plock-access",
+                    test_errno_plock_access);
+    g_test_add_func("/virtiofsd/ops/errno/supp-group",
+                    test_errno_supp_group);
+    g_test_add_func("/virtiofsd/ops/errno/killpriv-dax",
+                    test_errno_killpriv_dax);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
