@@ -518,11 +518,13 @@ def main():
     try:
         if args.daemon == "auto":
             args.daemon = "ours" if os.access(OUR_VIRTIOFSD, os.X_OK) else "rust"
-        if args.accel == "auto":
+        picked = args.accel == "auto"
+        if picked:
             args.accel = "kvm" if kvm_usable() else "tcg"
         if not args.quiet:
             why = ""
-            if args.accel == "tcg" and os.environ.get("VFSDAX_ACCEL") != "tcg":
+            if picked and args.accel == "tcg" and \
+                    os.environ.get("VFSDAX_ACCEL") != "tcg":
                 why = (" (a probe guest did not boot under KVM here)"
                        if os.access("/dev/kvm", os.R_OK | os.W_OK)
                        else " (no usable /dev/kvm)")
