@@ -201,6 +201,10 @@ SUITES = [
           "dax-truncate-watch.sh", timeout=600),
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
+    # --dax-policy=always|size:N|xattr|never seen from the guest (statx
+    # STATX_ATTR_DAX per file, four guest runs).
+    guest("guest: DAX policies by their outcome (statx)", "dax-policy.sh",
+          timeout=480),
     # cache-size=16G as users type it, on pc and on q35 (two guest runs).
     # (dax-reboot.sh, a reboot with live mappings, is not here yet: the
     # daemon refuses the rebooted guest's INIT, see its header.)
