@@ -296,13 +296,16 @@ def run_guest(args, sink=None):
 
         mem = args.mem
         qcmd = [qemu, "-nodefaults", "-no-user-config", "-display", "none",
-                "-no-reboot", "-machine", f"{args.machine},memory-backend=mem",
+                "-machine", f"{args.machine},memory-backend=mem",
                 "-object", f"memory-backend-memfd,id=mem,size={mem},share=on",
                 "-m", mem, "-smp", str(args.smp),
                 "-kernel", os.path.join(GUEST, "vmlinuz"), "-initrd", initrd,
                 "-append", "console=ttyS0 panic=-1 loglevel=4 " + args.append,
                 "-serial", f"file:{os.path.join(logdir, 'console.log')}",
                 "-serial", f"file:{os.path.join(logdir, 'output.log')}"]
+        if not args.allow_reboot:
+            # A guest that reboots (or panics) ends the run
+            qcmd += ["-no-reboot"]
         for d in FIRMWARE_DIRS:
             if os.path.isdir(d):
                 qcmd += ["-L", d]
@@ -476,6 +479,9 @@ def build_parser():
     p.add_argument("--machine", default="pc")
     p.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     p.add_argument("--append", default="", help="extra kernel arguments")
+    p.add_argument("--allow-reboot", action="store_true",
+                   help="a guest reboot boots the same initramfs and script "
+                        "again (default: QEMU exits); the output goes on")
     p.add_argument("--qemu", help="QEMU binary (default: build/qemu's)")
     p.add_argument("--qemu-args", default="", help="extra QEMU arguments")
     p.add_argument("--env", action="append", default=[],
