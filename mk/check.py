@@ -201,6 +201,11 @@ SUITES = [
           "dax-truncate-watch.sh", timeout=600),
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
+    # Parallel SETUPMAPPING/REMOVEMAPPING: 4 vCPUs, 4 request queues, a
+    # thread pool, a window smaller than the data; fsx and mmap writers,
+    # plain and with --dax-unmap-delay (two guest runs).
+    guest("guest: DAX under concurrency, 4 queues, thread pool, unmap delay",
+          "dax-parallel.sh", timeout=600),
     # --dax-policy=always|size:N|xattr|never seen from the guest (statx
     # STATX_ATTR_DAX per file, four guest runs).
     guest("guest: DAX policies by their outcome (statx)", "dax-policy.sh",
