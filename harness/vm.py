@@ -12,11 +12,22 @@ everything is torn down afterwards, whatever happens.
 
 The script's output goes to stdout as it comes; the exit status is the
 script's.  125 means the harness itself failed, with a message on stderr
-saying what did not come up.
+saying what did not come up, or what did not go down: after the guest's
+verdict QEMU must exit with status 0 within --exit-limit seconds, and the
+daemon must then end by itself, with status 0, within as long again
+(--expect-qemu-exit and --expect-daemon-exit name another status, or
+"any", for a test that breaks one of them on purpose).  A QEMU that hangs
+or aborts while it tears the device down, or a daemon that crashes on
+DESTROY or on the disconnect, fails the run whatever the guest said.
+
+VFSDAX_DEADLINE in the environment (seconds since the epoch, as
+mk/check.py sets it for a suite) cuts --timeout so that the run, teardown
+included, ends before it.  SIGTERM and SIGHUP tear everything down like
+Ctrl-C does.
 
 Inside the guest the script sees VFS_TAG (the tag to mount), VFS_DAX (1 when
-a cache window was configured), VFS_DAEMON, VFS_REQUEST_QUEUES (0: the
-device's default) and /lib/vfsdax.sh.
+a cache window was configured), VFS_DAEMON, VFS_ACCEL (kvm or tcg),
+VFS_REQUEST_QUEUES (0: the device's default) and /lib/vfsdax.sh.
 """
 
 import argparse
@@ -172,6 +183,69 @@ def tail(path, lines=25):
         return ""
 
 
+def describe_status(rc):
+    if rc is None:
+        return "still running"
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"status {rc}"
+
+
+def status_ok(rc, want):
+    return want == "any" or rc == int(want)
+
+
+def judge_exits(args, rc, qemu_proc, qlog, daemon, dlog, logdir):
+    """After the guest's verdict RC: QEMU must exit as expected within the
+    limit, then the daemon by itself.  Raises HarnessError otherwise."""
+    def logs():
+        return (f"--- qemu.log\n{tail(qlog)}"
+                f"--- guest console (tail)\n"
+                f"{tail(os.path.join(logdir, 'console.log'))}"
+                + (f"--- virtiofsd.log\n{tail(dlog)}" if daemon else ""))
+    verdict = f"the guest script ended with status {rc}, but "
+    try:
+        qemu_proc.wait(args.exit_limit)
+    except subprocess.TimeoutExpired:
+        raise HarnessError(verdict + f"QEMU did not exit within "
+                           f"{args.exit_limit:g}s after it.\n" + logs())
+    if not status_ok(qemu_proc.returncode, args.expect_qemu_exit):
+        raise HarnessError(verdict + "QEMU ended with "
+                           f"{describe_status(qemu_proc.returncode)} "
+                           f"(expected {args.expect_qemu_exit}).\n" + logs())
+    if daemon is None:
+        return
+    # Its front-end is gone: a back-end must notice and end by itself.
+    try:
+        daemon.wait(args.exit_limit)
+    except subprocess.TimeoutExpired:
+        raise HarnessError(verdict + f"virtiofsd was still running "
+                           f"{args.exit_limit:g}s after QEMU exited.\n"
+                           + logs())
+    if not status_ok(daemon.returncode, args.expect_daemon_exit):
+        raise HarnessError(verdict + "virtiofsd ended with "
+                           f"{describe_status(daemon.returncode)} "
+                           f"(expected {args.expect_daemon_exit}).\n"
+                           + logs())
+
+
+def apply_deadline(args):
+    """Cut args.timeout to end, teardown included, by $VFSDAX_DEADLINE."""
+    deadline = os.environ.get("VFSDAX_DEADLINE")
+    if not deadline:
+        return
+    # Two exit limits, the grace of stop() twice, and a margin
+    left = float(deadline) - time.time() - (2 * args.exit_limit + 15)
+    if left < args.timeout:
+        if not args.quiet:
+            log(f"timeout cut from {args.timeout:g}s to {max(left, 1):.0f}s: "
+                "the suite's limit ($VFSDAX_DEADLINE) is near")
+        args.timeout = max(left, 1)
+
+
 def stop(proc, grace=5):
     if proc is None or proc.poll() is not None:
         return
@@ -217,7 +291,7 @@ def run_guest(args, sink=None):
             os.makedirs(shared)
 
         env = {"VFS_TAG": args.tag, "VFS_DAX": 1 if args.cache_size else 0,
-               "VFS_DAEMON": args.daemon,
+               "VFS_DAEMON": args.daemon, "VFS_ACCEL": args.accel,
                "VFS_REQUEST_QUEUES": args.request_queues, "VFSDAX_MODULES": 1 if args.p9 else 0}
         for kv in args.env:
             k, _, v = kv.partition("=")
@@ -226,13 +300,16 @@ def run_guest(args, sink=None):
 
         mem = args.mem
         qcmd = [qemu, "-nodefaults", "-no-user-config", "-display", "none",
-                "-no-reboot", "-machine", f"{args.machine},memory-backend=mem",
+                "-machine", f"{args.machine},memory-backend=mem",
                 "-object", f"memory-backend-memfd,id=mem,size={mem},share=on",
                 "-m", mem, "-smp", str(args.smp),
                 "-kernel", os.path.join(GUEST, "vmlinuz"), "-initrd", initrd,
                 "-append", "console=ttyS0 panic=-1 loglevel=4 " + args.append,
                 "-serial", f"file:{os.path.join(logdir, 'console.log')}",
                 "-serial", f"file:{os.path.join(logdir, 'output.log')}"]
+        if not args.allow_reboot:
+            # A guest that reboots (or panics) ends the run
+            qcmd += ["-no-reboot"]
         for d in FIRMWARE_DIRS:
             if os.path.isdir(d):
                 qcmd += ["-L", d]
@@ -307,6 +384,7 @@ def run_guest(args, sink=None):
         out_path = os.path.join(logdir, "output.log")
         deadline = time.monotonic() + args.timeout
         pos, buf, rc = 0, "", None
+        daemon_noted = False
         while True:
             done = qemu_proc.poll() is not None
             if os.path.exists(out_path):
@@ -323,18 +401,17 @@ def run_guest(args, sink=None):
                     else:
                         sink(line + "\n")
             if rc is not None:
-                # The guest powers off by itself; give it a moment.
-                try:
-                    qemu_proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    pass
+                # The guest powers off by itself right after its verdict
+                judge_exits(args, rc, qemu_proc, qlog, daemon,
+                            dlog if daemon else None, logdir)
                 break
             if done:
                 if buf:
                     sink(buf)
                 raise HarnessError(
-                    f"QEMU exited with status {qemu_proc.returncode} before the "
-                    f"guest script finished.\n--- qemu.log\n{tail(qlog)}"
+                    f"QEMU ended ({describe_status(qemu_proc.returncode)}) "
+                    f"before the guest script finished.\n"
+                    f"--- qemu.log\n{tail(qlog)}"
                     f"--- guest console (tail)\n"
                     f"{tail(os.path.join(logdir, 'console.log'))}"
                     + (f"--- virtiofsd.log\n{tail(dlog)}" if daemon else ""))
@@ -348,11 +425,13 @@ def run_guest(args, sink=None):
                 raise HarnessError(
                     f"virtiofsd exited with status {daemon.returncode} while "
                     f"the guest was running.\n--- virtiofsd.log\n{tail(dlog)}")
-            if daemon is not None and daemon.poll() is not None and not args.allow_daemon_exit:
+            if daemon is not None and daemon.poll() is not None and not daemon_noted:
                 # A dead back-end is reported, but the guest may still finish
-                # (a test may kill the daemon on purpose).
-                log(f"note: virtiofsd exited with status {daemon.returncode}")
-                args.allow_daemon_exit = True
+                # (a test may kill the daemon on purpose): its status is
+                # judged once the guest is done.
+                log(f"note: virtiofsd ended with "
+                    f"{describe_status(daemon.returncode)}")
+                daemon_noted = True
             time.sleep(0.1)
         if args.show_console:
             sys.stderr.write(tail(os.path.join(logdir, "console.log"), 200))
@@ -377,6 +456,12 @@ def run_guest(args, sink=None):
 
 def default_args():
     return build_parser().parse_args(["--cmd", "true"])
+
+
+def exit_status(text):
+    if text != "any":
+        int(text)
+    return text
 
 
 def build_parser():
@@ -411,6 +496,9 @@ def build_parser():
     p.add_argument("--machine", default="pc")
     p.add_argument("--accel", default="auto", choices=["auto", "kvm", "tcg"])
     p.add_argument("--append", default="", help="extra kernel arguments")
+    p.add_argument("--allow-reboot", action="store_true",
+                   help="a guest reboot boots the same initramfs and script "
+                        "again (default: QEMU exits); the output goes on")
     p.add_argument("--qemu", help="QEMU binary (default: build/qemu's)")
     p.add_argument("--upstream-device", action="store_true",
                    help="unmodified upstream QEMU >= 11.1 (default: "
@@ -428,27 +516,48 @@ def build_parser():
     p.add_argument("--daemon-must-live", action="store_true",
                    help="fail at once if the daemon exits before the guest "
                         "script finishes (default: note it and go on)")
-    p.add_argument("--allow-daemon-exit", action="store_true",
-                   help=argparse.SUPPRESS)
+    p.add_argument("--exit-limit", type=float, default=20,
+                   help="seconds QEMU has to exit after the guest's verdict, "
+                        "and the daemon after QEMU (default 20)")
+    p.add_argument("--expect-qemu-exit", default="0", type=exit_status,
+                   help="QEMU's exit status after the verdict: N, -SIGNAL "
+                        "or any (default 0)")
+    p.add_argument("--expect-daemon-exit", default="0", type=exit_status,
+                   help="the daemon's exit status once QEMU is gone: N, "
+                        "-SIGNAL (killed by it) or any (default 0)")
     return p
+
+
+def on_signal(signum, frame):
+    # Once: a second signal must not cut the teardown short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def main():
     args = build_parser().parse_args()
     if not args.script and not args.cmd:
         build_parser().error("give a guest SCRIPT or --cmd")
+    # Killed by a CI or check.py timeout, QEMU and the daemon (in their
+    # own sessions) would live on and load whatever runs next: tear down.
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     try:
         if args.daemon == "auto":
             args.daemon = "ours" if os.access(OUR_VIRTIOFSD, os.X_OK) else "rust"
-        if args.accel == "auto":
+        picked = args.accel == "auto"
+        if picked:
             args.accel = "kvm" if kvm_usable() else "tcg"
         if not args.quiet:
             why = ""
-            if args.accel == "tcg" and os.environ.get("VFSDAX_ACCEL") != "tcg":
+            if picked and args.accel == "tcg" and \
+                    os.environ.get("VFSDAX_ACCEL") != "tcg":
                 why = (" (a probe guest did not boot under KVM here)"
                        if os.access("/dev/kvm", os.R_OK | os.W_OK)
                        else " (no usable /dev/kvm)")
             log(f"accelerator: {args.accel}{why}")
+        apply_deadline(args)
         rc = run_guest(args)
     except HarnessError as e:
         print(f"vm: error: {e}", file=sys.stderr)

@@ -6,14 +6,29 @@ result per test point; any other suite is one result by its exit status.
 A suite whose program is missing FAILS with what is missing: nothing is
 skipped silently.  The last line is "N passed, N failed[, N skipped]".
 
+TAP is read from the suite's stdout only (its stderr is shown, never
+counted).  A TAP suite fails unless its plan (1..N) matches the test
+points it gave, at least one of them passed, and no "Bail out!"; a qos
+suite fails unless each path it names ran and passed.
+
+Each suite runs in its own session with $VFSDAX_DEADLINE set to a moment
+before its limit, so that harness/vm.py ends its guests in time.  This
+program is the subreaper of everything a suite starts: a suite that runs
+past its limit is sent SIGTERM, then SIGKILL, with every process it left,
+QEMU and daemons in sessions of their own included; a suite that ends
+and leaves processes running fails.
+
     mk/check.py [-k SUBSTRING] [--list] [-v]
 """
 
 import argparse
+import ctypes
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,14 +46,22 @@ QOS_ENV = {"QTEST_QEMU_BINARY": QEMU,
            "G_TEST_DBUS_DAEMON": "/bin/true"}
 
 
+# A suite's processes get this long to end after SIGTERM before SIGKILL,
+# and vm.py's guests must end this long before the suite's limit.
+KILL_GRACE = 20
+DEADLINE_MARGIN = 15
+
+
 class Suite:
     def __init__(self, name, cmd, tap=False, env=None, needs=(), ninja=(),
-                 timeout=600):
+                 timeout=600, must_run=()):
         self.name, self.cmd, self.tap = name, cmd, tap
         self.env = env or {}
         self.needs = list(needs)        # files that must exist to run
         self.ninja = list(ninja)        # ninja targets in build/qemu to build first
         self.timeout = timeout
+        # TAP descriptions: each prefix must begin a passed test point
+        self.must_run = list(must_run)
 
 
 def qos(name, paths, timeout=300):
@@ -48,7 +71,8 @@ def qos(name, paths, timeout=300):
     for p in paths:
         cmd += ["-r", p]
     return Suite(name, cmd, tap=True, env=QOS_ENV, needs=[binary, QEMU],
-                 ninja=["tests/qtest/qos-test"], timeout=timeout)
+                 ninja=["tests/qtest/qos-test"], timeout=timeout,
+                 must_run=paths)
 
 
 def qtest(name, binary_name, args=(), env=None, ninja=(), timeout=300):
@@ -193,6 +217,20 @@ SUITES = [
           "dax-truncate-watch.sh", timeout=600),
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
+    # Parallel SETUPMAPPING/REMOVEMAPPING: 4 vCPUs, 4 request queues, a
+    # thread pool, a window smaller than the data; fsx and mmap writers,
+    # plain and with --dax-unmap-delay (two guest runs).
+    guest("guest: DAX under concurrency, 4 queues, thread pool, unmap delay",
+          "dax-parallel.sh", timeout=600),
+    # --dax-policy=always|size:N|xattr|never seen from the guest (statx
+    # STATX_ATTR_DAX per file, four guest runs).
+    guest("guest: DAX policies by their outcome (statx)", "dax-policy.sh",
+          timeout=480),
+    # cache-size=16G as users type it, on pc and on q35 (two guest runs).
+    # (dax-reboot.sh, a reboot with live mappings, is not here yet: the
+    # daemon refuses the rebooted guest's INIT, see its header.)
+    guest("guest: DAX, a 16 GiB window on pc and on q35",
+          "dax-window-16g.sh", timeout=300),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
     # TCG: a vCPU keeps using MMIO while another changes the memory map
     # (patch 0024); without the fix the guest hangs or QEMU aborts.
@@ -225,11 +263,21 @@ SUITES = [
 ]
 
 
-def tap_results(output):
-    """(status, description) per TAP test point; status in pass/fail/skip."""
-    results = []
+def tap_results(output, must_run=()):
+    """(status, description) per TAP test point, status in pass/fail/skip,
+    then a "fail" for each way the stream itself is wrong."""
+    results, plans, bail = [], [], None
     for line in output.splitlines():
-        m = re.match(r"^(not ok|ok)\b\s*\d*\s*-?\s*(.*)$", line.strip())
+        line = line.strip()
+        m = re.match(r"^1\.\.(\d+)\b", line)
+        if m:
+            # (the plan, the points before it)
+            plans.append((int(m.group(1)), len(results)))
+            continue
+        if line.startswith("Bail out!"):
+            bail = bail or line
+            continue
+        m = re.match(r"^(not ok|ok)\b\s*\d*\s*-?\s*(.*)$", line)
         if not m:
             continue
         desc = m.group(2)
@@ -239,7 +287,188 @@ def tap_results(output):
             results.append(("pass", desc))
         else:
             results.append(("fail", desc))
+    points = len(results)
+    # One plan, before or after the points; GLib given several -r paths
+    # runs one suite each and ends each with a plan counting the points
+    # so far.
+    if not plans:
+        results.append(("fail", "no TAP plan (1..N)"))
+    elif plans[0][1] == 0 and plans[0][0] > 0:
+        if len(plans) > 1 or plans[0][0] != points:
+            results.append(("fail", f"the plan announced {plans[0][0]} test "
+                                    f"points, {points} were reported"))
+    else:
+        for n, before in plans:
+            if n != before:
+                results.append(("fail", f"a plan of {n} test points came "
+                                        f"after {before}"))
+        if plans[-1][1] != points:
+            results.append(("fail", f"{points - plans[-1][1]} test points "
+                                    "after the last plan"))
+    if bail:
+        results.append(("fail", bail))
+    if not any(st == "pass" for st, _ in results):
+        results.append(("fail", "no test point passed"))
+    for prefix in must_run:
+        if not any(st == "pass" and d.startswith(prefix) for st, d in results):
+            results.append(("fail", f"nothing under {prefix} ran and passed"))
     return results
+
+
+def proc_table():
+    """{pid: (ppid, state, start time)} of every process now."""
+    table = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses
+        fields = stat[stat.rfind(")") + 2:].split()
+        table[int(d)] = (int(fields[1]), fields[0], fields[19])
+    return table
+
+
+def descendants(root):
+    """{pid: start time} of ROOT's live descendants (zombies left out)."""
+    table = proc_table()
+    kids = {}
+    for pid, (ppid, _, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    found, todo = {}, [root]
+    while todo:
+        for pid in kids.get(todo.pop(), []):
+            if table[pid][1] != "Z":
+                found[pid] = table[pid][2]
+            todo.append(pid)
+    return found
+
+
+def signal_all(pids, sig):
+    """Signal each process of {pid: start time} still the same process."""
+    now = proc_table()
+    for pid, start in pids.items():
+        if pid in now and now[pid][2] == start:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+
+def reap():
+    """Collect the orphans of earlier suites that were handed to us."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def describe(pids):
+    out = []
+    for pid in sorted(pids):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            cmd = "?"
+        out.append(f"{pid} {cmd.strip()[:100]}")
+    return "; ".join(out)
+
+
+def end_all(proc, grace):
+    """SIGTERM PROC's process group and every process below us, then,
+    after GRACE seconds, SIGKILL what is left of them."""
+    me = os.getpid()
+    left = descendants(me)
+    if proc.poll() is None:
+        # Its whole group at once: bash reaps none of its jobs meanwhile
+        os.killpg(proc.pid, signal.SIGTERM)
+    signal_all(left, signal.SIGTERM)
+    end = time.monotonic() + grace
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            reap()
+        left = descendants(me)
+        if not left:
+            break
+        time.sleep(0.2)
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    signal_all(descendants(me), signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.2)
+    reap()
+
+
+def run_suite(s, env):
+    """Run suite S; returns (stdout, stderr, status, problems).
+
+    TAP suites' stderr is kept apart from the stdout that is parsed;
+    other suites' streams are merged, as they were written.
+    """
+    env["VFSDAX_DEADLINE"] = str(time.time() + s.timeout - DEADLINE_MARGIN)
+    problems = []
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(s.cmd, env=env, stdout=out,
+                                stderr=err if s.tap else subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(s.timeout)
+        except KeyboardInterrupt:
+            # Stopped ourselves (Ctrl-C, or SIGTERM from a CI limit):
+            # what the suite started must not outlive us
+            end_all(proc, KILL_GRACE)
+            raise
+        except subprocess.TimeoutExpired:
+            before = describe(descendants(os.getpid()))
+            end_all(proc, KILL_GRACE)
+            rc = -1
+            problems.append(f"timed out after {s.timeout}s; ended it and "
+                            f"what it had started: {before}")
+        else:
+            # What it started must end with it (a moment for the last
+            # teardown to finish)
+            reap()
+            end = time.monotonic() + 5
+            while descendants(os.getpid()) and time.monotonic() < end:
+                time.sleep(0.2)
+                reap()
+            left = descendants(os.getpid())
+            if left:
+                problems.append("left running after it ended, now killed: "
+                                + describe(left))
+                end_all(proc, 5)
+        streams = []
+        for f in (out, err):
+            f.seek(0)
+            streams.append(f.read().decode(errors="replace"))
+    return streams[0], streams[1], rc, problems
+
+
+def on_signal(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def become_subreaper():
+    """Have orphans of the suites reparented to us instead of init, so
+    that a daemon whose parent died can still be found and ended."""
+    PR_SET_CHILD_SUBREAPER = 36
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        print("check: cannot become a child subreaper: "
+              f"{os.strerror(ctypes.get_errno())}", file=sys.stderr)
 
 
 def build(targets):
@@ -263,6 +492,9 @@ def main():
             print(s.name)
         return 0
 
+    become_subreaper()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
     build_error = build([t for s in suites for t in s.ninja])
     passed = failed = skipped = 0
     start = time.monotonic()
@@ -276,24 +508,16 @@ def main():
             failed += 1
             continue
         env = dict(os.environ, **s.env)
-        try:
-            r = subprocess.run(s.cmd, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True,
-                               errors="replace", timeout=s.timeout,
-                               stdin=subprocess.DEVNULL)
-            out, rc = r.stdout, r.returncode
-        except subprocess.TimeoutExpired as e:
-            out = (e.stdout or b"").decode(errors="replace") \
-                if isinstance(e.stdout, bytes) else (e.stdout or "")
-            out += f"\n(timed out after {s.timeout}s)"
-            rc = -1
+        out, err, rc, problems = run_suite(s, env)
         dt = time.monotonic() - t0
-        results = tap_results(out) if s.tap else []
-        if s.tap and not results:
-            results = [("fail", "no TAP test point was reported")]
-        if s.tap and rc != 0 and all(st != "fail" for st, _ in results):
-            results.append(("fail", f"exit status {rc}"))
-        if not s.tap:
+        if s.tap:
+            results = tap_results(out, s.must_run)
+            results += [("fail", p) for p in problems]
+            if rc != 0 and all(st != "fail" for st, _ in results):
+                results.append(("fail", f"exit status {rc}"))
+        elif problems:
+            results = [("fail", "; ".join(problems))]
+        else:
             results = [("pass" if rc == 0 else "fail", "")]
         p = sum(1 for st, _ in results if st == "pass")
         f = sum(1 for st, _ in results if st == "fail")
@@ -308,6 +532,9 @@ def main():
                 print(f"    {st}: {desc}")
         if f or args.v:
             print("    " + "\n    ".join(out.rstrip().splitlines()[-40:]))
+            if err.strip():
+                print("    --- stderr\n    "
+                      + "\n    ".join(err.rstrip().splitlines()[-20:]))
     total = time.monotonic() - start
     print(f"check: {len(suites)} suites in {total:.0f}s")
     print(f"{passed} passed, {failed} failed" +
@@ -316,4 +543,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("check: interrupted; the running suite was ended", flush=True)
+        sys.exit(130)

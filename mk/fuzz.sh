@@ -45,19 +45,37 @@ compile() {
     mv "$out.tmp" "$out"
 }
 
+# A digest of what the binary is built from: the daemon's sources and
+# headers, the patched QEMU headers it includes (make prepare rewrites
+# them with their patches), this script, the compiler and the libraries'
+# flags.  By content, not by date: a header put back to an older version
+# is a change too.
+build_inputs() {
+    {
+        find "$VFSD" "$SRC/include" -type f -name '*.[ch]' | LC_ALL=C sort |
+            xargs sha256sum
+        sha256sum "$0"
+        "$CC" --version 2>&1
+        pkg-config --cflags --libs glib-2.0 libcap-ng
+    } | sha256sum | cut -d' ' -f1
+}
+
 build() {
     [ -r "$SRC/include/standard-headers/linux/fuse.h" ] ||
         die "no $SRC/include/standard-headers/linux/fuse.h: run make prepare"
     command -v "$CC" >/dev/null || die "no $CC: run mk/deps.sh fuzz"
     mkdir -p "$OUT"
-    # Rebuild only when a source, a header or this script changed
-    if [ -x "$BIN" ] && [ -z "$(find "$VFSD" "$0" -newer "$BIN" \
-            \( -name '*.[ch]' -o -name fuzz.sh \) -print -quit)" ]; then
+    # Rebuild unless the binary was built from exactly these inputs
+    local inputs
+    inputs=$(build_inputs)
+    if [ -x "$BIN" ] && [ "$(cat "$BIN.inputs" 2>/dev/null)" = "$inputs" ]; then
         return
     fi
     say "fuzz: building $BIN"
+    rm -f "$BIN.inputs"
     compile "$BIN" -fsanitize=fuzzer,address,undefined \
         -fno-sanitize-recover=all
+    echo "$inputs" > "$BIN.inputs"
 }
 
 coverage() {
@@ -103,7 +121,9 @@ replay() {
              "$FUZZ_DIR"/regressions/*; do
         [ -f "$f" ] && inputs+=("$f")
     done
-    [ ${#inputs[@]} -gt 0 ] || return 0
+    # No input means nothing was tested: the corpus went missing
+    [ ${#inputs[@]} -gt 0 ] ||
+        die "fuzz: no seed or regression input to replay in $FUZZ_DIR"
     # One process per input: a crash names its input
     for f in "${inputs[@]}"; do
         if ! run_fuzzer "$f" >"$OUT/replay-$$.log" 2>&1; then

@@ -7,6 +7,8 @@
 # same socket: QEMU (chardev reconnect-ms) hands it the device, the old
 # FUSE session's requests fail with EIO, and a fresh mount works again.
 # With --no-restart the guest powers off with requests still hanging.
+# Either way QEMU must then exit 0 (vm.py checks it) and the restarted
+# daemon end by itself, status 0, once QEMU is gone.
 # Other arguments go to harness/vm.py (default: ours, 16 MiB window).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -123,7 +125,7 @@ GUEST
 
 python3 "$top/harness/vm.py" --shared "$shared" --cache-size 16M \
     --reconnect-ms 500 --state-dir "$work/state" --log-dir "$work/logs" \
-    --env VFS_RESTART=$restart "${vm_args[@]}" "$guest_script" > "$out" 2>&1 &
+    --expect-daemon-exit=-9 --env VFS_RESTART=$restart "${vm_args[@]}" "$guest_script" > "$out" 2>&1 &
 vm=$!
 
 wait_for_guest READY-TO-KILL
@@ -161,6 +163,17 @@ wait $vm || rc=$?
 cat "$out"
 [ $rc = 0 ] || die "guest script or VM failed (exit $rc)"
 if [ $restart = 1 ]; then
+    for _ in $(seq 1 200); do
+        kill -0 "$newd" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -0 "$newd" 2>/dev/null &&
+        die "the restarted virtiofsd still runs 20 s after QEMU exited"
+    nrc=0
+    wait "$newd" || nrc=$?
+    newd=
+    [ $nrc = 0 ] || die "the restarted virtiofsd ended with status $nrc"
+    echo "ok: the restarted virtiofsd ended by itself, status 0, after QEMU"
     $pattern check "$shared/after.bin" 7 || die "after.bin on the host"
     grep -q 'has a back-end again' "$work/logs/qemu.log" ||
         die "QEMU did not report the reconnect"

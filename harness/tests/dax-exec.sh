@@ -4,7 +4,9 @@
 # program where the other one was.  Under TCG, QEMU must drop the code it
 # translated from the previous mapping: a stale translation runs the other
 # program's code (prints "A" where "B" is due).
-# Needs gcc on the host.  Extra arguments go to harness/vm.py.
+# The accelerator is TCG whatever the arguments say: under KVM the test
+# cannot fail.  Needs gcc on the host.  Extra arguments go to
+# harness/vm.py.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 shared=$(mktemp -d /tmp/vfsdax-exec.XXXXXX)
@@ -32,6 +34,7 @@ done
 
 cat > "$guest_script" <<'GUEST'
 . /lib/vfsdax.sh
+[ "$VFS_ACCEL" = tcg ] || fail "running under $VFS_ACCEL, not TCG"
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 out=""
@@ -42,4 +45,5 @@ done
 pass "each program ran its own code: $out"
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared" --cache-size 2M "$@" "$guest_script"
+python3 "$top/harness/vm.py" --shared "$shared" --cache-size 2M "$@" --accel tcg \
+    "$guest_script"

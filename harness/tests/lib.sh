@@ -32,3 +32,23 @@ serving_pid() {
     set -- "$1" $kids
     [ $# = 2 ] && echo "$2" || echo "$1"
 }
+
+# split_timeout N ARGS...: for a test that boots N guests one after the
+# other.  The --timeout among ARGS (mk/check.py gives one) is the whole
+# test's: each guest gets its Nth part.  Sets vm_args to ARGS with that
+# --timeout in place of the given one.
+split_timeout() {
+    local n=$1 total=
+    shift
+    vm_args=()
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --timeout) total=$2; shift 2 ;;
+        --timeout=*) total=${1#--timeout=}; shift ;;
+        *) vm_args+=("$1"); shift ;;
+        esac
+    done
+    if [ -n "$total" ]; then
+        vm_args+=(--timeout "$((${total%.*} / n))")
+    fi
+}

@@ -3,24 +3,46 @@
 # on virtio-fs with our virtiofsd and with the Rust virtiofsd 1.14: both must
 # print the same results, except the differences listed in
 # harness/tests/posix-expected-differences, and what the guest did must be
-# what the host sees.
+# what the host sees.  Each run must reach posixops' last step with
+# status 0.  The --timeout given (mk/check.py's) is for the three runs.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/harness/tests/lib.sh"
+split_timeout 3 "$@"
 work=$(mktemp -d /tmp/vfsdax-posix.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 cat > "$work/guest.sh" <<'GUEST'
 mkdir -p /mnt
 mount -t virtiofs "$VFS_TAG" /mnt || { echo "FAIL: mount"; exit 1; }
-mkdir /mnt/t && posixops /mnt/t
-umount /mnt
+mkdir /mnt/t || { echo "FAIL: mkdir"; exit 1; }
+rc=0
+posixops /mnt/t || rc=$?
+[ $rc = 0 ] || echo "FAIL: posixops exited with status $rc"
+umount /mnt || { echo "FAIL: umount"; exit 1; }
+exit $rc
 GUEST
 
 run() {  # name, vm.py arguments...
     local name=$1; shift
     mkdir -p "$work/$name"
+    local rc=0
     python3 "$top/harness/vm.py" --quiet --shared "$work/$name" --timeout 400 \
-        "$@" "$work/guest.sh" > "$work/$name.out"
+        "$@" "${vm_args[@]}" "$work/guest.sh" > "$work/$name.out" || rc=$?
+    if [ $rc != 0 ]; then
+        echo "FAIL: the $name run ended with status $rc:"
+        cat "$work/$name.out"
+        exit 1
+    fi
+    # Its last step, and enough before it
+    local steps
+    steps=$(wc -l < "$work/$name.out")
+    if [ "$steps" -lt 60 ] || ! tail -n 1 "$work/$name.out" |
+            grep -q '^readdir many: '; then
+        echo "FAIL: the $name run printed $steps lines, not ending with readdir:"
+        cat "$work/$name.out"
+        exit 1
+    fi
 }
 run ours --daemon ours --cache-mode auto --daemon-args=--xattr
 run rust --daemon rust --cache-mode auto --daemon-args=--xattr
@@ -32,7 +54,6 @@ run ours-locks --daemon ours --cache-mode auto --log-dir "$work/locks-log" \
 
 rc=0
 steps=$(wc -l < "$work/ours.out")
-[ "$steps" -ge 60 ] || { echo "FAIL: our run printed only $steps lines:"; cat "$work/ours.out"; exit 1; }
 expected=$top/harness/tests/posix-expected-differences
 if ! diff <(grep -vxFf <(grep -v '^#' "$expected") "$work/rust.out") \
           <(grep -vxFf <(grep -v '^#' "$expected") "$work/ours.out") > "$work/diff"; then

@@ -849,6 +849,49 @@ static void test_daemon_exit_drops_mappings(void)
     teardown(&t);
 }
 
+/*
+ * Wait until a lock request on the pattern file waits in the host's
+ * kernel: the proof that the daemon has taken a SETLKW and is blocked in
+ * it, where a pause would only make that likely.  /proc/locks lists a
+ * blocked request as "N: -> CLASS MODE TYPE PID MAJ:MIN:INODE START END".
+ */
+static void wait_lock_blocked_in_kernel(TestCtx *t)
+{
+    g_autofree char *path = g_build_filename(t->shared, FILE_NAME, NULL);
+    gint64 deadline = g_get_monotonic_time() + 30 * G_TIME_SPAN_SECOND;
+    struct stat st;
+
+    g_assert_cmpint(stat(path, &st), ==, 0);
+    for (;;) {
+        g_autofree char *text = NULL;
+        g_auto(GStrv) lines = NULL;
+        unsigned int i, j;
+
+        g_assert_true(g_file_get_contents("/proc/locks", &text, NULL, NULL));
+        lines = g_strsplit(text, "\n", -1);
+        for (i = 0; lines[i]; i++) {
+            g_auto(GStrv) tok = NULL;
+
+            if (!strstr(lines[i], " -> ")) {
+                continue;
+            }
+            tok = g_strsplit_set(lines[i], " ", -1);
+            for (j = 0; tok[j]; j++) {
+                unsigned int maj, min;
+                unsigned long long ino;
+                char end;
+
+                if (sscanf(tok[j], "%x:%x:%llu%c", &maj, &min, &ino,
+                           &end) == 3 && ino == st.st_ino) {
+                    return;
+                }
+            }
+        }
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
 static struct fuse_lk_in lock_arg(uint64_t fh, uint64_t owner, uint32_t type,
                                   uint64_t start, uint64_t end)
 {
@@ -921,7 +964,7 @@ static void test_lock_waits(void)
                                     sizeof(lk)), ==, 0);
     lk = lock_arg(fh, 300, F_RDLCK, 16384, 16384);
     p = fuse_submit(&t, REQUEST_QUEUE, FUSE_SETLKW, ino, &lk, sizeof(lk));
-    g_usleep(100 * 1000);
+    wait_lock_blocked_in_kernel(&t);
     g_assert_false(fuse_answered(&t, &p));
     lk = lock_arg(fh, 1, F_UNLCK, 16384, 16384);
     g_assert_cmpint(fuse_call_async(&t, REQUEST_QUEUE, FUSE_SETLK, ino, &lk,

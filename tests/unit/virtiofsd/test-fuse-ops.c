@@ -801,6 +801,53 @@ static unsigned int count_waiters(TestFs *t)
     return n;
 }
 
+/*
+ * Whether a lock request on host inode @ino waits in the kernel: the
+ * proof that a waiter is inside fcntl() or flock(), which no registry of
+ * the daemon's gives.  /proc/locks lists a blocked request as
+ * "N: -> CLASS MODE TYPE PID MAJ:MIN:INODE START END".
+ */
+static bool lock_blocked_in_kernel(ino_t ino)
+{
+    g_autofree char *text = NULL;
+    g_auto(GStrv) lines = NULL;
+    unsigned int i, j;
+
+    g_assert_true(g_file_get_contents("/proc/locks", &text, NULL, NULL));
+    lines = g_strsplit(text, "\n", -1);
+    for (i = 0; lines[i]; i++) {
+        g_auto(GStrv) tok = NULL;
+
+        if (!strstr(lines[i], " -> ")) {
+            continue;
+        }
+        tok = g_strsplit_set(lines[i], " ", -1);
+        for (j = 0; tok[j]; j++) {
+            unsigned int maj, min;
+            unsigned long long n;
+            char end;
+
+            if (sscanf(tok[j], "%x:%x:%llu%c", &maj, &min, &n, &end) == 3 &&
+                n == ino) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static void wait_lock_blocked_in_kernel(TestFs *t, const char *name)
+{
+    gint64 deadline = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+    struct stat st;
+
+    g_assert_cmpint(fstatat(t->dir_fd, name, &st, 0), ==, 0);
+    while (!lock_blocked_in_kernel(st.st_ino)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
 static void send_interrupt(TestFs *t, uint64_t unique)
 {
     TestReq *r = test_req_new(FUSE_INTERRUPT, 0);
@@ -820,6 +867,7 @@ static void test_interrupt_setlkw(TestFs *t, gconstpointer data)
         .fh = fh, .owner = 1,
         .lk = { .start = 0, .end = 99, .type = F_WRLCK },
     };
+    VfsdWaiter *waiter;
     gint64 deadline;
     LockWaiter w;
     GThread *th;
@@ -841,10 +889,19 @@ static void test_interrupt_setlkw(TestFs *t, gconstpointer data)
             g_assert_cmpint(g_get_monotonic_time(), <, deadline);
             g_usleep(1000);
         }
-        /* Give it time to be inside fcntl()/flock() */
-        g_usleep(20 * 1000);
-        send_interrupt(t, 999);         /* not waiting: nothing happens */
-        g_usleep(20 * 1000);
+        /* The interrupt must end a wait inside fcntl()/flock() */
+        wait_lock_blocked_in_kernel(t, "l");
+        /*
+         * Not waiting: nothing happens.  Marking the waiter is what makes
+         * it give up, and is done before the INTERRUPT is answered.
+         */
+        send_interrupt(t, 999);
+        g_mutex_lock(&t->fs.intr_lock);
+        waiter = g_hash_table_lookup(t->fs.waiters,
+                                     &(uint64_t){ 1000 + pass });
+        g_assert_nonnull(waiter);
+        g_assert_false(waiter->interrupted);
+        g_mutex_unlock(&t->fs.intr_lock);
         g_assert_cmpuint(count_waiters(t), ==, 1);
         send_interrupt(t, 1000 + pass);
         g_thread_join(th);
@@ -865,7 +922,8 @@ static void test_interrupt_setlkw(TestFs *t, gconstpointer data)
     in.owner = 1;
     in.fh = fh;
     in.lk.type = F_UNLCK;
-    g_usleep(20 * 1000);
+    /* Woken up by the unlock, not in time to find it gone */
+    wait_lock_blocked_in_kernel(t, "l");
     g_assert_cmpint(setlk_req(t, ino, FUSE_SETLK, &in), ==, 0);
     g_thread_join(th);
     g_assert_cmpint(w.ret, ==, 0);

@@ -57,8 +57,9 @@ void test_req_add_str(TestReq *r, const char *s);
 /*
  * Sends @r (and frees it) with an out buffer of @out_size bytes.  Returns
  * the reply's error field (0 or a negative errno); the payload goes to
- * @reply (up to @reply_size bytes) and its length to @reply_len.  Returns
- * 1 when the request got no reply.
+ * @reply (up to @reply_size bytes) and its length to @reply_len.  Without
+ * @reply_len, a successful reply shorter than @reply_size fails the test.
+ * Returns 1 when the request got no reply.
  */
 int test_send(TestFs *t, TestReq *r, size_t out_size, void *reply,
               size_t reply_size, size_t *reply_len);
