@@ -247,9 +247,13 @@ static void do_init(VfsdReq *r)
         vfsd_buf_read(r->in, (uint8_t *)&in + compat, sizeof(in) - compat);
     }
     if (fs->initialized) {
-        vfsd_guest_error("INIT on an initialized session");
-        reply_err(r, -EPROTO);
-        return;
+        /*
+         * A guest that rebooted, or reset the device, without unmounting
+         * sends no DESTROY: its INIT starts a new session, as after one.
+         */
+        vfsd_info("the guest started a new FUSE session: the old one's "
+                  "inodes, handles and DAX mappings are dropped");
+        vfsd_fs_reset(fs);
     }
     if (in.major != FUSE_KERNEL_VERSION || in.minor < VFSD_MIN_MINOR) {
         vfsd_err("guest speaks FUSE %u.%u, we need %u.%u or later",
