@@ -227,10 +227,12 @@ SUITES = [
     guest("guest: DAX policies by their outcome (statx)", "dax-policy.sh",
           timeout=480),
     # cache-size=16G as users type it, on pc and on q35 (two guest runs).
-    # (dax-reboot.sh, a reboot with live mappings, is not here yet: the
-    # daemon refuses the rebooted guest's INIT, see its header.)
     guest("guest: DAX, a 16 GiB window on pc and on q35",
           "dax-window-16g.sh", timeout=300),
+    # A guest reboot with live DAX mappings, then a new mount (a second
+    # FUSE_INIT is a new session).
+    guest("guest: DAX, a reboot with live mappings, then a new mount",
+          "dax-reboot.sh", timeout=300),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
     # TCG: a vCPU keeps using MMIO while another changes the memory map
     # (patch 0024); without the fix the guest hangs or QEMU aborts.
