@@ -215,6 +215,11 @@ SUITES = [
     # QEMU must not need its SIGBUS fixup (three guest runs).
     guest("guest: DAX host truncate, virtiofsd --watch-truncate",
           "dax-truncate-watch.sh", timeout=600),
+    # The window past the end of a small file: the guest reads and writes
+    # it through the BAR, QEMU's SIGBUS fix-up must never run; the file
+    # grows and the guest reads the new data through the same range.
+    guest("guest: DAX past the end of a file, no SIGBUS fix-up, growth",
+          "dax-eof.sh", timeout=300),
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
     # Parallel SETUPMAPPING/REMOVEMAPPING: 4 vCPUs, 4 request queues, a

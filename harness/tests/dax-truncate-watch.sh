@@ -156,9 +156,9 @@ check "without --watch-truncate, QEMU took the SIGBUS path" "sigbus_seen plain"
 check "with --watch-truncate, QEMU never took the SIGBUS path" \
       "! sigbus_seen watch"
 check "the daemon dropped the ranges past the new end" \
-      "grep -q 'file truncated on the host' '$work/watch/virtiofsd.log'"
+      "grep -q 'DAX: file shrank' '$work/watch/virtiofsd.log'"
 check "the daemon mapped them back once the file grew again" \
-      "grep -q 'file grew back' '$work/watch/virtiofsd.log'"
+      "grep -q 'DAX: file grew' '$work/watch/virtiofsd.log'"
 for r in plain watch watch-hot; do
     zeros=$(field $r zero-pages-last-pass)
     pages=$(field $r pages)

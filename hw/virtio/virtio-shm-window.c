@@ -32,14 +32,27 @@ typedef struct VirtioShmMapping {
 
 /*
  * The host ranges of all windows, for the SIGBUS fixup.  It runs in
- * signal context and reads them without a lock; they are written under
- * the BQL, size last when adding and first when removing.
+ * signal context and finds its range without a lock; start and size are
+ * written under the BQL, size last when adding and first when removing.
  */
 #define SHM_WINDOW_MAX_RANGES 64
-static struct {
+typedef struct ShmWindowRange {
     uintptr_t start;
     uintptr_t size;
-} shm_window_ranges[SHM_WINDOW_MAX_RANGES];
+    /*
+     * A spin lock, taken by the fixup and by everything that mmap()s
+     * over the window: the fixup must not put its page over a mapping
+     * the main thread made after the fault (see shm_window_sigbus_fixup).
+     * Never held while touching the window's memory, so a fault cannot
+     * come while it is held, and held only across single system calls.
+     */
+    int lock;
+    /* Under the lock: the pages the fixup filled that are still there */
+    uintptr_t *fixups;
+    unsigned int nr_fixups;
+    unsigned int max_fixups;
+} ShmWindowRange;
+static ShmWindowRange shm_window_ranges[SHM_WINDOW_MAX_RANGES];
 
 /* Pages the fixup filled with zeros since the last report */
 static unsigned int shm_window_sigbus_pages;
@@ -66,42 +79,151 @@ bool virtio_shm_window_check_size(const char *prop, uint64_t size,
     return true;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+/* Async-signal-safe, like everything the fixup calls */
+static void shm_window_range_lock(ShmWindowRange *r)
+{
+    while (qatomic_xchg(&r->lock, 1)) {
+        sched_yield();
+    }
+}
+
+static void shm_window_range_unlock(ShmWindowRange *r)
+{
+    qatomic_store_release(&r->lock, 0);
+}
+
+/* The window's range in shm_window_ranges, or NULL if it has none */
+static ShmWindowRange *shm_window_range(VirtioShmWindow *win)
+{
+    return win->range < 0 ? NULL : &shm_window_ranges[win->range];
+}
+
+/*
+ * Around every mmap() over the window: the SIGBUS fixup's page must not
+ * land on what such a call put there, and the fixup pages it covers are
+ * gone with it.
+ */
+static void shm_window_begin_remap(VirtioShmWindow *win)
+{
+    ShmWindowRange *r = shm_window_range(win);
+
+    if (r) {
+        shm_window_range_lock(r);
+    }
+}
+
+static void shm_window_end_remap(VirtioShmWindow *win, uint64_t offset,
+                                 uint64_t len, bool remapped)
+{
+    ShmWindowRange *r = shm_window_range(win);
+    uintptr_t start = (uintptr_t)win->host + offset;
+    unsigned int i = 0;
+
+    if (!r) {
+        return;
+    }
+    while (remapped && i < r->nr_fixups) {
+        if (r->fixups[i] - start < len) {
+            r->fixups[i] = r->fixups[--r->nr_fixups];
+        } else {
+            i++;
+        }
+    }
+    shm_window_range_unlock(r);
+}
+
+static void shm_window_sigbus_say(const char *msg)
+{
+    int saved_errno = errno;
+
+    if (write(STDERR_FILENO, msg, strlen(msg)) < 0) {
+        /* Nothing else to do in signal context */
+    }
+    errno = saved_errno;
+}
+
 /*
  * A file mapped into a window can shrink under the guest, e.g. truncated
  * by another program on the host; a guest access to a page past its new
  * end then raises SIGBUS, which would kill QEMU.  Put a page of zeros
  * there instead: the guest reads zeros, as it would past the end of a
  * file, and what it writes there is discarded.  Async-signal-safe.
+ *
+ * The fault may be old news by the time we run: the main thread may
+ * have mapped something else there since (a back-end's SHMEM_MAP over a
+ * range the guest gave up, the repair of a truncated mapping), and our
+ * MAP_FIXED would throw that mapping away.  So, under the window's lock,
+ * which every remap holds, ask the kernel first whether the page still
+ * faults (MADV_POPULATE_READ fails with EFAULT where an access would
+ * raise SIGBUS) and just retry the access if not.  A page that faults
+ * again right after such a probe (a write the file system refuses, say)
+ * gets the zero page like any other.
+ *
+ * Each page put there costs the process up to two VMAs out of
+ * vm.max_map_count, which everything else in QEMU needs too: past the
+ * window's budget (max_fixups) the fixup gives up and QEMU dies of the
+ * fault, rather than have every later mmap() and large malloc() fail.
  */
 static bool shm_window_sigbus_fixup(void *addr)
 {
+    static __thread uintptr_t probed;
     uintptr_t page_mask = qemu_real_host_page_size() - 1;
     uintptr_t a = (uintptr_t)addr;
+    uintptr_t page = a & ~page_mask;
     unsigned int i;
 
     for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
-        uintptr_t size = qatomic_read(&shm_window_ranges[i].size);
+        ShmWindowRange *r = &shm_window_ranges[i];
+        uintptr_t size = qatomic_read(&r->size);
         uintptr_t start;
+        bool fixed = false;
         int saved_errno;
         void *p;
 
         /* Read the size before the start it publishes */
         smp_rmb();
-        start = qatomic_read(&shm_window_ranges[i].start);
+        start = qatomic_read(&r->start);
         if (!size || a - start >= size) {
             continue;
         }
         saved_errno = errno;
-        p = mmap((void *)(a & ~page_mask), page_mask + 1,
-                 PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-                 -1, 0);
-        errno = saved_errno;
-        if (p == MAP_FAILED) {
+        shm_window_range_lock(r);
+        /* Gone meanwhile (hot-unplug): not ours after all */
+        if (r->size != size || r->start != start) {
+            shm_window_range_unlock(r);
+            errno = saved_errno;
             return false;
         }
-        qatomic_inc(&shm_window_sigbus_pages);
-        return true;
+        if (probed != page &&
+            madvise((void *)page, page_mask + 1, MADV_POPULATE_READ) == 0) {
+            /* Mapped anew since the fault */
+            probed = page;
+            shm_window_range_unlock(r);
+            errno = saved_errno;
+            return true;
+        }
+        probed = 0;
+        if (r->nr_fixups >= r->max_fixups) {
+            shm_window_sigbus_say("qemu: too many pages past the end of "
+                                  "files mapped into a virtio shared memory "
+                                  "window were touched; giving up\n");
+        } else {
+            p = mmap((void *)page, page_mask + 1, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                     -1, 0);
+            if (p != MAP_FAILED) {
+                r->fixups[r->nr_fixups++] = page;
+                qatomic_inc(&shm_window_sigbus_pages);
+                fixed = true;
+            }
+        }
+        shm_window_range_unlock(r);
+        errno = saved_errno;
+        return fixed;
     }
     return false;
 }
@@ -119,16 +241,26 @@ static void shm_window_report_sigbus(void)
     }
 }
 
-static void shm_window_add_range(VirtioShmWindow *win)
+static void shm_window_add_range(VirtioShmWindow *win,
+                                 unsigned int max_fixups)
 {
     unsigned int i;
 
+    win->range = -1;
     for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
-        if (!qatomic_read(&shm_window_ranges[i].size)) {
-            qatomic_set(&shm_window_ranges[i].start, (uintptr_t)win->host);
-            /* A non-zero size publishes the start (pairs with the fixup) */
+        ShmWindowRange *r = &shm_window_ranges[i];
+
+        if (!qatomic_read(&r->size)) {
+            /* Not in use: the fixup skips it, nobody else takes the lock */
+            g_free(r->fixups);
+            r->fixups = g_new(uintptr_t, max_fixups);
+            r->nr_fixups = 0;
+            r->max_fixups = max_fixups;
+            qatomic_set(&r->start, (uintptr_t)win->host);
+            /* A non-zero size publishes the rest (pairs with the fixup) */
             smp_wmb();
-            qatomic_set(&shm_window_ranges[i].size, win->size);
+            qatomic_set(&r->size, win->size);
+            win->range = i;
             qemu_set_sigbus_fixup(shm_window_sigbus_fixup);
             return;
         }
@@ -139,18 +271,20 @@ static void shm_window_add_range(VirtioShmWindow *win)
 
 static void shm_window_remove_range(VirtioShmWindow *win)
 {
-    unsigned int i;
+    ShmWindowRange *r = shm_window_range(win);
 
-    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
-        if (qatomic_read(&shm_window_ranges[i].start) ==
-            (uintptr_t)win->host) {
-            qatomic_set(&shm_window_ranges[i].size, 0);
-            /* Retire the size before the start can be reused */
-            smp_wmb();
-            qatomic_set(&shm_window_ranges[i].start, 0);
-            return;
-        }
+    if (!r) {
+        return;
     }
+    /* A fixup that found the range before sees it gone once it locks */
+    shm_window_range_lock(r);
+    qatomic_set(&r->size, 0);
+    /* Retire the size before the start can be reused */
+    smp_wmb();
+    qatomic_set(&r->start, 0);
+    r->nr_fixups = 0;
+    shm_window_range_unlock(r);
+    win->range = -1;
 }
 
 /*
@@ -222,6 +356,8 @@ static bool shm_window_range_valid(VirtioShmWindow *win, uint64_t offset,
 static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
                               uint64_t len)
 {
+    void *p;
+
     if (msync(win->host + offset, len, MS_ASYNC) == 0 ||
         errno != ENOMEM) {
         return;
@@ -230,8 +366,10 @@ static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
     error_report("virtio shared memory window %s: a failed mapping left a "
                  "hole at offset 0x%" PRIx64 "; dropping the mappings there",
                  memory_region_name(&win->mr), offset);
-    if (shm_window_mmap_anon(win->host + offset, len, MAP_FIXED) ==
-        MAP_FAILED) {
+    shm_window_begin_remap(win);
+    p = shm_window_mmap_anon(win->host + offset, len, MAP_FIXED);
+    shm_window_end_remap(win, offset, len, p != MAP_FAILED);
+    if (p == MAP_FAILED) {
         /* Only an exhausted host gets here; a guest access may crash QEMU. */
         error_report("cannot repair virtio shared memory window %s: %s",
                      memory_region_name(&win->mr), strerror(errno));
@@ -241,30 +379,52 @@ static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
     shm_window_invalidate_code(win, offset, len);
 }
 
-static unsigned int shm_window_max_mappings(const char *name, uint64_t size)
+/*
+ * How many mappings, and how many SIGBUS fixup pages, a window may cost.
+ * Each costs the process up to two VMAs (a mapping or a page in the
+ * middle of another splits it in three), out of vm.max_map_count for the
+ * whole process: keep SHM_WINDOW_VMA_RESERVE of it (at least an eighth)
+ * for the rest of QEMU, its guest RAM, threads and libraries, and give
+ * the fixup a sixteenth of what is left.
+ */
+#define SHM_WINDOW_VMA_RESERVE 4096
+#define SHM_WINDOW_FIXUP_SHARE 16
+
+static void shm_window_budget(const char *name, uint64_t size,
+                              unsigned int *max_mappings,
+                              unsigned int *max_fixups)
 {
     uint64_t want = MAX(VIRTIO_SHM_WINDOW_MIN_MAPPINGS,
                         size / VIRTIO_SHM_WINDOW_GRANULE);
-    uint64_t limit = 65530;
+    uint64_t limit = 65530, reserve, budget, need;
     g_autofree char *text = NULL;
 
     if (g_file_get_contents("/proc/sys/vm/max_map_count", &text, NULL,
                             NULL)) {
         limit = g_ascii_strtoull(text, NULL, 10);
     }
-    if (want <= limit / 2) {
-        return want;
+    reserve = MAX(limit / 8, SHM_WINDOW_VMA_RESERVE);
+    budget = limit > reserve ? (limit - reserve) / 2 : 0;
+    *max_fixups = MAX(budget / SHM_WINDOW_FIXUP_SHARE, 1);
+    budget -= MIN(budget, *max_fixups);
+    if (want <= budget) {
+        *max_mappings = want;
+        return;
     }
+    /* The limit whose budget has room for @want: limit * 7 / 16 > want */
+    need = (want + want / (SHM_WINDOW_FIXUP_SHARE - 1) + 1) * 2 * 8 / 7 + 1;
+    need = MAX(need, want * 2 + 2 * SHM_WINDOW_VMA_RESERVE);
     warn_report("%s: the guest may need %" PRIu64 " mappings, but with "
                 "vm.max_map_count=%" PRIu64 " QEMU accepts %" PRIu64
                 "; raise vm.max_map_count to %" PRIu64 " or more",
-                name, want, limit, limit / 2, want * 2);
-    return limit / 2;
+                name, want, limit, budget, need);
+    *max_mappings = MAX(budget, 1);
 }
 
 bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
                             const char *name, uint64_t size, Error **errp)
 {
+    unsigned int max_fixups;
     void *host;
 
     host = shm_window_mmap_anon(NULL, size, 0);
@@ -286,9 +446,9 @@ bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
     win->size = size;
     win->mappings = (IntervalTreeRoot) { };
     win->nr_mappings = 0;
-    win->max_mappings = shm_window_max_mappings(name, size);
+    shm_window_budget(name, size, &win->max_mappings, &max_fixups);
     memory_region_init_ram_ptr(&win->mr, owner, name, size, host);
-    shm_window_add_range(win);
+    shm_window_add_range(win, max_fixups);
     trace_virtio_shm_window_init(name, size, host);
     return true;
 }
@@ -336,7 +496,9 @@ int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
      */
     flags = writable ? MAP_SHARED : MAP_PRIVATE | MAP_NORESERVE;
     flags |= MAP_FIXED;
+    shm_window_begin_remap(win);
     p = mmap(win->host + offset, len, prot, flags, fd, fd_offset);
+    shm_window_end_remap(win, offset, len, p != MAP_FAILED);
     if (p == MAP_FAILED) {
         int err = errno;
 
@@ -363,6 +525,7 @@ int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
     uint64_t last = offset + len - 1;
     uint64_t next = offset;
     IntervalTreeNode *node;
+    void *p;
 
     shm_window_report_sigbus();
     if (!virtio_shm_window_exists(win) ||
@@ -385,8 +548,10 @@ int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
         return -EINVAL;
     }
 
-    if (shm_window_mmap_anon(win->host + offset, len, MAP_FIXED) ==
-        MAP_FAILED) {
+    shm_window_begin_remap(win);
+    p = shm_window_mmap_anon(win->host + offset, len, MAP_FIXED);
+    shm_window_end_remap(win, offset, len, p != MAP_FAILED);
+    if (p == MAP_FAILED) {
         int err = errno;
 
         shm_window_repair(win, offset, len);
@@ -401,6 +566,8 @@ int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
 
 void virtio_shm_window_reset(VirtioShmWindow *win)
 {
+    void *p;
+
     if (!virtio_shm_window_exists(win)) {
         return;
     }
@@ -413,7 +580,10 @@ void virtio_shm_window_reset(VirtioShmWindow *win)
      * the back-end's files, and also frees what the guest wrote into the
      * holes.
      */
-    if (shm_window_mmap_anon(win->host, win->size, MAP_FIXED) == MAP_FAILED) {
+    shm_window_begin_remap(win);
+    p = shm_window_mmap_anon(win->host, win->size, MAP_FIXED);
+    shm_window_end_remap(win, 0, win->size, p != MAP_FAILED);
+    if (p == MAP_FAILED) {
         /* Only an exhausted host gets here: keep the mappings we know of. */
         error_report("cannot reset virtio shared memory window %s: %s",
                      memory_region_name(&win->mr), strerror(errno));

@@ -601,6 +601,156 @@ static void wait_no_maps(TestCtx *t)
     }
 }
 
+/* Bytes of QEMU's mappings of the shared file @name */
+static uint64_t mapped_bytes(TestCtx *t, const char *name)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/maps",
+                                            qtest_pid(t->qts));
+    g_autofree char *suffix = g_strdup_printf("/%s", name);
+    g_autofree char *maps = NULL;
+    g_auto(GStrv) lines = NULL;
+    uint64_t n = 0, start, end;
+    char **l;
+
+    g_assert_true(g_file_get_contents(path, &maps, NULL, NULL));
+    lines = g_strsplit(maps, "\n", -1);
+    for (l = lines; *l; l++) {
+        if (g_str_has_suffix(*l, suffix) &&
+            sscanf(*l, "%" SCNx64 "-%" SCNx64, &start, &end) == 2) {
+            n += end - start;
+        }
+    }
+    return n;
+}
+
+/* @len bytes of the pattern from @offset, as the file has them */
+static uint64_t *pattern_bytes(uint64_t offset, uint64_t len)
+{
+    uint64_t *buf = g_malloc(len);
+    uint64_t i;
+
+    for (i = 0; i < len / 8; i++) {
+        buf[i] = cpu_to_le64(pattern_word(offset + i * 8));
+    }
+    return buf;
+}
+
+static uint64_t fuse_getattr_size(TestCtx *t, uint64_t nodeid)
+{
+    struct fuse_getattr_in in = { };
+    struct fuse_attr_out out;
+    size_t got;
+
+    g_assert_cmpint(fuse_call(t, FUSE_GETATTR, nodeid, &in, sizeof(in),
+                              NULL, 0, &out, sizeof(out), &got), ==, 0);
+    g_assert_cmpuint(got, ==, sizeof(out));
+    return out.attr.size;
+}
+
+/* The window at @moffset shows the pattern up to @size, then zeros */
+static void assert_window_file_then_zero(TestCtx *t, uint64_t moffset,
+                                         uint64_t size, uint64_t len)
+{
+    g_autofree uint8_t *buf = g_malloc(len);
+    g_autofree uint64_t *want = pattern_bytes(0, size);
+
+    /*
+     * qtest's memory accesses run in QEMU's main loop thread, which
+     * blocks SIGBUS: a page of a file mapping past its end kills QEMU
+     * there, where a vCPU thread would have its fault fixed up.
+     */
+    qtest_memread(t->qts, CACHE_BAR_ADDR + moffset, buf, len);
+    g_assert_cmpmem(buf, size, want, size);
+    g_assert_true(buffer_is_zero(buf + size, len - size));
+}
+
+#define SMALL_NAME "small"
+#define SMALL_SIZE 4200         /* one page and a bit */
+#define GROW_BY (64 * KiB)
+
+/*
+ * The guest maps a whole 2 MiB range of a small file, as Linux does.
+ * QEMU must never hold a page of the file past its end: whatever touches
+ * such a page (here QEMU's main loop) would get SIGBUS.  The daemon maps
+ * the file only up to the page that holds its end, and when the file
+ * grows, through a guest write or on the host, it maps more before the
+ * guest can learn the new size: the guest then reads the new data
+ * through the range it already has, never zeros.
+ */
+static void test_map_past_eof(void)
+{
+    g_autofree char *small = NULL;
+    g_autofree char *got_data = NULL;
+    g_autofree uint64_t *data = pattern_bytes(0, SMALL_SIZE + 2 * GROW_BY);
+    gsize got_len;
+    struct fuse_write_in win = { };
+    struct fuse_write_out wout;
+    uint64_t nodeid, fh, size;
+    size_t got;
+    int fd;
+    TestCtx t;
+
+    if (!setup(&t)) {
+        teardown(&t);
+        return;
+    }
+    small = g_build_filename(t.shared, SMALL_NAME, NULL);
+    g_assert_true(g_file_set_contents(small, (char *)data, SMALL_SIZE,
+                                      NULL));
+    fuse_init(&t);
+    nodeid = fuse_lookup(&t, SMALL_NAME, SMALL_SIZE);
+    fh = fuse_open(&t, nodeid, O_RDWR);
+
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, 0, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ |
+                                 FUSE_SETUPMAPPING_FLAG_WRITE, 0), ==, 0);
+    g_assert_cmpuint(mapped_bytes(&t, SMALL_NAME), ==, 2 * 4096);
+    assert_window_file_then_zero(&t, 0, SMALL_SIZE, TWO_MB);
+    /* A store past the end goes to the window's own page, not the file */
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + MiB, 0x1234);
+    g_assert_cmphex(bar_readq(&t, MiB), ==, 0x1234);
+    g_assert_true(g_file_get_contents(small, &got_data, &got_len, NULL));
+    g_assert_cmpuint(got_len, ==, SMALL_SIZE);
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + MiB, 0);
+
+    /* The guest appends through FUSE_WRITE, then reads the new tail */
+    win.fh = fh;
+    win.offset = SMALL_SIZE;
+    win.size = GROW_BY;
+    g_assert_cmpint(fuse_call(&t, FUSE_WRITE, nodeid, &win, sizeof(win),
+                              (uint8_t *)data + SMALL_SIZE, GROW_BY,
+                              &wout, sizeof(wout), &got), ==, 0);
+    g_assert_cmpuint(wout.size, ==, GROW_BY);
+    size = SMALL_SIZE + GROW_BY;
+    g_assert_cmpuint(mapped_bytes(&t, SMALL_NAME), ==,
+                     ROUND_UP(size, 4096));
+    assert_window_file_then_zero(&t, 0, size, TWO_MB);
+
+    /* The file grows on the host: the guest learns it from GETATTR */
+    fd = open(small, O_WRONLY | O_APPEND);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(write(fd, (uint8_t *)data + size, GROW_BY), ==, GROW_BY);
+    close(fd);
+    size += GROW_BY;
+    g_assert_cmpuint(fuse_getattr_size(&t, nodeid), ==, size);
+    g_assert_cmpuint(mapped_bytes(&t, SMALL_NAME), ==,
+                     ROUND_UP(size, 4096));
+    assert_window_file_then_zero(&t, 0, size, TWO_MB);
+
+    /* A range wholly past the end maps nothing, and still unmaps */
+    g_assert_cmpint(setupmapping(&t, nodeid, fh, TWO_MB, TWO_MB,
+                                 FUSE_SETUPMAPPING_FLAG_READ, TWO_MB), ==, 0);
+    g_assert_cmpuint(mapped_bytes(&t, SMALL_NAME), ==,
+                     ROUND_UP(size, 4096));
+    assert_window_zero(&t, TWO_MB, TWO_MB);
+    g_assert_cmpint(removemapping(&t, nodeid, TWO_MB, TWO_MB), ==, 0);
+    g_assert_cmpint(removemapping(&t, nodeid, 0, TWO_MB), ==, 0);
+    g_assert_cmpuint(mapped_bytes(&t, SMALL_NAME), ==, 0);
+
+    unlink(small);
+    teardown(&t);
+}
+
 static void test_init_lookup_open(void)
 {
     char tag[QVIRTIO_FS_TAG_LEN + 1];
@@ -996,6 +1146,8 @@ int main(int argc, char **argv)
                    test_daemon_exit_drops_mappings);
     qtest_add_func("/vhost-user-fs-daemon/window/lazy-unmap",
                    test_lazy_unmap);
+    qtest_add_func("/vhost-user-fs-daemon/window/never-past-eof",
+                   test_map_past_eof);
     qtest_add_func("/vhost-user-fs-daemon/lock-waits", test_lock_waits);
 
     return g_test_run();

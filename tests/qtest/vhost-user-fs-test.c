@@ -134,6 +134,12 @@ typedef struct TestBackend {
     unsigned int connections_closed;
     /* Answer GET_FEATURES with a malformed reply (see BadReply) */
     int bad_reply;
+    /*
+     * Once: break the back-end channel before answering the
+     * SET_BACKEND_REQ_FD that brought it, then fail that request
+     * (test_backend_channel_breaks_in_wait)
+     */
+    bool break_channel;
     uint64_t acked_features;
     uint64_t acked_protocol_features;
     /*
@@ -358,6 +364,26 @@ static void be_stop_request(TestBackend *be)
     be->stop_result = r;
 }
 
+/*
+ * A request QEMU serves while it waits for a front-end reply, and that
+ * makes it close the channel: a map whose payload size is absurd.  Wait
+ * until it has, so that the failed reply comes after.
+ */
+static void be_break_channel(int fd)
+{
+    VuHeader bad = {
+        .request = VU_BACKEND_SHMEM_MAP,
+        .flags = VU_VERSION,
+        .size = UINT32_MAX,
+    };
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
+    char c;
+
+    g_assert_cmpint(write(fd, &bad, sizeof(bad)), ==, sizeof(bad));
+    g_assert_cmpint(poll(&pfd, 1, TIMEOUT_MS), ==, 1);
+    g_assert_cmpint(read(fd, &c, 1), ==, 0);
+}
+
 static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
                       int *fds, size_t nfds)
 {
@@ -436,6 +462,13 @@ static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
         break;
     case VU_SET_BACKEND_REQ_FD:
         g_assert_cmpuint(nfds, ==, 1);
+        if (be->break_channel) {
+            be->break_channel = false;
+            be_break_channel(fds[0]);
+            be_reply_u64(be->conn_fd, hdr, 1);
+            replied = true;
+            break;
+        }
         be->backend_req_fd = fds[0];
         nfds = 0;
         break;
@@ -1824,6 +1857,40 @@ static void test_backend_bad_replies(void)
     teardown(&t);
 }
 
+/*
+ * While QEMU waits for the reply to SET_BACKEND_REQ_FD it serves the new
+ * back-end channel, and a bad request there makes it close the channel;
+ * the reply then says the request failed, and the failed setup closes
+ * the channel too.  It must be closed once: a second close destroys a
+ * GSource that is gone (a GLib critical, made fatal here).  QEMU then
+ * hangs up, and the next back-end gets a working device.
+ */
+static void test_backend_channel_breaks_in_wait(void)
+{
+    unsigned int closed;
+    TestCtx t;
+
+    g_setenv("G_DEBUG", "fatal-criticals", true);
+    setup_machine(&t, "pc", "64M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES,
+                  true, NULL);
+    g_unsetenv("G_DEBUG");
+
+    closed = be_connections_closed(t.be);
+    g_mutex_lock(&t.be->lock);
+    t.be->break_channel = true;
+    g_mutex_unlock(&t.be->lock);
+    be_disconnect(t.be);
+
+    /* Our hang-up, then QEMU's on the failed setup */
+    closed += 2;
+    be_wait_connected(t.be, closed, t.nvqs);
+    g_mutex_lock(&t.be->lock);
+    g_assert_false(t.be->break_channel);
+    g_mutex_unlock(&t.be->lock);
+    assert_alive(&t);
+    teardown(&t);
+}
+
 static void test_many_mappings(void)
 {
     int fd = make_file("vuf-many", TWO_MB, 0x55);
@@ -2271,6 +2338,8 @@ int main(int argc, char **argv)
                    test_backend_garbage);
     qtest_add_func("/vhost-user-fs/backend/bad-replies",
                    test_backend_bad_replies);
+    qtest_add_func("/vhost-user-fs/backend/channel-breaks-in-wait",
+                   test_backend_channel_breaks_in_wait);
     qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
     qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
     qtest_add_func("/vhost-user-fs/window/migration-blocked",

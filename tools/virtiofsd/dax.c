@@ -7,15 +7,39 @@
  * because the front-end's rules are strict (no map over a map, unmaps
  * cover whole mappings) and everything goes on FUSE_DESTROY.
  *
- * Before we shorten a file for the guest (SETATTR size, open with
- * O_TRUNC), the part of each mapping past the new end is unmapped: no
- * window page is left over a part of the file that no longer exists.
- * The guest keeps its ranges, though, and uses them again once the file
- * grows back (its extending writes go through FUSE_WRITE, then it reads
- * and writes through the same ranges), so a cut mapping is mapped whole
- * again before any reply that lets the guest see a larger size.  A hole
- * punched in the file is not cut: it is still part of the file, reads as
- * zeros and takes writes through the mapping.
+ * Never past the end of file.  The guest maps whole 2 MiB ranges, past
+ * the end of a file too (an 8 KiB file gets a 2 MiB range).  A page of a
+ * file mapping past the file's end raises SIGBUS in whatever touches it,
+ * and in QEMU that is not always survivable: under KVM the vCPU stops
+ * with an internal error, and the main loop and iothreads block the
+ * signal (docs/system/devices/virtio-fs.rst).  So we have the front-end
+ * map each range only up to the page that holds the file's end; the rest
+ * stays the window's own zero pages.  The guest does not read or write
+ * past its i_size, so it never sees the difference, as long as the
+ * mapping grows with the file before the guest can learn a larger size:
+ *
+ * - after the requests of ours that can grow a file (WRITE, FALLOCATE,
+ *   COPY_FILE_RANGE, SETATTR of the size, open with O_TRUNC), before
+ *   their reply;
+ * - before a reply that carries the file's attributes (LOOKUP and the
+ *   other entry replies, GETATTR, SETATTR): the file may have grown on
+ *   the host meanwhile.
+ *
+ * Shrinking works the other way round: before we shorten a file for the
+ * guest (SETATTR size, open with O_TRUNC), the part of each mapping past
+ * the new end is unmapped, so that no window page is ever left over a
+ * part of the file that no longer exists.  A hole punched in the file is
+ * not cut: it is still part of the file, reads as zeros and takes writes
+ * through the mapping.
+ *
+ * Every such resize acts on the size the file has when the window's lock
+ * is held, read then (or set by our own truncate, which holds off the
+ * others until it is done), never on one read earlier: concurrent
+ * requests read sizes in no particular order, and a stale smaller size
+ * would cut a mapping the guest is writing through (its writes would be
+ * lost in the window's zero pages), a stale larger one map past the end.
+ * One host file can be several of our inodes (one per mount it is reached
+ * through): a resize covers the mappings made through any of them.
  *
  * A truncate done on the host behind the guest's back is another matter,
  * and not something the daemon can prevent.  With --watch-truncate it
@@ -80,7 +104,14 @@ struct VfsdDax {
     int flush_fd;
     int64_t unmap_delay_ns;
     GQueue released;            /* VfsdDaxMap, by released_at */
+    /* Host files our truncates are under way on (VfsdDaxFileId) */
+    GArray *truncating;
 };
+
+typedef struct VfsdDaxFileId {
+    dev_t dev;
+    ino_t ino;
+} VfsdDaxFileId;
 
 static gint cmp_u64(gconstpointer a, gconstpointer b, gpointer opaque)
 {
@@ -100,20 +131,8 @@ VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be)
     dax->wds = g_hash_table_new(NULL, NULL);
     dax->flush_fd = -1;
     g_queue_init(&dax->released);
+    dax->truncating = g_array_new(false, false, sizeof(VfsdDaxFileId));
     return dax;
-}
-
-/* Keeps the inode's count of cut mappings, read without the lock */
-static void dax_set_mapped(VfsdDaxMap *m, uint64_t mapped)
-{
-    bool was_cut = m->mapped < m->len;
-
-    m->mapped = mapped;
-    if (mapped < m->len && !was_cut) {
-        g_atomic_int_inc(&m->inode->dax_cut);
-    } else if (mapped == m->len && was_cut) {
-        g_atomic_int_add(&m->inode->dax_cut, -1);
-    }
 }
 
 /*
@@ -136,30 +155,34 @@ bool vfsd_dax_size_mappable(VfsdFs *fs, uint64_t size)
 }
 
 /*
- * How much of @len bytes from @foffset such a front-end can map for a file
- * of @size bytes: whole pages up to the end of the file.
+ * How much of a mapping of @len bytes at @foffset a file of @size bytes
+ * backs: up to the page that holds its end, or with upstream QEMU up to
+ * the last whole page.
  */
-static uint64_t dax_upstream_mappable(uint64_t foffset, uint64_t len,
-                                      uint64_t size)
+static uint64_t dax_keep(VfsdDax *dax, uint64_t foffset, uint64_t len,
+                         uint64_t size)
 {
-    uint64_t avail = size > foffset ? size - foffset : 0;
+    /* Sizes come from stat: at most INT64_MAX, this cannot wrap */
+    uint64_t end = (size + VFSD_DAX_ALIGN - 1) & ~(VFSD_DAX_ALIGN - 1);
 
-    return MIN(len, avail & ~(uint64_t)(VFSD_DAX_ALIGN - 1));
+    if (dax_upstream(dax)) {
+        end = size & ~(VFSD_DAX_ALIGN - 1);
+    }
+    return end > foffset ? MIN(end - foffset, len) : 0;
 }
 
 /*
- * The first mapping of an inode starts watching its file.  The watch
- * comes before the size we compare with, so a truncate in between is
- * seen.  Called with the lock held; @fd is the file, open.
+ * Watches the file of @inode for host-side truncation, if that is on and
+ * it is not watched yet.  Before the size the mappings are made from is
+ * read, so that a truncate in between is heard of.  Lock held.
  */
-static void dax_inode_attach(VfsdDax *dax, VfsdInode *inode, int fd)
+static void dax_inode_watch(VfsdDax *dax, VfsdInode *inode)
 {
     char name[16];
-    struct stat st;
     gpointer users;
     int wd;
 
-    if (inode->dax_maps++ || dax->watch_fd < 0) {
+    if (dax->watch_fd < 0 || inode->dax_wd) {
         return;
     }
     /*
@@ -181,22 +204,21 @@ static void dax_inode_attach(VfsdDax *dax, VfsdInode *inode, int fd)
                       strerror(errno));
             dax->watch_full_warned = true;
         }
-    } else {
-        inode->dax_wd = wd;
-        users = g_hash_table_lookup(dax->wds, GINT_TO_POINTER(wd));
-        g_hash_table_insert(dax->wds, GINT_TO_POINTER(wd),
-                            GUINT_TO_POINTER(GPOINTER_TO_UINT(users) + 1));
+        return;
     }
-    inode->dax_size = fstat(fd, &st) == 0 ? st.st_size : 0;
+    inode->dax_wd = wd;
+    users = g_hash_table_lookup(dax->wds, GINT_TO_POINTER(wd));
+    g_hash_table_insert(dax->wds, GINT_TO_POINTER(wd),
+                        GUINT_TO_POINTER(GPOINTER_TO_UINT(users) + 1));
 }
 
-/* The last mapping of an inode gone, so is its watch.  Lock held. */
-static void dax_inode_detach(VfsdDax *dax, VfsdInode *inode)
+/* Drops the watch of an inode that has no mappings.  Lock held. */
+static void dax_inode_unwatch(VfsdDax *dax, VfsdInode *inode)
 {
     gpointer key = GINT_TO_POINTER(inode->dax_wd);
     unsigned int users;
 
-    if (--inode->dax_maps || !inode->dax_wd) {
+    if (inode->dax_maps || !inode->dax_wd) {
         return;
     }
     users = GPOINTER_TO_UINT(g_hash_table_lookup(dax->wds, key));
@@ -209,13 +231,38 @@ static void dax_inode_detach(VfsdDax *dax, VfsdInode *inode)
     inode->dax_wd = 0;
 }
 
+static uint64_t dax_inode_size(VfsdInode *inode)
+{
+    return __atomic_load_n(&inode->dax_size, __ATOMIC_RELAXED);
+}
+
+static void dax_inode_set_size(VfsdInode *inode, uint64_t size)
+{
+    __atomic_store_n(&inode->dax_size, size, __ATOMIC_RELAXED);
+}
+
+/* A new mapping of @inode, whose file is @size bytes.  Lock held. */
+static void dax_inode_attach(VfsdDax *dax, VfsdInode *inode, uint64_t size)
+{
+    /* Again: the maps this one replaced may have taken the watch along */
+    dax_inode_watch(dax, inode);
+    dax_inode_set_size(inode, size);
+    g_atomic_int_inc(&inode->dax_maps);
+}
+
+/* The last mapping of an inode gone, so is its watch.  Lock held. */
+static void dax_inode_detach(VfsdDax *dax, VfsdInode *inode)
+{
+    g_atomic_int_add(&inode->dax_maps, -1);
+    dax_inode_unwatch(dax, inode);
+}
+
 static void dax_map_free(VfsdDax *dax, VfsdDaxMap *m)
 {
     if (m->released) {
         g_queue_unlink(&dax->released, &m->released_link);
     }
     g_tree_remove(dax->maps, &m->moffset);
-    dax_set_mapped(m, m->len);
     dax_inode_detach(dax, m->inode);
     vfsd_inode_unref(m->inode);
     g_free(m);
@@ -250,6 +297,7 @@ void vfsd_dax_free(VfsdDax *dax)
     }
     g_tree_destroy(dax->maps);
     g_hash_table_destroy(dax->wds);
+    g_array_free(dax->truncating, true);
     if (dax->watch_fd >= 0) {
         close(dax->watch_fd);
     }
@@ -475,12 +523,13 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     g_autoptr(GPtrArray) stale = g_ptr_array_new();
     bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
     uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
-    uint64_t map_len;
     bool eager_rw;
     VfsdDaxMap *m;
     unsigned int i;
     int fd, ret = 0;
     int64_t start;
+    uint64_t keep;
+    struct stat st;
     bool mapped;
 
     if (!vfsd_dax_available(fs)) {
@@ -539,39 +588,41 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
         vfsd_fd_release(fs);
         return fd;
     }
-    map_len = in->len;
-    if (dax_upstream(dax)) {
-        struct stat st;
-
-        if (fstat(fd, &st) < 0) {
-            ret = -errno;
-            close(fd);
-            vfsd_fd_release(fs);
-            return ret;
-        }
-        map_len = dax_upstream_mappable(in->foffset, in->len, st.st_size);
-        if (map_len < in->len && (!map_len ||
-                                  in->foffset + map_len != (uint64_t)st.st_size)) {
-            vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
-                             "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file "
-                             "of %" PRIu64 " bytes: it maps no partial page "
-                             "at the end of a file, nor past it (mount "
-                             "with -o dax=inode: only files of whole "
-                             "pages then use DAX)", in->foffset, in->len,
-                             (uint64_t)st.st_size);
-            close(fd);
-            vfsd_fd_release(fs);
-            return -EIO;
-        }
-    }
-
     g_mutex_lock(&dax->lock);
+    dax_inode_watch(dax, inode);
+    /*
+     * A request that grows the file after our fstat, and looks at the
+     * inode without the lock before our mapping is recorded, must take
+     * the lock and wait for us (pairs with dax_inode_may_need_resize()).
+     */
+    g_atomic_int_inc(&inode->dax_setting_up);
+    /*
+     * Under the lock, so that no resize of the file's mappings (its
+     * growth seen by another request, a truncate of ours) slips in
+     * between the size read and the mapping that follows it.
+     */
+    if (fstat(fd, &st) < 0) {
+        ret = -errno;
+        goto out;
+    }
+    keep = dax_keep(dax, in->foffset, in->len, st.st_size);
+    if (dax_upstream(dax) && in->foffset + keep < (uint64_t)st.st_size &&
+        keep < in->len) {
+        /* The guest would read zeros for the file's last bytes */
+        vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
+                         "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file of "
+                         "%" PRIu64 " bytes: it maps no partial page at the "
+                         "end of a file (mount with -o dax=inode: only "
+                         "files of whole pages then use DAX)", in->foffset,
+                         in->len, (uint64_t)st.st_size);
+        ret = -EIO;
+        goto out;
+    }
     overlap = dax_overlapping(dax, in->moffset, in->moffset + in->len);
     if (overlap->len == 1) {
         m = g_ptr_array_index(overlap, 0);
         if (m->inode == inode && m->moffset == in->moffset &&
-            m->len == in->len &&
-            (m->mapped == m->len || dax_upstream(dax)) &&
+            m->len == in->len && m->mapped == keep &&
             m->foffset == in->foffset && !m->released &&
             (m->writable || !writable)) {
             /* Already mapped as asked, e.g. an upgrade of an eager map */
@@ -582,7 +633,17 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
         m = g_ptr_array_index(overlap, i);
         if (m->moffset >= in->moffset &&
             m->moffset + m->len <= in->moffset + in->len) {
-            g_ptr_array_add(old, m);
+            /*
+             * Replaced in one step only if the new mapping covers all
+             * the old one maps: not when the file is shorter than the
+             * range the old one keeps (another file's, or this one's
+             * before a truncate).
+             */
+            if (m->moffset + m->mapped <= in->moffset + keep) {
+                g_ptr_array_add(old, m);
+            } else {
+                g_ptr_array_add(stale, m);
+            }
         } else if (m->released) {
             /* Gone for the guest: in our way only */
             g_ptr_array_add(stale, m);
@@ -599,7 +660,7 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
         ret = -EIO;
         goto out;
     }
-    if (old->len) {
+    if (old->len && keep) {
         if (dax->be.can_replace(dax->be.opaque)) {
             /*
              * e.g. a read-only range upgraded to writable while other
@@ -611,21 +672,32 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
             ret = -EIO;
             goto out;
         }
-    }
-    start = fs->stats ? vfsd_stats_now() : 0;
-    mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, map_len,
-                         flags, fd);
-    if (fs->stats) {
-        vfsd_stats_record(fs->stats, VFSD_STATS_FE_MAP, start);
-    }
-    if (!mapped) {
-        vfsd_guest_error("SETUPMAPPING: front-end refused to map 0x%" PRIx64
-                         "+0x%" PRIx64, in->moffset, in->len);
+    } else if (old->len && !dax_unmap_maps(dax, old, true)) {
         ret = -EIO;
         goto out;
     }
+    /*
+     * Only the part of the range the file backs is mapped: a page past
+     * the end of a file faults when touched, and a fault in QEMU is not
+     * always one it survives (see "Never past the end of file" above).
+     * The rest keeps the window's zeros until the file grows.
+     */
+    if (keep) {
+        start = fs->stats ? vfsd_stats_now() : 0;
+        mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, keep,
+                             flags, fd);
+        if (fs->stats) {
+            vfsd_stats_record(fs->stats, VFSD_STATS_FE_MAP, start);
+        }
+        if (!mapped) {
+            vfsd_guest_error("SETUPMAPPING: front-end refused to map 0x%"
+                             PRIx64 "+0x%" PRIx64, in->moffset, keep);
+            ret = -EIO;
+            goto out;
+        }
+    }
     /* First, so that upgrading a range keeps the file's watch */
-    dax_inode_attach(dax, inode, fd);
+    dax_inode_attach(dax, inode, st.st_size);
     if (flags & VFSD_DAX_MAP_REPLACE) {
         for (i = 0; i < old->len; i++) {
             m = g_ptr_array_index(old, i);
@@ -641,16 +713,15 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     m->moffset = in->moffset;
     m->len = in->len;
     m->foffset = in->foffset;
-    m->mapped = in->len;
+    m->mapped = keep;
     m->writable = writable;
     m->inode = inode;
     vfsd_inode_ref(inode);
     g_tree_insert(dax->maps, &m->moffset, m);
-    if (map_len < in->len) {
-        /* Stops at the end of the file: mapped on as the file grows */
-        dax_set_mapped(m, map_len);
-    }
 out:
+    g_atomic_int_add(&inode->dax_setting_up, -1);
+    /* A failed request leaves no watch behind */
+    dax_inode_unwatch(dax, inode);
     g_mutex_unlock(&dax->lock);
     close(fd);
     vfsd_fd_release(fs);
@@ -779,7 +850,7 @@ void vfsd_dax_forget_all(VfsdFs *fs)
 }
 
 /*
- * Host-side truncation (--watch-truncate).
+ * Resizing mappings.
  *
  * The front-end maps a file range with one mmap(); once the file is
  * shorter, the pages past its new end raise SIGBUS when touched.  We
@@ -787,18 +858,19 @@ void vfsd_dax_forget_all(VfsdFs *fs)
  * only whole mappings, so a mapping the new end cuts through is unmapped
  * and its head mapped again.  For that short moment the head reads zeros
  * too; without it, the guest could fault on the tail.  The record keeps
- * the guest's range and how much of it is still mapped, so that the
- * guest's later REMOVEMAPPING or SETUPMAPPING of the range works.
+ * the guest's range and how much of it is mapped, so that the guest's
+ * later REMOVEMAPPING or SETUPMAPPING of the range works.
  *
- * When the file grows again, cut mappings are mapped whole once more, as
- * SETUPMAPPING made them: the guest writes through them once its i_size
- * covers them, and what it wrote into the window's zero pages would be
- * lost.  Hence the checks before the guest can learn a larger size: the
- * attributes we reply with, and its own writes that extend the file.
+ * When the file grows, a mapping that stops short is extended in one
+ * replacing map (the head keeps reading the file throughout).  The
+ * guest writes through it once its i_size covers it, and what it wrote
+ * into the window's zero pages would be lost.  Hence the checks before
+ * the guest can learn a larger size: the attributes we reply with, and
+ * its own writes that extend the file.
  *
- * A guest-initiated shrink is cut the same way, before the truncate; the
- * guest holds its own locks meanwhile, so none of its threads reads the
- * head of a cut mapping while it is mapped again.
+ * A guest-initiated shrink is cut before the truncate; the guest holds
+ * its own locks meanwhile, so none of its threads reads the head of a
+ * cut mapping while it is mapped again.
  */
 
 /* A fresh fd for a mapping's file, or a negative errno */
@@ -831,10 +903,6 @@ static void dax_cut_map(VfsdFs *fs, VfsdDaxMap *m, uint64_t keep)
     uint64_t flags = m->writable ? VFSD_DAX_MAP_RW : 0;
     int fd = -1;
 
-    if (dax_upstream(dax)) {
-        keep = dax_upstream_mappable(m->foffset, keep,
-                                     m->inode->dax_size);
-    }
     if (keep) {
         fd = dax_reopen(fs, m);
         if (fd < 0) {
@@ -852,39 +920,32 @@ static void dax_cut_map(VfsdFs *fs, VfsdDaxMap *m, uint64_t keep)
         dax_close(fs, fd);
         return;
     }
-    dax_set_mapped(m, 0);
+    m->mapped = 0;
     if (keep) {
         if (dax->be.map(dax->be.opaque, m->foffset, m->moffset, keep, flags,
                         fd)) {
-            dax_set_mapped(m, keep);
+            m->mapped = keep;
         } else {
             vfsd_err("DAX: front-end failed to map back window range 0x%"
                      PRIx64 "+0x%" PRIx64, m->moffset, keep);
         }
     }
-    vfsd_debug("DAX: file truncated on the host: window range 0x%" PRIx64
-               "+0x%" PRIx64 " keeps 0x%" PRIx64 " bytes mapped",
+    vfsd_debug("DAX: file shrank: window range 0x%" PRIx64 "+0x%" PRIx64
+               " keeps 0x%" PRIx64 " bytes mapped",
                m->moffset, m->len, m->mapped);
     dax_close(fs, fd);
 }
 
-/* Maps all of a cut mapping again.  Lock held. */
-static void dax_restore_map(VfsdFs *fs, VfsdDaxMap *m)
+/* Maps the first @keep bytes of @m, more than it maps now.  Lock held. */
+static void dax_grow_map(VfsdFs *fs, VfsdDaxMap *m, uint64_t keep)
 {
     VfsdDax *dax = fs->dax;
     uint64_t flags = m->writable ? VFSD_DAX_MAP_RW : 0;
-    uint64_t len = m->len;
     int fd;
 
-    if (dax_upstream(dax)) {
-        len = dax_upstream_mappable(m->foffset, m->len, m->inode->dax_size);
-        if (len <= m->mapped) {
-            return;
-        }
-    }
     fd = dax_reopen(fs, m);
     if (fd < 0) {
-        vfsd_warn("DAX: cannot reopen a file that grew back (%s): window "
+        vfsd_warn("DAX: cannot reopen a file that grew (%s): window "
                   "range 0x%" PRIx64 "+0x%" PRIx64 " stays partly unmapped",
                   strerror(-fd), m->moffset, m->len);
         return;
@@ -894,7 +955,7 @@ static void dax_restore_map(VfsdFs *fs, VfsdDaxMap *m)
             /* The head never stops reading the file */
             flags |= VFSD_DAX_MAP_REPLACE;
         } else if (dax->be.unmap(dax->be.opaque, m->moffset, m->mapped)) {
-            dax_set_mapped(m, 0);
+            m->mapped = 0;
         } else {
             vfsd_err("DAX: front-end failed to unmap window range 0x%"
                      PRIx64 "+0x%" PRIx64, m->moffset, m->mapped);
@@ -902,63 +963,98 @@ static void dax_restore_map(VfsdFs *fs, VfsdDaxMap *m)
             return;
         }
     }
-    if (dax->be.map(dax->be.opaque, m->foffset, m->moffset, len, flags,
+    if (dax->be.map(dax->be.opaque, m->foffset, m->moffset, keep, flags,
                     fd)) {
-        dax_set_mapped(m, len);
-        vfsd_debug("DAX: file grew back: window range 0x%" PRIx64 "+0x%"
-                   PRIx64 " has 0x%" PRIx64 " bytes mapped again",
-                   m->moffset, m->len, len);
+        m->mapped = keep;
+        vfsd_debug("DAX: file grew: window range 0x%" PRIx64 "+0x%"
+                   PRIx64 " maps 0x%" PRIx64 " bytes", m->moffset, m->len,
+                   keep);
     } else {
         vfsd_err("DAX: front-end failed to map window range 0x%" PRIx64
-                 "+0x%" PRIx64 " again", m->moffset, m->len);
+                 "+0x%" PRIx64 " again", m->moffset, keep);
     }
     dax_close(fs, fd);
 }
 
-/* The file of @inode is now @size bytes long.  Lock held. */
-static void dax_inode_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size)
+static bool dax_same_file(VfsdInode *a, dev_t dev, ino_t ino)
 {
-    VfsdDax *dax = fs->dax;
-    g_autoptr(GPtrArray) all = NULL;
-    g_autoptr(GPtrArray) released = g_ptr_array_new();
-    uint64_t old = inode->dax_size;
-    /* Sizes come from stat: at most INT64_MAX, this cannot wrap */
-    uint64_t end = (size + VFSD_DAX_ALIGN - 1) & ~(VFSD_DAX_ALIGN - 1);
+    return a->dev == dev && a->ino == ino;
+}
+
+/* Whether a truncate of ours is under way on the file.  Lock held. */
+static bool dax_truncating(VfsdDax *dax, dev_t dev, ino_t ino)
+{
     unsigned int i;
 
-    inode->dax_size = size;
-    if (size == old || !inode->dax_maps ||
-        (size > old && !g_atomic_int_get(&inode->dax_cut))) {
-        return;
+    for (i = 0; i < dax->truncating->len; i++) {
+        VfsdDaxFileId *id = &g_array_index(dax->truncating, VfsdDaxFileId, i);
+
+        if (id->dev == dev && id->ino == ino) {
+            return true;
+        }
     }
-    all = dax_all_maps(dax);
+    return false;
+}
+
+/*
+ * The host file (@dev, @ino) is now @size bytes long: every mapping of it,
+ * through whichever of our inodes (one per mount the file is reached
+ * through), maps exactly the part of its range the file backs.  Lock
+ * held.  Returns whether the file has mappings at all.
+ */
+static bool dax_file_resize(VfsdFs *fs, dev_t dev, ino_t ino, uint64_t size)
+{
+    VfsdDax *dax = fs->dax;
+    g_autoptr(GPtrArray) all = dax_all_maps(dax);
+    g_autoptr(GPtrArray) released = g_ptr_array_new();
+    unsigned int i;
+    bool any = false;
+
     for (i = 0; i < all->len; i++) {
         VfsdDaxMap *m = g_ptr_array_index(all, i);
         uint64_t keep;
 
-        if (m->inode != inode) {
+        if (!dax_same_file(m->inode, dev, ino)) {
             continue;
         }
-        keep = end > m->foffset ? MIN(end - m->foffset, m->len) : 0;
+        any = true;
+        dax_inode_set_size(m->inode, size);
+        keep = dax_keep(dax, m->foffset, m->len, size);
         if (m->released) {
-            /* Nobody needs it whole again: dropped rather than cut */
-            if (size < old && keep < m->mapped) {
+            /* Nobody needs it to grow: dropped rather than cut */
+            if (keep < m->mapped) {
                 g_ptr_array_add(released, m);
             }
-        } else if (size < old && keep < m->mapped) {
+        } else if (keep < m->mapped) {
             dax_cut_map(fs, m, keep);
-        } else if (size > old && keep > m->mapped) {
-            dax_restore_map(fs, m);
+        } else if (keep > m->mapped) {
+            dax_grow_map(fs, m, keep);
         }
     }
     if (released->len) {
         dax_unmap_maps(dax, released, true);
     }
+    return any;
 }
 
-static bool dax_watching(VfsdFs *fs)
+/*
+ * Brings the mappings of @inode's file in line with its size, read here,
+ * under the lock: a size read before the lock was taken may be older
+ * than a resize another thread did meanwhile, and acting on it could cut
+ * what the guest is about to write through, or map past the end.  Not
+ * while one of our truncates of the file is under way: its end does it.
+ * Lock held.
+ */
+static void dax_inode_recheck(VfsdFs *fs, VfsdInode *inode)
 {
-    return fs->dax && fs->dax->watch_fd >= 0;
+    struct stat st;
+
+    if (dax_truncating(fs->dax, inode->dev, inode->ino)) {
+        return;
+    }
+    if (fstat(inode->fd, &st) == 0) {
+        dax_file_resize(fs, inode->dev, inode->ino, st.st_size);
+    }
 }
 
 bool vfsd_dax_watch_start(VfsdDax *dax, unsigned int max_files, char **err)
@@ -984,6 +1080,7 @@ void vfsd_dax_watch_events(VfsdFs *fs)
     g_autoptr(GHashTable) changed = g_hash_table_new(NULL, NULL);
     g_autoptr(GHashTable) ignored = g_hash_table_new(NULL, NULL);
     g_autoptr(GHashTable) checked = g_hash_table_new(NULL, NULL);
+    g_autoptr(GPtrArray) inodes = g_ptr_array_new();
     g_autoptr(GPtrArray) all = NULL;
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     const struct inotify_event *ev;
@@ -1022,7 +1119,6 @@ void vfsd_dax_watch_events(VfsdFs *fs)
     for (i = 0; i < all->len; i++) {
         VfsdInode *inode = ((VfsdDaxMap *)g_ptr_array_index(all, i))->inode;
         gpointer wd = GINT_TO_POINTER(inode->dax_wd);
-        struct stat st;
 
         if (inode->dax_wd && g_hash_table_contains(ignored, wd)) {
             /* The kernel dropped the watch (file system unmounted) */
@@ -1031,48 +1127,105 @@ void vfsd_dax_watch_events(VfsdFs *fs)
         } else if (!overflow && !g_hash_table_contains(changed, wd)) {
             continue;
         }
-        if (!g_hash_table_add(checked, inode)) {
-            continue;
+        if (g_hash_table_add(checked, inode)) {
+            g_ptr_array_add(inodes, inode);
+            vfsd_inode_ref(inode);
         }
-        if (fstat(inode->fd, &st) == 0) {
-            dax_inode_resize(fs, inode, st.st_size);
+    }
+    /* Apart: a resize may free mappings, @all would point at them */
+    for (i = 0; i < inodes->len; i++) {
+        VfsdInode *inode = g_ptr_array_index(inodes, i);
+
+        if (inode->dax_maps) {
+            dax_inode_recheck(fs, inode);
         }
+        vfsd_inode_unref(inode);
     }
     g_mutex_unlock(&dax->lock);
 }
 
+/*
+ * Whether the mappings of @inode might not follow a file of @size bytes,
+ * looked at without the lock.  No mapping recorded, or one recorded for
+ * that size, means none needs a change, unless a SETUPMAPPING is under
+ * way: it may have read the size before a growth we were told about.
+ */
+static bool dax_inode_may_need_resize(VfsdInode *inode, uint64_t size)
+{
+    return g_atomic_int_get(&inode->dax_setting_up) ||
+           (g_atomic_int_get(&inode->dax_maps) &&
+            size != dax_inode_size(inode));
+}
+
 void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
 {
+    /*
+     * Only a size other than the one the mappings follow needs a look;
+     * the lock is not taken otherwise, as it is held across front-end
+     * round trips and attribute replies should not wait for those.
+     */
     if (!fs->dax || inode->type != S_IFREG ||
-        (!dax_watching(fs) && !g_atomic_int_get(&inode->dax_cut))) {
+        !dax_inode_may_need_resize(inode, size)) {
         return;
     }
     g_mutex_lock(&fs->dax->lock);
     if (inode->dax_maps) {
-        dax_inode_resize(fs, inode, size);
+        dax_inode_recheck(fs, inode);
     }
     g_mutex_unlock(&fs->dax->lock);
 }
 
-void vfsd_dax_guest_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size)
+void vfsd_dax_truncate_begin(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
+                             uint64_t size)
 {
+    VfsdDaxFileId id = { .dev = dev, .ino = ino };
     struct stat st;
 
-    if (!fs->dax || inode->type != S_IFREG) {
+    if (!fs->dax) {
         return;
     }
     /*
      * Before the truncate, so that no mapping covers the cut range when
-     * it goes, and so that the watch's event finds the size expected.  A
-     * larger size is not taken here: growing back cut mappings is up to
-     * vfsd_dax_guest_grew() after the truncate, and to the check of the
-     * size the guest is then told.
+     * it goes.  Until the end, nothing else resizes the mappings from a
+     * size it read: between here and the truncate that size would still
+     * be the old one, and the cut would be undone.
      */
     g_mutex_lock(&fs->dax->lock);
-    if (inode->dax_maps && fstat(inode->fd, &st) == 0 &&
+    g_array_append_val(fs->dax->truncating, id);
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
         size < (uint64_t)st.st_size) {
-        inode->dax_size = st.st_size;
-        dax_inode_resize(fs, inode, size);
+        dax_file_resize(fs, dev, ino, size);
+    }
+    g_mutex_unlock(&fs->dax->lock);
+}
+
+void vfsd_dax_truncate_end(VfsdFs *fs, dev_t dev, ino_t ino, int fd)
+{
+    GArray *t;
+    struct stat st;
+    unsigned int i;
+
+    if (!fs->dax) {
+        return;
+    }
+    g_mutex_lock(&fs->dax->lock);
+    t = fs->dax->truncating;
+    for (i = 0; i < t->len; i++) {
+        VfsdDaxFileId *id = &g_array_index(t, VfsdDaxFileId, i);
+
+        if (id->dev == dev && id->ino == ino) {
+            g_array_remove_index_fast(t, i);
+            break;
+        }
+    }
+    /*
+     * The size now, whatever happened: the truncate failed, grew the
+     * file, or another writer grew it meanwhile.  Unless another
+     * truncate of the file began since, which will do the same.
+     */
+    if (!dax_truncating(fs->dax, dev, ino) && fstat(fd, &st) == 0 &&
+        S_ISREG(st.st_mode)) {
+        dax_file_resize(fs, dev, ino, st.st_size);
     }
     g_mutex_unlock(&fs->dax->lock);
 }
@@ -1081,10 +1234,12 @@ void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode)
 {
     struct stat st;
 
-    if (!fs->dax || !g_atomic_int_get(&inode->dax_cut)) {
+    /* Most writes do not change the size: no need to take the lock */
+    if (!fs->dax || fstat(inode->fd, &st) < 0 ||
+        !dax_inode_may_need_resize(inode, st.st_size)) {
         return;
     }
-    if (fstat(inode->fd, &st) == 0) {
-        vfsd_dax_size_seen(fs, inode, st.st_size);
-    }
+    g_mutex_lock(&fs->dax->lock);
+    dax_inode_recheck(fs, inode);
+    g_mutex_unlock(&fs->dax->lock);
 }

@@ -42,8 +42,8 @@ typedef struct VfsdDaxMap {
     uint64_t len;
     uint64_t foffset;
     /*
-     * How much of the range, from moffset on, the front-end maps: len,
-     * or less once a host-side truncate made us drop the tail.
+     * How much of the range, from moffset on, the front-end maps: what
+     * the file backs, up to the page that holds its end (len at most).
      */
     uint64_t mapped;
     bool writable;
@@ -100,13 +100,23 @@ unsigned int vfsd_dax_count(VfsdFs *fs);
 bool vfsd_dax_watch_start(VfsdDax *dax, unsigned int max_files, char **err);
 int vfsd_dax_watch_fd(VfsdDax *dax);
 void vfsd_dax_watch_events(VfsdFs *fs);
-/* The guest is about to learn @size as the file's size */
+/*
+ * The guest is about to learn @size as the file's size (attributes in a
+ * reply): if that is not the size the mappings follow, they are brought
+ * in line with the size the file has now, never with @size itself, which
+ * a concurrent request may have made stale.
+ */
 void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size);
 /*
- * We are about to set the file's size to @size for the guest: the parts
- * of its mappings past a smaller size are unmapped first.
+ * Around a truncate to @size of the host file (@dev, @ino), which @fd
+ * (any fd of it, O_PATH will do) can fstat: mappings of it through any of
+ * our inodes stop short of a smaller @size first, and are brought in line
+ * with the file's size at the end, whatever the truncate did.  No other
+ * request resizes them in between.
  */
-void vfsd_dax_guest_resize(VfsdFs *fs, VfsdInode *inode, uint64_t size);
+void vfsd_dax_truncate_begin(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
+                             uint64_t size);
+void vfsd_dax_truncate_end(VfsdFs *fs, dev_t dev, ino_t ino, int fd);
 /* The guest may have grown the file (write, fallocate, copy) */
 void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode);
 

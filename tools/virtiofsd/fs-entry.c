@@ -55,6 +55,8 @@ int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, struct fuse_attr_out *out)
     if (ret < 0) {
         return ret;
     }
+    /* The guest may touch what the size it learns covers */
+    vfsd_dax_size_seen(fs, inode, out->attr.size);
     vfsd_set_timeout(fs->attr_timeout, &out->attr_valid,
                      &out->attr_valid_nsec);
     return 0;
@@ -102,14 +104,14 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
     }
     ret = kill ? vfsd_drop_fsetid(&dropped) : 0;
     if (ret == 0) {
-        vfsd_dax_guest_resize(fs, inode, in->size);
-    }
-    if (ret == 0 && ftruncate(fd, in->size) < 0) {
-        ret = -errno;
+        vfsd_dax_truncate_begin(fs, inode->dev, inode->ino, inode->fd,
+                                in->size);
+        if (ftruncate(fd, in->size) < 0) {
+            ret = -errno;
+        }
+        vfsd_dax_truncate_end(fs, inode->dev, inode->ino, inode->fd);
     }
     vfsd_restore_fsetid(dropped);
-    /* A failed truncate, or one that grew the file: map cut ranges back */
-    vfsd_dax_guest_grew(fs, inode);
 
     if (!h || fd != h->fd) {
         close(fd);

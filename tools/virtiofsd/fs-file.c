@@ -80,14 +80,15 @@ static void fill_open_out(VfsdFs *fs, uint64_t fh, struct fuse_open_out *out)
 }
 
 /*
- * Around an open with O_TRUNC in @flags: no DAX mapping may cover what the
- * truncate cuts, and with @kill_priv the setuid/setgid bits go, as the
- * guest's FUSE_OPEN_KILL_SUIDGID asks.  @inode is NULL for a file the
- * guest has not looked up, which has no mappings.  Returns 0 or -errno;
- * after a success, open_trunc_end() follows the open, whatever its result.
+ * Around an open with O_TRUNC in @flags of the host file (@dev, @ino),
+ * which @fd can fstat: no DAX mapping may cover what the truncate cuts,
+ * whichever of our inodes of the file it was made through, and with
+ * @kill_priv the setuid/setgid bits go, as the guest's
+ * FUSE_OPEN_KILL_SUIDGID asks.  Returns 0 or -errno; after a success,
+ * open_trunc_end() follows the open, whatever its result.
  */
-static int open_trunc_begin(VfsdFs *fs, VfsdInode *inode, int flags,
-                            bool kill_priv, bool *dropped)
+static int open_trunc_begin(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
+                            int flags, bool kill_priv, bool *dropped)
 {
     int ret;
 
@@ -101,19 +102,17 @@ static int open_trunc_begin(VfsdFs *fs, VfsdInode *inode, int flags,
             return ret;
         }
     }
-    if (inode) {
-        vfsd_dax_guest_resize(fs, inode, 0);
-    }
+    vfsd_dax_truncate_begin(fs, dev, ino, fd, 0);
     return 0;
 }
 
-static void open_trunc_end(VfsdFs *fs, VfsdInode *inode, int flags,
-                           bool dropped)
+static void open_trunc_end(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
+                           int flags, bool dropped)
 {
     vfsd_restore_fsetid(dropped);
-    if ((flags & O_TRUNC) && inode) {
+    if (flags & O_TRUNC) {
         /* Refused, or another writer already grew it: map cut ranges back */
-        vfsd_dax_guest_grew(fs, inode);
+        vfsd_dax_truncate_end(fs, dev, ino, fd);
     }
 }
 
@@ -150,7 +149,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         vfsd_guest_error("too many open files, open refused");
         return -ENFILE;
     }
-    ret = open_trunc_begin(fs, inode, f,
+    ret = open_trunc_begin(fs, inode->dev, inode->ino, inode->fd, f,
                            (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
                            (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID),
                            &dropped);
@@ -159,7 +158,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         return ret;
     }
     fd = vfsd_reopen(fs, inode, f);
-    open_trunc_end(fs, inode, f, dropped);
+    open_trunc_end(fs, inode->dev, inode->ino, inode->fd, f, dropped);
     if (fd < 0) {
         vfsd_fd_release(fs);
         return fd;
@@ -182,7 +181,6 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
 static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
                          int flags, bool kill_priv)
 {
-    g_autoptr(VfsdInode) inode = NULL;
     char procname[32];
     struct stat st;
     bool dropped = false;
@@ -198,11 +196,8 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
         err = S_ISDIR(st.st_mode) ? EISDIR :
               S_ISLNK(st.st_mode) ? ELOOP : ENXIO;
     } else {
-        if (flags & O_TRUNC) {
-            /* Only an inode the guest knows can have mappings */
-            inode = vfsd_inode_find(fs, pfd);
-        }
-        err = -open_trunc_begin(fs, inode, flags, kill_priv, &dropped);
+        err = -open_trunc_begin(fs, st.st_dev, st.st_ino, pfd, flags,
+                                kill_priv, &dropped);
         if (err) {
             close(pfd);
             errno = err;
@@ -211,7 +206,7 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
         snprintf(procname, sizeof(procname), "%d", pfd);
         fd = openat(fs->proc_self_fd, procname, flags | O_CLOEXEC);
         err = errno;
-        open_trunc_end(fs, inode, flags, dropped);
+        open_trunc_end(fs, st.st_dev, st.st_ino, pfd, flags, dropped);
         close(pfd);
         errno = err;
         return fd;

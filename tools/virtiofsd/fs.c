@@ -216,10 +216,6 @@ void vfsd_attr_from_statx(VfsdFs *fs, VfsdInode *inode,
     if (inode && vfsd_want_dax(fs, inode, stx)) {
         attr->flags |= FUSE_ATTR_DAX;
     }
-    if (inode) {
-        /* The guest may write through mappings its new size covers */
-        vfsd_dax_size_seen(fs, inode, stx->stx_size);
-    }
 }
 
 int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, struct fuse_attr *attr)

@@ -50,12 +50,13 @@ typedef struct VfsdInode {
     GHashTable *plocks;         /* uint64_t owner -> fd, or NULL */
     /*
      * DAX mappings of the inode and the watch for host-side truncation
-     * (dax.c), under the window's lock; dax_cut is also read without it.
+     * (dax.c), written under the window's lock; dax_maps, dax_size and
+     * dax_setting_up are also read without it, atomically.
      */
-    unsigned int dax_maps;      /* live mappings */
+    gint dax_maps;              /* live mappings */
     int dax_wd;                 /* inotify watch descriptor, 0: none */
-    uint64_t dax_size;          /* file size when last checked */
-    gint dax_cut;               /* mappings cut short by a host truncate */
+    uint64_t dax_size;          /* file size the mappings follow */
+    gint dax_setting_up;        /* SETUPMAPPINGs under way */
 } VfsdInode;
 
 typedef struct VfsdInodeStore {
@@ -173,7 +174,6 @@ void vfsd_inodes_init(VfsdInodeStore *st);
 bool vfsd_inodes_set_root(VfsdFs *fs, int fd);
 void vfsd_inodes_destroy(VfsdFs *fs);
 VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid);
-VfsdInode *vfsd_inode_find(VfsdFs *fs, int fd);
 void vfsd_inode_ref(VfsdInode *inode);
 void vfsd_inode_unref(VfsdInode *inode);
 int vfsd_inode_do_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,

@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "dax.h"
 #include "fs.h"
 #include "log.h"
 
@@ -69,31 +70,6 @@ VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid)
 
     g_mutex_lock(&st->lock);
     inode = g_hash_table_lookup(st->by_nodeid, &nodeid);
-    if (inode) {
-        vfsd_inode_ref(inode);
-    }
-    g_mutex_unlock(&st->lock);
-    return inode;
-}
-
-/*
- * The inode the guest knows behind @fd, with a reference; NULL if the
- * guest has not looked it up.  Adds no lookup.
- */
-VfsdInode *vfsd_inode_find(VfsdFs *fs, int fd)
-{
-    VfsdInodeStore *st = &fs->inodes;
-    VfsdInode key, *inode;
-    struct statx stx;
-
-    if (vfsd_statx(fd, &stx) < 0) {
-        return NULL;
-    }
-    key.dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
-    key.ino = stx.stx_ino;
-    key.mnt_id = stx.stx_mnt_id;
-    g_mutex_lock(&st->lock);
-    inode = g_hash_table_lookup(st->by_key, &key);
     if (inode) {
         vfsd_inode_ref(inode);
     }
@@ -212,6 +188,8 @@ int vfsd_inode_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
     memset(e, 0, sizeof(*e));
     e->nodeid = inode->nodeid;
     vfsd_attr_from_statx(fs, inode, &stx, &e->attr);
+    /* The guest may touch what the size it learns covers */
+    vfsd_dax_size_seen(fs, inode, stx.stx_size);
     if (fs->opts->announce_submounts && inode->mnt_id != parent->mnt_id) {
         e->attr.flags |= FUSE_ATTR_SUBMOUNT;
     }

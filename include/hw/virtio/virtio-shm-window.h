@@ -23,8 +23,10 @@
  * limits a process to vm.max_map_count (65530 by default) of them; when
  * that runs out, every mmap() and large malloc() in QEMU fails.  So a
  * window accepts one mapping per 2 MiB (what guests map at), at least
- * VIRTIO_SHM_WINDOW_MIN_MAPPINGS, but never more than half of
- * vm.max_map_count: a back-end mapping small pieces cannot starve QEMU.
+ * VIRTIO_SHM_WINDOW_MIN_MAPPINGS, but never more than leaves room in
+ * vm.max_map_count for the rest of QEMU and for the SIGBUS fixup's pages
+ * (virtio-shm-window.c, shm_window_budget()): a back-end mapping small
+ * pieces cannot starve QEMU.
  */
 #define VIRTIO_SHM_WINDOW_GRANULE (2 * MiB)
 #define VIRTIO_SHM_WINDOW_MIN_MAPPINGS 16384
@@ -39,6 +41,8 @@ typedef struct VirtioShmWindow {
     IntervalTreeRoot mappings;
     unsigned int nr_mappings;
     unsigned int max_mappings;
+    /* Index of the window's host range for the SIGBUS fixup, -1: none */
+    int range;
 } VirtioShmWindow;
 
 /**

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# DAX past the end of a small file.  The guest maps whole 2 MiB ranges:
+# a 4200-byte file gets one, and all but its first two pages lie past the
+# end of the file.  With our virtiofsd QEMU must never hold a file page
+# there, since touching one raises SIGBUS (fatal to QEMU outside vCPU
+# threads, and a stopped VM under KVM).  The guest reads and writes every
+# page of the window through its BAR (winpeek, iomem=relaxed), past what
+# any file lets it reach: everything past the end must read as zeros and
+# QEMU's SIGBUS fix-up must never run (its trace counts the pages it
+# fills).  Then the file grows, by the guest's own appending write() and
+# on the host: the guest must read the new data through the range it
+# already has, never zeros.
+# Extra arguments go to harness/vm.py (default: ours, 16 MiB window).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/harness/tests/lib.sh"
+shared=$(mktemp -d /tmp/vfsdax-eof.XXXXXX)
+guest_script=$(mktemp)
+trace=$(mktemp)
+out=$(mktemp)
+trap 'rm -rf "$shared" "$guest_script" "$trace" "$out"' EXIT
+
+# "DAXEOF01", then bytes that are never zero, 4200 in all
+{ printf DAXEOF01; head -c 4192 /dev/zero | tr '\0' 'x'; } > "$shared/small.bin"
+head -c 65536 /dev/urandom > "$shared/host-tail"
+
+cat > "$guest_script" <<'GUEST'
+. /lib/vfsdax.sh
+mount_virtiofs "$VFS_TAG" /mnt dax=always
+dax_active /mnt || fail "dax=always requested, DAX not active"
+res=
+for d in /sys/bus/pci/devices/*; do
+    # virtio-fs, modern: 1af4:105a
+    if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x105a ]; then
+        res=$d/resource2
+    fi
+done
+[ -n "$res" ] || fail "no virtio-fs device with a window"
+win=$(stat -c %s "$res")
+# The first read maps the file at the start of the window
+[ "$(head -c 8 /mnt/small.bin)" = DAXEOF01 ] || fail "reading the file"
+scan=$(winpeek scan "$res" "$win") || fail "winpeek: $scan"
+echo "$scan"
+case "$scan" in
+*"first word 0x3130464f45584144") ;;
+*) fail "the window does not start with the file" ;;
+esac
+
+# The guest appends (an extending write goes through FUSE_WRITE), then
+# reads the new tail through its range, with read() and in the window
+dd if=/dev/urandom of=/tmp/tail bs=1024 count=64 2>/dev/null
+cat /tmp/tail >> /mnt/small.bin || fail "append"
+tail -c 65536 /mnt/small.bin > /tmp/back
+cmp /tmp/back /tmp/tail || fail "the guest's appended data reads back wrong"
+winpeek dump "$res" 4200 65536 > /tmp/w || fail "winpeek dump"
+cmp /tmp/w /tmp/tail || fail "the window does not show the appended data"
+pass "the guest's own growth reads back through its range"
+
+# The host appends; the guest learns the size once its attributes expire
+host_step /mnt
+sleep 2
+size=$(stat -c %s /mnt/small.bin)
+[ "$size" = $((4200 + 2 * 65536)) ] || fail "size after the host grew it: $size"
+tail -c 65536 /mnt/small.bin > /tmp/hback
+cmp /tmp/hback /mnt/host-tail || fail "the host's appended data reads back wrong"
+pass "growth on the host reads back through the guest's range"
+umount /mnt || fail umount
+GUEST
+
+host_grow() {
+    cat "$shared/host-tail" >> "$shared/small.bin"
+}
+rc=0
+run_vm_with_host_step "$shared" host_grow --daemon ours --cache-size 16M \
+    --append iomem=relaxed \
+    --qemu-args "-trace enable=virtio_shm_window_sigbus,file=$trace" \
+    "$@" "$guest_script" > "$out" || rc=$?
+cat "$out"
+[ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
+
+# Every page but the file's two (16 MiB: 4096) read as zeros
+grep -q '^winpeek: 4096 pages, 4094 zero pages' "$out" || {
+    echo "FAIL: the guest did not read the window past the end of the file"
+    exit 1
+}
+echo "ok: the guest read and wrote 4094 window pages past the end of the file"
+pages=$(awk '/virtio_shm_window_sigbus / {
+                 for (i = 1; i < NF; i++) { if ($(i + 1) == "pages") { n += $i } }
+             }
+             END { print n + 0 }' "$trace")
+[ "$pages" = 0 ] || {
+    echo "FAIL: QEMU's SIGBUS fix-up filled $pages pages: the window held" \
+         "file pages past the end of the file"
+    exit 1
+}
+echo "ok: QEMU's SIGBUS fix-up never ran"
