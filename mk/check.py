@@ -376,6 +376,38 @@ def reap():
             return
 
 
+def reap_orphans(keep):
+    """Reap the orphans handed to us while a suite runs, all but KEEP (the
+    suite itself, which subprocess waits for).  A test that checks that a
+    daemon whose parent it killed is gone (kill -0) must not find it
+    lingering as our zombie."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0,
+                             os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return
+        if info is None or info.si_pid == keep:
+            return
+        try:
+            os.waitpid(info.si_pid, 0)
+        except ChildProcessError:
+            return
+
+
+def wait_reaping(proc, timeout):
+    """proc.wait(TIMEOUT), reaping the suite's orphans meanwhile."""
+    end = time.monotonic() + timeout
+    while True:
+        reap_orphans(proc.pid)
+        rc = proc.poll()
+        if rc is not None:
+            return rc
+        if time.monotonic() > end:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        time.sleep(0.1)
+
+
 def describe(pids):
     out = []
     for pid in sorted(pids):
@@ -430,7 +462,7 @@ def run_suite(s, env):
                                 stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
-            rc = proc.wait(s.timeout)
+            rc = wait_reaping(proc, s.timeout)
         except KeyboardInterrupt:
             # Stopped ourselves (Ctrl-C, or SIGTERM from a CI limit):
             # what the suite started must not outlive us
