@@ -77,6 +77,11 @@ int main(int argc, char **argv)
         return 0;
     }
     pages = len / PAGE;
+    /*
+     * volatile: every load must reach the DAX window (device memory), as
+     * the test is about what each page really holds; the compiler may not
+     * merge, reorder or drop them.
+     */
     w = (volatile uint64_t *)map;
     first = w[0];
     for (i = 0; i < pages; i++) {
