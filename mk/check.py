@@ -220,6 +220,13 @@ SUITES = [
     # grows and the guest reads the new data through the same range.
     guest("guest: DAX past the end of a file, no SIGBUS fix-up, growth",
           "dax-eof.sh", timeout=300),
+    # The fix-up's budget: past it QEMU dies, saying so, exactly at the
+    # budget; and a fault whose page the host re-filled before the fix-up
+    # ran (held there by gdb) reads the file, never the fix-up's zeros.
+    guest("guest: DAX SIGBUS fix-up budget, QEMU gives up at it",
+          "dax-fixup-cap.sh", timeout=300),
+    guest("guest: DAX SIGBUS fix-up racing a re-filled page (gdb)",
+          "dax-fixup-race.sh", timeout=300),
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
     # Parallel SETUPMAPPING/REMOVEMAPPING: 4 vCPUs, 4 request queues, a
