@@ -153,6 +153,12 @@ SUITES = [
     # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
     Suite("fuzz: virtiofsd request path, 60 s",
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
+    # The same seeds and regressions, each in a process under the daemon's
+    # own seccomp filter (--seccomp=trap), installed where main.c does: a
+    # guest-reachable path that makes a forbidden call fails here
+    # (tools/virtiofsd/fuzz/replay-seccomp.c).
+    Suite("fuzz: corpus replayed under virtiofsd's seccomp filter",
+          [os.path.join(TOP, "mk", "fuzz.sh"), "seccomp"], timeout=300),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
           "--daemon", "ours", "--cache-mode", "never"),
     # Several request queues (Linux >= 6.11 uses one per CPU group) served

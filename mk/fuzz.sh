@@ -6,6 +6,8 @@
 #                               $FUZZ_SECONDS or 300)
 #   mk/fuzz.sh coverage         line coverage of the daemon's files by the
 #                               corpus (committed seeds and what runs found)
+#   mk/fuzz.sh seccomp          replay the seeds and the regressions under
+#                               the daemon's seccomp filter (replay-seccomp.c)
 # Built outside meson (clang, not the QEMU build's compiler) from the
 # daemon's sources minus main.c, vhost.c, sandbox.c and seccomp.c, with the
 # include paths its meson.build uses.  Fails, naming the input, on any
@@ -22,17 +24,21 @@ BIN=$OUT/fuzz-request
 SRC=${QEMU_SRC:-$BUILD/src}
 CC=${FUZZ_CC:-clang}
 
-# compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files
+# compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files.
+# $HARNESS (default fuzz-request.c) is the harness; with $WITH_SECCOMP=1
+# seccomp.c and libseccomp are linked too.
 compile() {
-    local out=$1 srcs=() f
+    local out=$1 srcs=() f libs=() harness=${HARNESS:-fuzz-request.c}
     shift
     for f in "$VFSD"/*.c; do
         case ${f##*/} in
-        main.c|vhost.c|sandbox.c|seccomp.c) ;;
+        seccomp.c) [ "${WITH_SECCOMP:-0}" = 1 ] && srcs+=("$f") ;;
+        main.c|vhost.c|sandbox.c) ;;
         *) srcs+=("$f") ;;
         esac
     done
-    srcs+=("$FUZZ_DIR/fuzz-request.c")
+    srcs+=("$FUZZ_DIR/$harness")
+    [ "${WITH_SECCOMP:-0}" = 1 ] && libs=(-lseccomp)
     # shellcheck disable=SC2046
     "$CC" -std=gnu11 -g -O1 -fno-omit-frame-pointer "$@" \
         -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -fwrapv -fno-strict-aliasing \
@@ -41,7 +47,7 @@ compile() {
         $(pkg-config --cflags glib-2.0 libcap-ng) \
         "${srcs[@]}" -o "$out.tmp" \
         -Wl,--wrap=openat,--wrap=openat64 \
-        $(pkg-config --libs glib-2.0 libcap-ng) -lpthread
+        $(pkg-config --libs glib-2.0 libcap-ng) "${libs[@]}" -lpthread
     mv "$out.tmp" "$out"
 }
 
@@ -115,8 +121,10 @@ run_fuzzer() {
     return $rc
 }
 
-replay() {
-    local f failed=0 inputs=()
+# Sets inputs to the seeds and the regression inputs
+replay_inputs() {
+    local f
+    inputs=()
     for f in "$FUZZ_DIR"/corpus/* "$FUZZ_DIR"/captured/* \
              "$FUZZ_DIR"/regressions/*; do
         [ -f "$f" ] && inputs+=("$f")
@@ -124,6 +132,43 @@ replay() {
     # No input means nothing was tested: the corpus went missing
     [ ${#inputs[@]} -gt 0 ] ||
         die "fuzz: no seed or regression input to replay in $FUZZ_DIR"
+}
+
+# The replay under the seccomp filter: no sanitizer (their runtimes make
+# calls of their own, which the daemon never does), built like the fuzzer
+# otherwise, and rebuilt on the same inputs.
+SECCOMP_BIN=$OUT/replay-seccomp
+build_seccomp() {
+    local inputs
+    [ -r "$SRC/include/standard-headers/linux/fuse.h" ] ||
+        die "no $SRC/include/standard-headers/linux/fuse.h: run make prepare"
+    command -v "$CC" >/dev/null || die "no $CC: run mk/deps.sh fuzz"
+    mkdir -p "$OUT"
+    inputs=$(build_inputs)
+    if [ -x "$SECCOMP_BIN" ] &&
+       [ "$(cat "$SECCOMP_BIN.inputs" 2>/dev/null)" = "$inputs" ]; then
+        return
+    fi
+    say "fuzz: building $SECCOMP_BIN"
+    rm -f "$SECCOMP_BIN.inputs"
+    HARNESS=replay-seccomp.c WITH_SECCOMP=1 compile "$SECCOMP_BIN" \
+        -Wl,--wrap=vfsd_fs_init
+    echo "$inputs" > "$SECCOMP_BIN.inputs"
+}
+
+replay_seccomp() {
+    local tmp rc=0 inputs
+    replay_inputs
+    mkdir -p "$OUT/tmp"
+    tmp=$(mktemp -d "$OUT/tmp/run.XXXXXX")
+    TMPDIR=$tmp "$SECCOMP_BIN" "${inputs[@]}" || rc=$?
+    rm -rf "$tmp"
+    [ $rc = 0 ] || die "fuzz: replay under the seccomp filter failed"
+}
+
+replay() {
+    local f failed=0 inputs
+    replay_inputs
     # One process per input: a crash names its input
     for f in "${inputs[@]}"; do
         if ! run_fuzzer "$f" >"$OUT/replay-$$.log" 2>&1; then
@@ -172,10 +217,12 @@ replay)
     build && replay ;;
 coverage)
     coverage ;;
+seccomp)
+    build_seccomp && replay_seccomp ;;
 run)
     build
     replay
     fuzz "${2:-${FUZZ_SECONDS:-300}}" ;;
 *)
-    die "usage: mk/fuzz.sh build|replay|run [SECONDS]|coverage" ;;
+    die "usage: mk/fuzz.sh build|replay|run [SECONDS]|coverage|seccomp" ;;
 esac
