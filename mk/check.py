@@ -180,6 +180,13 @@ SUITES = [
           timeout=600),
     guest("guest: conformance with the host, Rust virtiofsd",
           "conformance.sh", "rust:auto", timeout=400),
+    # Options that change what a guest sees, each against its absence:
+    # --fd, --socket-group, --cache=metadata|always (vs never), --readonly,
+    # --allow-mmap, --announce-submounts (a host tmpfs in the share),
+    # --writeback, --no-killpriv-v2 (three guest runs).
+    guest("guest: virtiofsd options seen from a guest (fd, socket group, "
+          "cache modes, readonly, mmap, submounts, writeback, killpriv)",
+          "options.sh", timeout=330),
     # A guest that holds and looks up files without end (CVE-2020-10717)
     # QEMU killed mid-I/O: the daemon exits by itself, status 0
     guest("guest: our virtiofsd when QEMU is killed mid-request",
