@@ -49,11 +49,7 @@ static int replay_fchdir(int fd)
 #undef readlink
 #undef fchdir
 
-/* Linked with -Wl,--wrap=vfsd_fs_init: the harness's call ends here */
-bool __real_vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
-                         int proc_fd, char **err);
-bool __wrap_vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
-                         int proc_fd, char **err);
+#include "replay-seccomp.h"
 
 bool __wrap_vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
                          int proc_fd, char **err)
