@@ -150,7 +150,9 @@ SUITES = [
          "tests/unit/virtiofsd/test-vhost-shmem"),
     # A hostile guest's requests: the seed corpus (generated, and captured
     # from a guest) and every crash found so far
-    # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
+    # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs; and
+    # its virtqueues: the transport fuzzer's seeds (fuzz-vhost.c,
+    # vhost-corpus/) replayed.
     Suite("fuzz: virtiofsd request path, 60 s",
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
     # The same seeds and regressions, each in a process under the daemon's
