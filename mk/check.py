@@ -150,9 +150,17 @@ SUITES = [
          "tests/unit/virtiofsd/test-vhost-shmem"),
     # A hostile guest's requests: the seed corpus (generated, and captured
     # from a guest) and every crash found so far
-    # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
+    # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs; and
+    # its virtqueues: the transport fuzzer's seeds (fuzz-vhost.c,
+    # vhost-corpus/) replayed.
     Suite("fuzz: virtiofsd request path, 60 s",
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
+    # The same seeds and regressions, each in a process under the daemon's
+    # own seccomp filter (--seccomp=trap), installed where main.c does: a
+    # guest-reachable path that makes a forbidden call fails here
+    # (tools/virtiofsd/fuzz/replay-seccomp.c).
+    Suite("fuzz: corpus replayed under virtiofsd's seccomp filter",
+          [os.path.join(TOP, "mk", "fuzz.sh"), "seccomp"], timeout=300),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
           "--daemon", "ours", "--cache-mode", "never"),
     # Several request queues (Linux >= 6.11 uses one per CPU group) served
@@ -174,6 +182,13 @@ SUITES = [
           timeout=600),
     guest("guest: conformance with the host, Rust virtiofsd",
           "conformance.sh", "rust:auto", timeout=400),
+    # Options that change what a guest sees, each against its absence:
+    # --fd, --socket-group, --cache=metadata|always (vs never), --readonly,
+    # --allow-mmap, --announce-submounts (a host tmpfs in the share),
+    # --writeback, --no-killpriv-v2 (three guest runs).
+    guest("guest: virtiofsd options seen from a guest (fd, socket group, "
+          "cache modes, readonly, mmap, submounts, writeback, killpriv)",
+          "options.sh", timeout=330),
     # A guest that holds and looks up files without end (CVE-2020-10717)
     # QEMU killed mid-I/O: the daemon exits by itself, status 0
     guest("guest: our virtiofsd when QEMU is killed mid-request",
