@@ -108,7 +108,7 @@ export_series() {
     rm -rf "$dir"
     mkdir -p "$dir"
     git -C "$SRC" format-patch -q --zero-commit --no-signature --binary \
-        --thread=shallow -o "$dir" upstream.."$head"
+        -o "$dir" upstream.."$head"
     n=$(ls "$dir" | wc -l)
     # The proof a reviewer needs: git am of the files onto upstream
     bisect_clone
