@@ -262,11 +262,12 @@ SUITES = [
           "dax-reboot.sh", timeout=300),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
     # TCG: a vCPU keeps using MMIO while another changes the memory map
-    # (patch 0024); without the fix the guest hangs or QEMU aborts.
+    # (the accel/tcg patch of patches/); without the fix the guest hangs or QEMU aborts.
     guest("guest: TCG, MMIO while the memory map changes", "tcg-map-race.sh",
           timeout=150),
     # QMP stop/cont while the guest churns DAX mappings: QEMU must serve
-    # the daemon's SHMEM_MAP while it waits for GET_VRING_BASE (patch 0019).
+    # the daemon's SHMEM_MAP while it waits for GET_VRING_BASE (the
+    # vhost-user serve-while-waiting patch).
     guest("guest: DAX stop/cont while the guest maps", "dax-stop-cont.sh",
           timeout=600),
     # libvirt 9.0 drives the fork: a private libvirtd in its own mount
