@@ -63,7 +63,4 @@ size_t vfsd_process_no_wait(VfsdFs *fs, const VfsdReqHead *head,
  */
 bool vfsd_request_may_block(const VfsdReqHead *head);
 
-/* The opcode's name without FUSE_, for log lines */
-const char *vfsd_opname(uint32_t opcode);
-
 #endif /* VIRTIOFSD_SERVER_H */
