@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "dax.h"
+#include "fd.h"
 #include "log.h"
 #include "stats.h"
 
@@ -574,18 +575,14 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
      */
     eager_rw = !writable && !fs->opts->readonly &&
                !dax->be.can_replace(dax->be.opaque);
-    if (!vfsd_fd_reserve(fs)) {
-        return -ENFILE;
-    }
-    fd = vfsd_reopen(fs, inode, writable || eager_rw ? O_RDWR : O_RDONLY);
+    fd = vfsd_fd_open(fs, inode, writable || eager_rw ? O_RDWR : O_RDONLY);
     if (fd < 0 && eager_rw) {
-        fd = vfsd_reopen(fs, inode, O_RDONLY);
+        fd = vfsd_fd_open(fs, inode, O_RDONLY);
     } else if (fd >= 0 && eager_rw) {
         writable = true;
         flags |= VFSD_DAX_MAP_RW;
     }
     if (fd < 0) {
-        vfsd_fd_release(fs);
         return fd;
     }
     g_mutex_lock(&dax->lock);
@@ -723,8 +720,7 @@ out:
     /* A failed request leaves no watch behind */
     dax_inode_unwatch(dax, inode);
     g_mutex_unlock(&dax->lock);
-    close(fd);
-    vfsd_fd_release(fs);
+    vfsd_fd_close(fs, fd);
     return ret;
 }
 
@@ -876,23 +872,13 @@ void vfsd_dax_forget_all(VfsdFs *fs)
 /* A fresh fd for a mapping's file, or a negative errno */
 static int dax_reopen(VfsdFs *fs, VfsdDaxMap *m)
 {
-    int fd;
-
-    if (!vfsd_fd_reserve(fs)) {
-        return -ENFILE;
-    }
-    fd = vfsd_reopen(fs, m->inode, m->writable ? O_RDWR : O_RDONLY);
-    if (fd < 0) {
-        vfsd_fd_release(fs);
-    }
-    return fd;
+    return vfsd_fd_open(fs, m->inode, m->writable ? O_RDWR : O_RDONLY);
 }
 
 static void dax_close(VfsdFs *fs, int fd)
 {
     if (fd >= 0) {
-        close(fd);
-        vfsd_fd_release(fs);
+        vfsd_fd_close(fs, fd);
     }
 }
 

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fd.h"
 #include "fs.h"
 #include "log.h"
 
@@ -40,12 +41,8 @@ int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
     if (inode->type != S_IFDIR) {
         return -ENOTDIR;
     }
-    if (!vfsd_fd_reserve(fs)) {
-        return -ENFILE;
-    }
-    fd = vfsd_reopen(fs, inode, O_RDONLY | O_DIRECTORY);
+    fd = vfsd_fd_open(fs, inode, O_RDONLY | O_DIRECTORY);
     if (fd < 0) {
-        vfsd_fd_release(fs);
         return fd;
     }
     memset(out, 0, sizeof(*out));

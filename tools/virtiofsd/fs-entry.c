@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fd.h"
 #include "fs.h"
 #include "dax.h"
 #include "log.h"
@@ -88,12 +89,8 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
         }
     }
     if (fd < 0) {
-        if (!vfsd_fd_reserve(fs)) {
-            return -ENFILE;
-        }
-        fd = vfsd_reopen(fs, inode, O_WRONLY);
+        fd = vfsd_fd_open(fs, inode, O_WRONLY);
         if (fd < 0) {
-            vfsd_fd_release(fs);
             return fd;
         }
     }
@@ -114,8 +111,7 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
     vfsd_restore_fsetid(dropped);
 
     if (!h || fd != h->fd) {
-        close(fd);
-        vfsd_fd_release(fs);
+        vfsd_fd_close(fs, fd);
     }
     return ret;
 }
@@ -456,18 +452,13 @@ int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
         vfsd_inode_unref(inode);
         inode = stand_in;
     }
-    if (!vfsd_fd_reserve(fs)) {
-        return -ENFILE;
-    }
-    fd = vfsd_reopen(fs, inode, O_RDONLY | O_NONBLOCK);
+    fd = vfsd_fd_open(fs, inode, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
-        vfsd_fd_release(fs);
         return fd;
     }
     if (syncfs(fd) < 0) {
         ret = -errno;
     }
-    close(fd);
-    vfsd_fd_release(fs);
+    vfsd_fd_close(fs, fd);
     return ret;
 }

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fd.h"
 #include "fs.h"
 #include "dax.h"
 #include "log.h"
@@ -562,8 +563,6 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
     p = g_hash_table_lookup(inode->plocks, &owner);
     if (p) {
         fd = GPOINTER_TO_INT(p) - 1;
-    } else if (!vfsd_fd_reserve(fs)) {
-        fd = -ENFILE;
     } else {
         /*
          * Read-write, so that the owner can take both kinds of lock
@@ -572,13 +571,11 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
          * access gives what the guest's open gave it: a write lock
          * through a writable handle must not fail with EBADF.
          */
-        fd = vfsd_reopen(fs, inode, O_RDWR);
+        fd = vfsd_fd_open(fs, inode, O_RDWR);
         if (fd < 0 && fd != -ENFILE && fd != -EMFILE) {
-            fd = vfsd_reopen(fs, inode, h->flags & (O_ACCMODE | O_APPEND));
+            fd = vfsd_fd_open(fs, inode, h->flags & (O_ACCMODE | O_APPEND));
         }
-        if (fd < 0) {
-            vfsd_fd_release(fs);
-        } else {
+        if (fd >= 0) {
             g_hash_table_insert(inode->plocks, g_memdup2(&owner, sizeof(owner)),
                                 GINT_TO_POINTER(fd + 1));
         }
@@ -596,8 +593,7 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
 
 static void plock_fd_done(VfsdFs *fs, int fd)
 {
-    close(fd);
-    vfsd_fd_release(fs);
+    vfsd_fd_close(fs, fd);
 }
 
 static int to_flock(const struct fuse_file_lock *fl, struct flock *l)

@@ -19,16 +19,12 @@
 
 #include "fs.h"
 #include "dax.h"
+#include "fd.h"
 #include "log.h"
-
-/* fds kept for the daemon itself (log, sockets, eventfds, reopens) */
-#define VFSD_FD_RESERVE 64
 
 bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
                   int proc_self_fd, char **err)
 {
-    struct rlimit rl;
-
     memset(fs, 0, sizeof(*fs));
     fs->opts = opts;
     fs->stats = opts->stats ? vfsd_stats_new() : NULL;
@@ -42,12 +38,9 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
         return false;
     }
 
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
-        rl.rlim_cur <= 2 * VFSD_FD_RESERVE) {
-        *err = g_strdup("RLIMIT_NOFILE is too low to serve a guest");
+    if (!vfsd_fd_limit_init(fs, err)) {
         return false;
     }
-    fs->fds_max = MIN(rl.rlim_cur, INT_MAX) - VFSD_FD_RESERVE;
 
     switch (opts->cache) {
     case VFSD_CACHE_NEVER:
@@ -110,48 +103,6 @@ void vfsd_fs_cleanup(VfsdFs *fs)
     g_mutex_clear(&fs->handles_lock);
     g_mutex_clear(&fs->umask_lock);
     vfsd_intr_cleanup(fs);
-}
-
-bool vfsd_fd_reserve(VfsdFs *fs)
-{
-    if (g_atomic_int_add(&fs->fds_open, 1) >= fs->fds_max) {
-        g_atomic_int_add(&fs->fds_open, -1);
-        return false;
-    }
-    return true;
-}
-
-void vfsd_fd_release(VfsdFs *fs)
-{
-    g_atomic_int_add(&fs->fds_open, -1);
-}
-
-/*
- * Opens the inode for I/O through /proc/self/fd.  Only regular files and
- * directories: reopening a FIFO or a device node on the guest's behalf
- * would block the daemon or reach a host device (CVE-2020-35517).
- * The caller accounts for the fd.
- */
-int vfsd_reopen(VfsdFs *fs, VfsdInode *inode, int flags)
-{
-    char name[32];
-    int fd;
-
-    if (inode->type != S_IFREG && inode->type != S_IFDIR) {
-        return -ENXIO;
-    }
-    if (fs->opts->readonly &&
-        ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))) {
-        return -EROFS;
-    }
-    snprintf(name, sizeof(name), "%d", inode->fd);
-    /*
-     * The magic link resolves to exactly the inode behind our O_PATH fd,
-     * whatever happened to its path meanwhile.
-     */
-    flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW);
-    fd = openat(fs->proc_self_fd, name, flags | O_CLOEXEC);
-    return fd < 0 ? -errno : fd;
 }
 
 int vfsd_statx(int fd, struct statx *stx)
@@ -294,8 +245,7 @@ void vfsd_handle_put(VfsdHandle *h)
     if (!h || !g_atomic_int_dec_and_test(&h->refcount)) {
         return;
     }
-    close(h->fd);
-    vfsd_fd_release(h->fs);
+    vfsd_fd_close(h->fs, h->fd);
     vfsd_inode_unref(h->inode);
     g_mutex_clear(&h->lock);
     g_free(h);

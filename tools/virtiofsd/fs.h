@@ -153,9 +153,6 @@ struct VfsdFs {
 bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
                   int proc_self_fd, char **err);
 void vfsd_fs_cleanup(VfsdFs *fs);
-bool vfsd_fd_reserve(VfsdFs *fs);
-void vfsd_fd_release(VfsdFs *fs);
-int vfsd_reopen(VfsdFs *fs, VfsdInode *inode, int flags);
 int vfsd_statx(int fd, struct statx *stx);
 void vfsd_attr_from_statx(VfsdFs *fs, VfsdInode *inode,
                           const struct statx *stx, struct fuse_attr *attr);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "dax.h"
+#include "fd.h"
 #include "fs.h"
 #include "log.h"
 
@@ -58,8 +59,7 @@ void vfsd_inode_unref(VfsdInode *inode)
         g_hash_table_destroy(inode->plocks);
     }
     g_mutex_clear(&inode->plock_lock);
-    close(inode->fd);
-    vfsd_fd_release(inode->fs);
+    vfsd_fd_close(inode->fs, inode->fd);
     g_free(inode);
 }
 
@@ -97,15 +97,13 @@ void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner)
     if (inode->plocks && owner) {
         fd = g_hash_table_lookup(inode->plocks, &owner);
         if (fd) {
-            close(GPOINTER_TO_INT(fd) - 1);
-            vfsd_fd_release(inode->fs);
+            vfsd_fd_close(inode->fs, GPOINTER_TO_INT(fd) - 1);
             g_hash_table_remove(inode->plocks, &owner);
         }
     } else if (inode->plocks) {
         g_hash_table_iter_init(&it, inode->plocks);
         while (g_hash_table_iter_next(&it, NULL, &fd)) {
-            close(GPOINTER_TO_INT(fd) - 1);
-            vfsd_fd_release(inode->fs);
+            vfsd_fd_close(inode->fs, GPOINTER_TO_INT(fd) - 1);
             g_hash_table_iter_remove(&it);
         }
     }
