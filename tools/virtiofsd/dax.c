@@ -73,10 +73,12 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/timerfd.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "dax.h"
 #include "fd.h"
+#include "inode.h"
 #include "log.h"
 #include "stats.h"
 
@@ -282,6 +284,36 @@ static GPtrArray *dax_all_maps(VfsdDax *dax)
 
     g_tree_foreach(dax->maps, collect_map, all);
     return all;
+}
+
+bool vfsd_dax_wanted(VfsdFs *fs, VfsdInode *inode, const struct statx *stx)
+{
+    char procname[32];
+
+    if (!(fs->conn_flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
+        return false;
+    }
+    if (!vfsd_dax_size_mappable(fs, stx->stx_size)) {
+        return false;
+    }
+    switch (fs->opts->dax_policy) {
+    case VFSD_DAX_NEVER:
+        return false;
+    case VFSD_DAX_ALWAYS:
+        return true;
+    case VFSD_DAX_SIZE:
+        return stx->stx_size >= fs->opts->dax_min_size;
+    case VFSD_DAX_XATTR:
+        /*
+         * By the inode's /proc/self/fd name, relative to the working
+         * directory (see fs-xattr.c), rather than through an fd opened
+         * for it: this runs for every attribute reply, and such an fd
+         * would be one more the fd accounting does not bound.
+         */
+        snprintf(procname, sizeof(procname), "%d", inode->fd);
+        return getxattr(procname, VFSD_DAX_XATTR_NAME, NULL, 0) >= 0;
+    }
+    return false;
 }
 
 void vfsd_dax_free(VfsdDax *dax)

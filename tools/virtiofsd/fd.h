@@ -9,7 +9,7 @@
 #ifndef VIRTIOFSD_FD_H
 #define VIRTIOFSD_FD_H
 
-#include "fs.h"
+#include "fs-types.h"
 
 /* Sets the bound from RLIMIT_NOFILE; false if too low to serve a guest */
 bool vfsd_fd_limit_init(VfsdFs *fs, char **err);

@@ -14,8 +14,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fs-dir.h"
 #include "fd.h"
 #include "fs.h"
+#include "inode.h"
 #include "log.h"
 
 /* Most we hand to the guest per READDIR */
@@ -86,7 +88,7 @@ static bool add_entry(VfsdFs *fs, VfsdInode *dir, GByteArray *reply,
             struct fuse_entry_out e;
 
             /* A failure (e.g. a racing unlink) leaves nodeid 0 */
-            if (vfsd_inode_do_lookup(fs, dir, d->d_name, &e) == 0) {
+            if (vfsd_entry_lookup(fs, dir, d->d_name, &e) == 0) {
                 dp->entry_out = e;
             }
         }

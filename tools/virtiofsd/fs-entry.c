@@ -15,9 +15,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fs-entry.h"
+#include "creds.h"
+#include "dax.h"
 #include "fd.h"
 #include "fs.h"
-#include "dax.h"
+#include "inode.h"
 #include "log.h"
 
 int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
@@ -32,7 +35,7 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;
     }
-    ret = vfsd_inode_do_lookup(fs, dir, name, e);
+    ret = vfsd_entry_lookup(fs, dir, name, e);
     if (ret == -ENOENT && fs->entry_timeout > 0) {
         /* nodeid 0 with a timeout: the guest caches the negative entry */
         memset(e, 0, sizeof(*e));
@@ -268,7 +271,7 @@ static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (ret < 0) {
         return ret;
     }
-    return vfsd_inode_do_lookup(fs, dir, name, e);
+    return vfsd_entry_lookup(fs, dir, name, e);
 }
 
 /*
@@ -357,7 +360,7 @@ int vfsd_op_link(VfsdFs *fs, uint64_t nodeid, uint64_t newparent,
             return -errno;
         }
     }
-    return vfsd_inode_do_lookup(fs, dir, newname, e);
+    return vfsd_entry_lookup(fs, dir, newname, e);
 }
 
 int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct fuse_kstatfs *st)

@@ -16,9 +16,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs-file.h"
+#include "creds.h"
+#include "dax.h"
 #include "fd.h"
 #include "fs.h"
-#include "dax.h"
+#include "inode.h"
+#include "intr.h"
 #include "log.h"
 
 /* Largest READ/WRITE payload: what INIT announces as max_write */
@@ -294,9 +298,9 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (tmpfile) {
         snprintf(procname, sizeof(procname), "%d", fd);
         pfd = openat(fs->proc_self_fd, procname, O_PATH | O_CLOEXEC);
-        ret = pfd < 0 ? -errno : vfsd_inode_from_fd(fs, dir, pfd, e);
+        ret = pfd < 0 ? -errno : vfsd_entry_from_fd(fs, dir, pfd, e);
     } else {
-        ret = vfsd_inode_do_lookup(fs, dir, name, e);
+        ret = vfsd_entry_lookup(fs, dir, name, e);
         /* do_lookup accounted for its own fd */
         vfsd_fd_release(fs);
     }

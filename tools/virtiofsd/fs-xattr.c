@@ -14,8 +14,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "fs-xattr.h"
 #include "fd.h"
-#include "fs.h"
+#include "inode.h"
 #include "log.h"
 
 enum {

@@ -19,10 +19,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "fs.h"
 #include "log.h"
 #include "options.h"
 #include "sandbox.h"
+#include "seccomp-filter.h"
 #include "vhost.h"
 
 #define VFSD_VERSION "1.0 (virtiofs-dax)"

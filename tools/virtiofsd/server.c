@@ -21,6 +21,13 @@
 #include "server.h"
 #include "capture.h"
 #include "dax.h"
+#include "fs-dir.h"
+#include "fs-entry.h"
+#include "fs-file.h"
+#include "fs-xattr.h"
+#include "fs.h"
+#include "inode.h"
+#include "intr.h"
 #include "log.h"
 #include "opnames.h"
 #include "stats.h"
@@ -1225,7 +1232,7 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
     int64_t start;
 
     if (G_UNLIKELY(vfsd_capture_fd >= 0)) {
-        vfsd_capture_request(head, in, out);
+        vfsd_capture_request(head->valid ? &head->h : NULL, in, out);
     }
     if (!decode(r, head, &args, &args_seg, &args_buf)) {
         return r->written;

@@ -9,7 +9,8 @@
 #ifndef VIRTIOFSD_SERVER_H
 #define VIRTIOFSD_SERVER_H
 
-#include "fs.h"
+#include "buf.h"
+#include "fs-types.h"
 
 /* The FUSE protocol minor versions we serve; virtio-fs started at 7.31 */
 #define VFSD_MIN_MINOR 31

@@ -30,6 +30,8 @@
 
 #include "vhost.h"
 #include "dax.h"
+#include "fs.h"
+#include "intr.h"
 #include "log.h"
 #include "server.h"
 

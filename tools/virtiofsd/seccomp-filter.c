@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "seccomp-filter.h"
 
 /*
  * What clone() must share for a thread: anything less makes a process,
