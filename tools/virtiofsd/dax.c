@@ -82,8 +82,8 @@
 #include "log.h"
 #include "stats.h"
 
-/* Offsets and lengths must be page aligned: we announce 1 << 12 in INIT */
-#define VFSD_DAX_ALIGN 4096ULL
+/* Offsets and lengths must be page aligned, as INIT announces */
+#define VFSD_DAX_ALIGN ((uint64_t)VFSD_PAGE_SIZE)
 
 struct VfsdDax {
     GMutex lock;
@@ -546,25 +546,9 @@ static bool dax_range_ok(uint64_t off, uint64_t len)
            off + len > off;
 }
 
-int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
-                         const struct fuse_setupmapping_in *in)
+/* The request's own checks, before any inode or fd is taken */
+static int setup_check(VfsdFs *fs, const struct fuse_setupmapping_in *in)
 {
-    VfsdDax *dax = fs->dax;
-    g_autoptr(VfsdInode) inode = NULL;
-    g_autoptr(GPtrArray) overlap = NULL;
-    g_autoptr(GPtrArray) old = g_ptr_array_new();
-    g_autoptr(GPtrArray) stale = g_ptr_array_new();
-    bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
-    uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
-    bool eager_rw;
-    VfsdDaxMap *m;
-    unsigned int i;
-    int fd, ret = 0;
-    int64_t start;
-    uint64_t keep;
-    struct stat st;
-    bool mapped;
-
     if (!vfsd_dax_available(fs)) {
         return -EOPNOTSUPP;
     }
@@ -583,70 +567,54 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
                          in->foffset, in->moffset, in->len);
         return -EINVAL;
     }
-    inode = vfsd_inode_get(fs, nodeid);
-    if (!inode) {
-        return -ENOENT;
-    }
-    if (inode->type != S_IFREG) {
-        return -EINVAL;
-    }
-    if (writable && fs->opts->readonly) {
-        return -EROFS;
-    }
+    return 0;
+}
 
-    /*
-     * The guest sends no file handle (fh is -1): open the inode ourselves,
-     * writable only when the guest asks for a writable mapping.  The
-     * front-end keeps its own reference to the file once mapped.
-     *
-     * A front-end that cannot replace a mapping atomically (upstream QEMU)
-     * would leave a read-only range unmapped for a moment when the guest
-     * upgrades it to writable, and a guest thread reading it then would
-     * see zeros.  There, a range is mapped writable from the start when
-     * the file opens for writing, and the upgrade finds nothing to do.
-     */
-    eager_rw = !writable && !fs->opts->readonly &&
-               !dax->be.can_replace(dax->be.opaque);
-    fd = vfsd_fd_open(fs, inode, writable || eager_rw ? O_RDWR : O_RDONLY);
+/*
+ * The guest sends no file handle (fh is -1): open the inode ourselves,
+ * writable only when the guest asks for a writable mapping.  The
+ * front-end keeps its own reference to the file once mapped.
+ *
+ * A front-end that cannot replace a mapping atomically (upstream QEMU)
+ * would leave a read-only range unmapped for a moment when the guest
+ * upgrades it to writable, and a guest thread reading it then would
+ * see zeros.  There, a range is mapped writable from the start when
+ * the file opens for writing, and the upgrade finds nothing to do:
+ * *@writable and *@flags then say so.  Returns an accounted fd.
+ */
+static int setup_open(VfsdFs *fs, VfsdInode *inode, bool *writable,
+                      uint64_t *flags)
+{
+    VfsdDax *dax = fs->dax;
+    bool eager_rw = !*writable && !fs->opts->readonly &&
+                    !dax->be.can_replace(dax->be.opaque);
+    int fd;
+
+    fd = vfsd_fd_open(fs, inode, *writable || eager_rw ? O_RDWR : O_RDONLY);
     if (fd < 0 && eager_rw) {
         fd = vfsd_fd_open(fs, inode, O_RDONLY);
     } else if (fd >= 0 && eager_rw) {
-        writable = true;
-        flags |= VFSD_DAX_MAP_RW;
+        *writable = true;
+        *flags |= VFSD_DAX_MAP_RW;
     }
-    if (fd < 0) {
-        return fd;
-    }
-    g_mutex_lock(&dax->lock);
-    dax_inode_watch(dax, inode);
-    /*
-     * A request that grows the file after our fstat, and looks at the
-     * inode without the lock before our mapping is recorded, must take
-     * the lock and wait for us (pairs with dax_inode_may_need_resize()).
-     */
-    g_atomic_int_inc(&inode->dax_setting_up);
-    /*
-     * Under the lock, so that no resize of the file's mappings (its
-     * growth seen by another request, a truncate of ours) slips in
-     * between the size read and the mapping that follows it.
-     */
-    if (fstat(fd, &st) < 0) {
-        ret = -errno;
-        goto out;
-    }
-    keep = dax_keep(dax, in->foffset, in->len, st.st_size);
-    if (dax_upstream(dax) && in->foffset + keep < (uint64_t)st.st_size &&
-        keep < in->len) {
-        /* The guest would read zeros for the file's last bytes */
-        vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
-                         "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file of "
-                         "%" PRIu64 " bytes: it maps no partial page at the "
-                         "end of a file (mount with -o dax=inode: only "
-                         "files of whole pages then use DAX)", in->foffset,
-                         in->len, (uint64_t)st.st_size);
-        ret = -EIO;
-        goto out;
-    }
+    return fd;
+}
+
+/*
+ * Sorts the mappings in the way of the new one into @old (it covers all
+ * they map: replaced) and @stale (unmapped first).  Returns 1 when the
+ * range is already mapped as asked, -EINVAL when it cuts through a live
+ * mapping, else 0.  Lock held.
+ */
+static int setup_sort_overlap(VfsdDax *dax, VfsdInode *inode,
+                              const struct fuse_setupmapping_in *in,
+                              uint64_t keep, bool writable, GPtrArray *old,
+                              GPtrArray *stale)
+{
+    g_autoptr(GPtrArray) overlap = NULL;
+    VfsdDaxMap *m;
+    unsigned int i;
+
     overlap = dax_overlapping(dax, in->moffset, in->moffset + in->len);
     if (overlap->len == 1) {
         m = g_ptr_array_index(overlap, 0);
@@ -655,7 +623,7 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
             m->foffset == in->foffset && !m->released &&
             (m->writable || !writable)) {
             /* Already mapped as asked, e.g. an upgrade of an eager map */
-            goto out;
+            return 1;
         }
     }
     for (i = 0; i < overlap->len; i++) {
@@ -680,53 +648,80 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
             vfsd_guest_error("SETUPMAPPING: window range 0x%" PRIx64 "+0x%"
                              PRIx64 " cuts through an existing mapping",
                              in->moffset, in->len);
-            ret = -EINVAL;
-            goto out;
+            return -EINVAL;
         }
     }
+    return 0;
+}
+
+/*
+ * Clears the way: @stale unmapped, @old unmapped too unless the new map
+ * (of @keep bytes) replaces it in one step (then *@flags says so).  Lock
+ * held.
+ */
+static int setup_clear(VfsdDax *dax, GPtrArray *old, GPtrArray *stale,
+                       uint64_t keep, uint64_t *flags)
+{
     /* Queued before our map, which the front-end handles after them */
     if (stale->len && !dax_unmap_maps(dax, stale, false)) {
-        ret = -EIO;
-        goto out;
+        return -EIO;
     }
-    if (old->len && keep) {
-        if (dax->be.can_replace(dax->be.opaque)) {
-            /*
-             * e.g. a read-only range upgraded to writable while other
-             * guest threads read through it: one atomic replacement, so
-             * the range never reads anything but the file.
-             */
-            flags |= VFSD_DAX_MAP_REPLACE;
-        } else if (!dax_unmap_maps(dax, old, true)) {
-            ret = -EIO;
-            goto out;
-        }
+    if (old->len && keep && dax->be.can_replace(dax->be.opaque)) {
+        /*
+         * e.g. a read-only range upgraded to writable while other guest
+         * threads read through it: one atomic replacement, so the range
+         * never reads anything but the file.
+         */
+        *flags |= VFSD_DAX_MAP_REPLACE;
     } else if (old->len && !dax_unmap_maps(dax, old, true)) {
-        ret = -EIO;
-        goto out;
+        return -EIO;
     }
-    /*
-     * Only the part of the range the file backs is mapped: a page past
-     * the end of a file faults when touched, and a fault in QEMU is not
-     * always one it survives (see "Never past the end of file" above).
-     * The rest keeps the window's zeros until the file grows.
-     */
-    if (keep) {
-        start = fs->stats ? vfsd_stats_now() : 0;
-        mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, keep,
-                             flags, fd);
-        if (fs->stats) {
-            vfsd_stats_record(fs->stats, VFSD_STATS_FE_MAP, start);
-        }
-        if (!mapped) {
-            vfsd_guest_error("SETUPMAPPING: front-end refused to map 0x%"
-                             PRIx64 "+0x%" PRIx64, in->moffset, keep);
-            ret = -EIO;
-            goto out;
-        }
+    return 0;
+}
+
+/*
+ * Maps the first @keep bytes of the range.  Only the part of the range
+ * the file backs is mapped: a page past the end of a file faults when
+ * touched, and a fault in QEMU is not always one it survives (see "Never
+ * past the end of file" above).  The rest keeps the window's zeros until
+ * the file grows.  Lock held.
+ */
+static int setup_map(VfsdFs *fs, const struct fuse_setupmapping_in *in,
+                     uint64_t keep, uint64_t flags, int fd)
+{
+    VfsdDax *dax = fs->dax;
+    int64_t start;
+    bool mapped;
+
+    if (!keep) {
+        return 0;
     }
+    start = fs->stats ? vfsd_stats_now() : 0;
+    mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, keep,
+                         flags, fd);
+    if (fs->stats) {
+        vfsd_stats_record(fs->stats, VFSD_STATS_FE_MAP, start);
+    }
+    if (!mapped) {
+        vfsd_guest_error("SETUPMAPPING: front-end refused to map 0x%"
+                         PRIx64 "+0x%" PRIx64, in->moffset, keep);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Records the new mapping, and forgets those it replaced.  Lock held. */
+static void setup_record(VfsdFs *fs, VfsdInode *inode,
+                         const struct fuse_setupmapping_in *in,
+                         uint64_t keep, bool writable, uint64_t flags,
+                         GPtrArray *old, uint64_t size)
+{
+    VfsdDax *dax = fs->dax;
+    VfsdDaxMap *m;
+    unsigned int i;
+
     /* First, so that upgrading a range keeps the file's watch */
-    dax_inode_attach(dax, inode, st.st_size);
+    dax_inode_attach(dax, inode, size);
     if (flags & VFSD_DAX_MAP_REPLACE) {
         for (i = 0; i < old->len; i++) {
             m = g_ptr_array_index(old, i);
@@ -747,7 +742,90 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     m->inode = inode;
     vfsd_inode_ref(inode);
     g_tree_insert(dax->maps, &m->moffset, m);
-out:
+}
+
+/* The part of SETUPMAPPING done under the window's lock */
+static int setup_locked(VfsdFs *fs, VfsdInode *inode,
+                        const struct fuse_setupmapping_in *in, int fd,
+                        bool writable, uint64_t flags)
+{
+    VfsdDax *dax = fs->dax;
+    g_autoptr(GPtrArray) old = g_ptr_array_new();
+    g_autoptr(GPtrArray) stale = g_ptr_array_new();
+    struct stat st;
+    uint64_t keep;
+    int ret;
+
+    /*
+     * Under the lock, so that no resize of the file's mappings (its
+     * growth seen by another request, a truncate of ours) slips in
+     * between the size read and the mapping that follows it.
+     */
+    if (fstat(fd, &st) < 0) {
+        return -errno;
+    }
+    keep = dax_keep(dax, in->foffset, in->len, st.st_size);
+    if (dax_upstream(dax) && in->foffset + keep < (uint64_t)st.st_size &&
+        keep < in->len) {
+        /* The guest would read zeros for the file's last bytes */
+        vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
+                         "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file of "
+                         "%" PRIu64 " bytes: it maps no partial page at the "
+                         "end of a file (mount with -o dax=inode: only "
+                         "files of whole pages then use DAX)", in->foffset,
+                         in->len, (uint64_t)st.st_size);
+        return -EIO;
+    }
+    ret = setup_sort_overlap(dax, inode, in, keep, writable, old, stale);
+    if (ret) {
+        return ret < 0 ? ret : 0;
+    }
+    ret = setup_clear(dax, old, stale, keep, &flags);
+    if (!ret) {
+        ret = setup_map(fs, in, keep, flags, fd);
+    }
+    if (!ret) {
+        setup_record(fs, inode, in, keep, writable, flags, old, st.st_size);
+    }
+    return ret;
+}
+
+int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
+                         const struct fuse_setupmapping_in *in)
+{
+    VfsdDax *dax = fs->dax;
+    g_autoptr(VfsdInode) inode = NULL;
+    bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
+    uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
+    int fd, ret;
+
+    ret = setup_check(fs, in);
+    if (ret) {
+        return ret;
+    }
+    inode = vfsd_inode_get(fs, nodeid);
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (inode->type != S_IFREG) {
+        return -EINVAL;
+    }
+    if (writable && fs->opts->readonly) {
+        return -EROFS;
+    }
+    fd = setup_open(fs, inode, &writable, &flags);
+    if (fd < 0) {
+        return fd;
+    }
+    g_mutex_lock(&dax->lock);
+    dax_inode_watch(dax, inode);
+    /*
+     * A request that grows the file after our fstat, and looks at the
+     * inode without the lock before our mapping is recorded, must take
+     * the lock and wait for us (pairs with dax_inode_may_need_resize()).
+     */
+    g_atomic_int_inc(&inode->dax_setting_up);
+    ret = setup_locked(fs, inode, in, fd, writable, flags);
     g_atomic_int_add(&inode->dax_setting_up, -1);
     /* A failed request leaves no watch behind */
     dax_inode_unwatch(dax, inode);

@@ -25,8 +25,6 @@
 #include "intr.h"
 #include "log.h"
 
-/* Largest READ/WRITE payload: what INIT announces as max_write */
-#define VFSD_MAX_IO (1024 * 1024)
 #define VFSD_MAX_IOV 256
 
 /* Open flags a guest may pass on; the rest are ours to choose */
@@ -221,6 +219,65 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
     return -1;
 }
 
+/*
+ * Creates (or, without O_EXCL, opens) @name in @dir, or an unnamed file
+ * in it (@tmpfile), as the guest's caller: an fd of a regular file with
+ * @f's status flags, or a negative errno.  The fds are accounted by the
+ * caller.
+ */
+static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
+                       const char *name, int f, uint32_t flags, mode_t mode,
+                       mode_t umask, bool tmpfile, bool kill_priv)
+{
+    VfsdSavedCreds old;
+    bool masked;
+    int fd, ret;
+
+    ret = vfsd_creds_switch(ctx, &old);
+    if (ret < 0) {
+        return ret;
+    }
+    mode &= 07777;
+    masked = vfsd_umask_enter(fs, &mode, umask);
+    if (tmpfile) {
+        fd = openat(dir->fd, ".", (f & ~O_CREAT) | O_TMPFILE | O_CLOEXEC,
+                    mode);
+    } else {
+        /*
+         * O_NONBLOCK until we know it is a regular file: an existing FIFO
+         * must not block the daemon.
+         */
+        fd = openat(dir->fd, name,
+                    f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+                    O_NONBLOCK, mode);
+        if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
+            /*
+             * Its transient O_PATH fd is accounted: the caller's second
+             * reservation is not used before its lookup.
+             */
+            fd = open_existing(fs, dir, name,
+                               f | (flags & O_TRUNC) | O_NONBLOCK,
+                               kill_priv);
+        }
+    }
+    ret = fd < 0 ? -errno : 0;
+    vfsd_umask_leave(fs, masked);
+    vfsd_creds_restore(&old);
+    if (ret < 0) {
+        return ret;
+    }
+    ret = check_regular(fd);
+    if (ret == 0 && !(f & O_NONBLOCK) && fcntl(fd, F_SETFL, f & ~O_ACCMODE &
+                                              ~O_LARGEFILE) < 0) {
+        ret = -errno;
+    }
+    if (ret < 0) {
+        close(fd);
+        return ret;
+    }
+    return fd;
+}
+
 int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                    const char *name, uint32_t flags, uint32_t fuse_open_flags,
                    mode_t mode, mode_t umask, bool tmpfile,
@@ -231,9 +288,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
     bool kill_priv = (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
                      (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID);
-    VfsdSavedCreds old;
     char procname[32];
-    bool masked;
     int fd, pfd = -1, ret;
 
     if (!dir) {
@@ -252,46 +307,10 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
         vfsd_fd_release(fs);
         return -ENFILE;
     }
-    ret = vfsd_creds_switch(ctx, &old);
-    if (ret < 0) {
-        goto fail;
-    }
-    mode &= 07777;
-    masked = vfsd_umask_enter(fs, &mode, umask);
-    if (tmpfile) {
-        fd = openat(dir->fd, ".", (f & ~O_CREAT) | O_TMPFILE | O_CLOEXEC,
-                    mode);
-    } else {
-        /*
-         * O_NONBLOCK until we know it is a regular file: an existing FIFO
-         * must not block the daemon.
-         */
-        fd = openat(dir->fd, name,
-                    f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
-                    O_NONBLOCK, mode);
-        if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
-            /*
-             * Its transient O_PATH fd is accounted: the second
-             * reservation above is not used before the lookup below.
-             */
-            fd = open_existing(fs, dir, name,
-                               f | (flags & O_TRUNC) | O_NONBLOCK,
-                               kill_priv);
-        }
-    }
-    ret = fd < 0 ? -errno : 0;
-    vfsd_umask_leave(fs, masked);
-    vfsd_creds_restore(&old);
-    if (ret < 0) {
-        goto fail;
-    }
-    ret = check_regular(fd);
-    if (ret == 0 && !(f & O_NONBLOCK) && fcntl(fd, F_SETFL, f & ~O_ACCMODE &
-                                              ~O_LARGEFILE) < 0) {
-        ret = -errno;
-    }
-    if (ret < 0) {
-        close(fd);
+    fd = create_open(fs, ctx, dir, name, f, flags, mode, umask, tmpfile,
+                     kill_priv);
+    if (fd < 0) {
+        ret = fd;
         goto fail;
     }
 

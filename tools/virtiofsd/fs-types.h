@@ -154,6 +154,16 @@ struct VfsdFs {
 };
 
 /*
+ * The guest's page: DAX offsets and lengths are aligned to it (INIT
+ * announces map_alignment as its shift) and INIT's max_pages counts it.
+ */
+#define VFSD_PAGE_SHIFT 12
+#define VFSD_PAGE_SIZE (1u << VFSD_PAGE_SHIFT)
+
+/* Largest READ/WRITE payload: what INIT announces as max_write */
+#define VFSD_MAX_IO (1024 * 1024)
+
+/*
  * Longest name a request may carry: the host gives ENAMETOOLONG for one
  * longer than its file system takes, and getname() does for PATH_MAX.
  */

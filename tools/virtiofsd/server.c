@@ -32,9 +32,7 @@
 #include "opnames.h"
 #include "stats.h"
 
-/* Same as fs-file.c: what INIT announces */
-#define VFSD_MAX_WRITE (1024 * 1024)
-#define VFSD_MAX_PAGES (VFSD_MAX_WRITE / 4096)
+#define VFSD_MAX_PAGES (VFSD_MAX_IO / VFSD_PAGE_SIZE)
 #define VFSD_MAX_XATTR_SIZE (64 * 1024)
 /* FUSE_REMOVEMAPPING_MAX_ENTRY of a 4 KiB-page guest */
 #define VFSD_MAX_REMOVEMAPPING 256
@@ -206,52 +204,16 @@ static void reply_entry(VfsdReq *r, int ret, const struct fuse_entry_out *e)
     }
 }
 
-static void do_init(VfsdReq *r)
+/* What INIT offers the guest, from the options and the transport */
+static uint64_t init_supported(VfsdFs *fs)
 {
-    VfsdFs *fs = r->fs;
-    struct fuse_init_in in = { 0 };
-    struct fuse_init_out out = { 0 };
-    uint64_t flags, supported, want;
-    size_t compat = offsetof(struct fuse_init_in, flags2);
+    uint64_t supported =
+        FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
+        FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
+        FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
+        FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO |
+        FUSE_CREATE_SUPP_GROUP;
 
-    if (!get_arg(r, &in, compat)) {
-        return;
-    }
-    if (vfsd_buf_remaining(r->in) >= sizeof(in) - compat) {
-        vfsd_buf_read(r->in, (uint8_t *)&in + compat, sizeof(in) - compat);
-    }
-    if (fs->initialized) {
-        /*
-         * A guest that rebooted, or reset the device, without unmounting
-         * sends no DESTROY: its INIT starts a new session, as after one.
-         */
-        vfsd_info("the guest started a new FUSE session: the old one's "
-                  "inodes, handles and DAX mappings are dropped");
-        vfsd_fs_reset(fs);
-    }
-    if (in.major != FUSE_KERNEL_VERSION || in.minor < VFSD_MIN_MINOR) {
-        vfsd_err("guest speaks FUSE %u.%u, we need %u.%u or later",
-                 in.major, in.minor, FUSE_KERNEL_VERSION, VFSD_MIN_MINOR);
-        if (in.major > FUSE_KERNEL_VERSION) {
-            /* The guest retries with our major version */
-            out.major = FUSE_KERNEL_VERSION;
-            out.minor = FUSE_KERNEL_MINOR_VERSION;
-            reply(r, &out, sizeof(out));
-        } else {
-            reply_err(r, -EPROTO);
-        }
-        return;
-    }
-
-    flags = in.flags;
-    if (flags & FUSE_INIT_EXT) {
-        flags |= (uint64_t)in.flags2 << 32;
-    }
-    supported = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
-                FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
-                FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
-                FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO |
-                FUSE_CREATE_SUPP_GROUP;
     if (fs->opts->posix_lock) {
         supported |= FUSE_POSIX_LOCKS;
     }
@@ -293,7 +255,51 @@ static void do_init(VfsdReq *r)
         /* Shared mmap of FOPEN_DIRECT_IO files, through the page cache */
         supported |= FUSE_DIRECT_IO_ALLOW_MMAP;
     }
-    want = flags & supported;
+    return supported;
+}
+
+static void do_init(VfsdReq *r)
+{
+    VfsdFs *fs = r->fs;
+    struct fuse_init_in in = { 0 };
+    struct fuse_init_out out = { 0 };
+    uint64_t flags, want;
+    size_t compat = offsetof(struct fuse_init_in, flags2);
+
+    if (!get_arg(r, &in, compat)) {
+        return;
+    }
+    if (vfsd_buf_remaining(r->in) >= sizeof(in) - compat) {
+        vfsd_buf_read(r->in, (uint8_t *)&in + compat, sizeof(in) - compat);
+    }
+    if (fs->initialized) {
+        /*
+         * A guest that rebooted, or reset the device, without unmounting
+         * sends no DESTROY: its INIT starts a new session, as after one.
+         */
+        vfsd_info("the guest started a new FUSE session: the old one's "
+                  "inodes, handles and DAX mappings are dropped");
+        vfsd_fs_reset(fs);
+    }
+    if (in.major != FUSE_KERNEL_VERSION || in.minor < VFSD_MIN_MINOR) {
+        vfsd_err("guest speaks FUSE %u.%u, we need %u.%u or later",
+                 in.major, in.minor, FUSE_KERNEL_VERSION, VFSD_MIN_MINOR);
+        if (in.major > FUSE_KERNEL_VERSION) {
+            /* The guest retries with our major version */
+            out.major = FUSE_KERNEL_VERSION;
+            out.minor = FUSE_KERNEL_MINOR_VERSION;
+            reply(r, &out, sizeof(out));
+        } else {
+            reply_err(r, -EPROTO);
+        }
+        return;
+    }
+
+    flags = in.flags;
+    if (flags & FUSE_INIT_EXT) {
+        flags |= (uint64_t)in.flags2 << 32;
+    }
+    want = flags & init_supported(fs);
 
     fs->proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
     fs->conn_flags = want;
@@ -306,11 +312,11 @@ static void do_init(VfsdReq *r)
     out.flags2 = want >> 32;
     out.max_background = 64;
     out.congestion_threshold = 48;
-    out.max_write = VFSD_MAX_WRITE;
+    out.max_write = VFSD_MAX_IO;
     out.time_gran = 1;
     out.max_pages = VFSD_MAX_PAGES;
     /* log2 of the alignment SETUPMAPPING offsets need: the page size */
-    out.map_alignment = 12;
+    out.map_alignment = VFSD_PAGE_SHIFT;
     vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64, in.major, in.minor, want);
     reply(r, &out, sizeof(out));
 }
@@ -848,7 +854,8 @@ static void do_copy_file_range(VfsdReq *r)
         return;
     }
     /* fuse_write_out.size is 32 bits: the guest loops for the rest */
-    out.size = MIN((uint64_t)n, (uint64_t)UINT32_MAX & ~4095ULL);
+    out.size = MIN((uint64_t)n,
+                   (uint64_t)UINT32_MAX & ~(uint64_t)(VFSD_PAGE_SIZE - 1));
     reply(r, &out, sizeof(out));
 }
 
