@@ -175,17 +175,58 @@ static uint64_t dax_keep(VfsdDax *dax, uint64_t foffset, uint64_t len,
 }
 
 /*
+ * What the window knows of an inode: its mappings, the size they follow
+ * and the watch on its file.  Made the first time the inode is mapped,
+ * under the window's lock, and freed with the inode (plain data).  Only
+ * written under the lock; maps, size and setting_up are also read
+ * without it, atomically.
+ */
+struct VfsdDaxInode {
+    gint maps;                  /* live mappings */
+    int wd;                     /* inotify watch descriptor, 0: none */
+    uint64_t size;              /* file size the mappings follow */
+    gint setting_up;            /* SETUPMAPPINGs under way */
+};
+
+/* NULL for an inode never mapped */
+static VfsdDaxInode *dax_of(VfsdInode *inode)
+{
+    return g_atomic_pointer_get(&inode->dax);
+}
+
+/* The same, made if need be.  Lock held. */
+static VfsdDaxInode *dax_of_new(VfsdInode *inode)
+{
+    VfsdDaxInode *d = dax_of(inode);
+
+    if (!d) {
+        d = g_new0(VfsdDaxInode, 1);
+        g_atomic_pointer_set(&inode->dax, d);
+    }
+    return d;
+}
+
+/* Whether @inode has live mappings */
+static bool dax_inode_mapped(VfsdInode *inode)
+{
+    VfsdDaxInode *d = dax_of(inode);
+
+    return d && g_atomic_int_get(&d->maps);
+}
+
+/*
  * Watches the file of @inode for host-side truncation, if that is on and
  * it is not watched yet.  Before the size the mappings are made from is
  * read, so that a truncate in between is heard of.  Lock held.
  */
 static void dax_inode_watch(VfsdDax *dax, VfsdInode *inode)
 {
+    VfsdDaxInode *d = dax_of_new(inode);
     char name[16];
     gpointer users;
     int wd;
 
-    if (dax->watch_fd < 0 || inode->dax_wd) {
+    if (dax->watch_fd < 0 || d->wd) {
         return;
     }
     /*
@@ -209,7 +250,7 @@ static void dax_inode_watch(VfsdDax *dax, VfsdInode *inode)
         }
         return;
     }
-    inode->dax_wd = wd;
+    d->wd = wd;
     users = g_hash_table_lookup(dax->wds, GINT_TO_POINTER(wd));
     g_hash_table_insert(dax->wds, GINT_TO_POINTER(wd),
                         GUINT_TO_POINTER(GPOINTER_TO_UINT(users) + 1));
@@ -218,30 +259,35 @@ static void dax_inode_watch(VfsdDax *dax, VfsdInode *inode)
 /* Drops the watch of an inode that has no mappings.  Lock held. */
 static void dax_inode_unwatch(VfsdDax *dax, VfsdInode *inode)
 {
-    gpointer key = GINT_TO_POINTER(inode->dax_wd);
+    VfsdDaxInode *d = dax_of(inode);
+    gpointer key;
     unsigned int users;
 
-    if (inode->dax_maps || !inode->dax_wd) {
+    if (!d || d->maps || !d->wd) {
         return;
     }
+    key = GINT_TO_POINTER(d->wd);
     users = GPOINTER_TO_UINT(g_hash_table_lookup(dax->wds, key));
     if (users > 1) {
         g_hash_table_insert(dax->wds, key, GUINT_TO_POINTER(users - 1));
     } else if (users) {
         g_hash_table_remove(dax->wds, key);
-        inotify_rm_watch(dax->watch_fd, inode->dax_wd);
+        inotify_rm_watch(dax->watch_fd, d->wd);
     }
-    inode->dax_wd = 0;
+    d->wd = 0;
 }
 
 static uint64_t dax_inode_size(VfsdInode *inode)
 {
-    return __atomic_load_n(&inode->dax_size, __ATOMIC_RELAXED);
+    VfsdDaxInode *d = dax_of(inode);
+
+    return d ? __atomic_load_n(&d->size, __ATOMIC_RELAXED) : 0;
 }
 
+/* Lock held */
 static void dax_inode_set_size(VfsdInode *inode, uint64_t size)
 {
-    __atomic_store_n(&inode->dax_size, size, __ATOMIC_RELAXED);
+    __atomic_store_n(&dax_of_new(inode)->size, size, __ATOMIC_RELAXED);
 }
 
 /* A new mapping of @inode, whose file is @size bytes.  Lock held. */
@@ -250,13 +296,13 @@ static void dax_inode_attach(VfsdDax *dax, VfsdInode *inode, uint64_t size)
     /* Again: the maps this one replaced may have taken the watch along */
     dax_inode_watch(dax, inode);
     dax_inode_set_size(inode, size);
-    g_atomic_int_inc(&inode->dax_maps);
+    g_atomic_int_inc(&dax_of_new(inode)->maps);
 }
 
 /* The last mapping of an inode gone, so is its watch.  Lock held. */
 static void dax_inode_detach(VfsdDax *dax, VfsdInode *inode)
 {
-    g_atomic_int_add(&inode->dax_maps, -1);
+    g_atomic_int_add(&dax_of(inode)->maps, -1);
     dax_inode_unwatch(dax, inode);
 }
 
@@ -824,9 +870,9 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
      * inode without the lock before our mapping is recorded, must take
      * the lock and wait for us (pairs with dax_inode_may_need_resize()).
      */
-    g_atomic_int_inc(&inode->dax_setting_up);
+    g_atomic_int_inc(&dax_of_new(inode)->setting_up);
     ret = setup_locked(fs, inode, in, fd, writable, flags);
-    g_atomic_int_add(&inode->dax_setting_up, -1);
+    g_atomic_int_add(&dax_of(inode)->setting_up, -1);
     /* A failed request leaves no watch behind */
     dax_inode_unwatch(dax, inode);
     g_mutex_unlock(&dax->lock);
@@ -1214,12 +1260,13 @@ void vfsd_dax_watch_events(VfsdFs *fs)
     all = dax_all_maps(dax);
     for (i = 0; i < all->len; i++) {
         VfsdInode *inode = ((VfsdDaxMap *)g_ptr_array_index(all, i))->inode;
-        gpointer wd = GINT_TO_POINTER(inode->dax_wd);
+        VfsdDaxInode *d = dax_of(inode);
+        gpointer wd = GINT_TO_POINTER(d->wd);
 
-        if (inode->dax_wd && g_hash_table_contains(ignored, wd)) {
+        if (d->wd && g_hash_table_contains(ignored, wd)) {
             /* The kernel dropped the watch (file system unmounted) */
             g_hash_table_remove(dax->wds, wd);
-            inode->dax_wd = 0;
+            d->wd = 0;
         } else if (!overflow && !g_hash_table_contains(changed, wd)) {
             continue;
         }
@@ -1232,7 +1279,7 @@ void vfsd_dax_watch_events(VfsdFs *fs)
     for (i = 0; i < inodes->len; i++) {
         VfsdInode *inode = g_ptr_array_index(inodes, i);
 
-        if (inode->dax_maps) {
+        if (dax_inode_mapped(inode)) {
             dax_inode_recheck(fs, inode);
         }
         vfsd_inode_unref(inode);
@@ -1248,9 +1295,11 @@ void vfsd_dax_watch_events(VfsdFs *fs)
  */
 static bool dax_inode_may_need_resize(VfsdInode *inode, uint64_t size)
 {
-    return g_atomic_int_get(&inode->dax_setting_up) ||
-           (g_atomic_int_get(&inode->dax_maps) &&
-            size != dax_inode_size(inode));
+    VfsdDaxInode *d = dax_of(inode);
+
+    return d && (g_atomic_int_get(&d->setting_up) ||
+                 (g_atomic_int_get(&d->maps) &&
+                  size != dax_inode_size(inode)));
 }
 
 void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
@@ -1265,7 +1314,7 @@ void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
         return;
     }
     g_mutex_lock(&fs->dax->lock);
-    if (inode->dax_maps) {
+    if (dax_inode_mapped(inode)) {
         dax_inode_recheck(fs, inode);
     }
     g_mutex_unlock(&fs->dax->lock);

@@ -28,6 +28,7 @@
 #include "stats.h"
 
 typedef struct VfsdDax VfsdDax;
+typedef struct VfsdDaxInode VfsdDaxInode;
 
 typedef struct VfsdFs VfsdFs;
 
@@ -53,14 +54,10 @@ typedef struct VfsdInode {
     GMutex plock_lock;
     GHashTable *plocks;         /* uint64_t owner -> fd, or NULL */
     /*
-     * DAX mappings of the inode and the watch for host-side truncation
-     * (dax.c), written under the window's lock; dax_maps, dax_size and
-     * dax_setting_up are also read without it, atomically.
+     * dax.c's: its mappings and the watch on its file.  NULL until the
+     * inode is first mapped, so always without a DAX window.
      */
-    gint dax_maps;              /* live mappings */
-    int dax_wd;                 /* inotify watch descriptor, 0: none */
-    uint64_t dax_size;          /* file size the mappings follow */
-    gint dax_setting_up;        /* SETUPMAPPINGs under way */
+    VfsdDaxInode *dax;
 } VfsdInode;
 
 typedef struct VfsdInodeStore {

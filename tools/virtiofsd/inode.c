@@ -58,6 +58,8 @@ void vfsd_inode_unref(VfsdInode *inode)
         g_hash_table_destroy(inode->plocks);
     }
     g_mutex_clear(&inode->plock_lock);
+    /* Plain data, and nothing of dax.c holds the inode any more */
+    g_free(inode->dax);
     vfsd_fd_close(inode->fs, inode->fd);
     g_free(inode);
 }
