@@ -12,8 +12,8 @@
 #                               (fuzz-vhost.c, seeds in vhost-corpus/)
 # build and replay cover both fuzzers.
 # Built outside meson (clang, not the QEMU build's compiler) from the
-# daemon's sources minus main.c, vhost.c, sandbox.c and seccomp.c, with the
-# include paths its meson.build uses.  Fails, naming the input, on any
+# daemon's sources minus main.c, vhost.c, sandbox.c and seccomp-filter.c,
+# with the include paths its meson.build uses.  Fails, naming the input, on any
 # crash; new crashes are kept in $BUILD/fuzz/crashes/.
 # The seeds: corpus/ (gen-corpus.py) and captured/ (capture-corpus.sh,
 # requests of a real guest).
@@ -29,14 +29,14 @@ CC=${FUZZ_CC:-clang}
 
 # compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files.
 # $HARNESS (default fuzz-request.c) is the harness; with $WITH_SECCOMP=1
-# seccomp.c and libseccomp are linked too, with $WITH_VHOST=1 vhost.c and
+# seccomp-filter.c and libseccomp are linked too, with $WITH_VHOST=1 vhost.c and
 # libvhost-user.
 compile() {
     local out=$1 srcs=() f libs=() harness=${HARNESS:-fuzz-request.c}
     shift
     for f in "$VFSD"/*.c; do
         case ${f##*/} in
-        seccomp.c) [ "${WITH_SECCOMP:-0}" = 1 ] && srcs+=("$f") ;;
+        seccomp-filter.c) [ "${WITH_SECCOMP:-0}" = 1 ] && srcs+=("$f") ;;
         vhost.c) [ "${WITH_VHOST:-0}" = 1 ] && srcs+=("$f") ;;
         main.c|sandbox.c) ;;
         *) srcs+=("$f") ;;
@@ -45,7 +45,8 @@ compile() {
     srcs+=("$FUZZ_DIR/$harness")
     [ "${WITH_SECCOMP:-0}" = 1 ] && libs=(-lseccomp)
     [ "${WITH_VHOST:-0}" = 1 ] &&
-        srcs+=("$SRC/subprojects/libvhost-user/libvhost-user.c")
+        srcs+=("$SRC/subprojects/libvhost-user/libvhost-user.c"
+               "$SRC/subprojects/libvhost-user/libvhost-user-shmem.c")
     # shellcheck disable=SC2046
     "$CC" -std=gnu11 -g -O1 -fno-omit-frame-pointer "$@" \
         -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -fwrapv -fno-strict-aliasing \
@@ -60,13 +61,14 @@ compile() {
 }
 
 # A digest of what the binary is built from: the daemon's sources and
-# headers, the patched QEMU headers it includes (make prepare rewrites
-# them with their patches), this script, the compiler and the libraries'
-# flags.  By content, not by date: a header put back to an older version
+# headers, libvhost-user (the transport fuzzer links it), the patched
+# QEMU headers it includes (make prepare rewrites them with their
+# patches), this script, the compiler and the libraries' flags.  By content, not by date: a header put back to an older version
 # is a change too.
 build_inputs() {
     {
-        find "$VFSD" "$SRC/include" -type f -name '*.[ch]' | LC_ALL=C sort |
+        find "$VFSD" "$SRC/include" "$SRC/subprojects/libvhost-user" \
+            -type f -name '*.[ch]' | LC_ALL=C sort |
             xargs sha256sum
         sha256sum "$0"
         "$CC" --version 2>&1
@@ -119,7 +121,7 @@ coverage() {
     # shellcheck disable=SC2046
     llvm-cov report "$cov" -instr-profile="$dir/cov.profdata" \
         $(ls "$VFSD"/*.c | grep -v -e /main.c -e /vhost.c -e /sandbox.c \
-          -e /seccomp.c -e /options.c)
+          -e /seccomp-filter.c -e /options.c)
     say "fuzz: per line: llvm-cov show $cov -instr-profile=$dir/cov.profdata FILE"
 }
 

@@ -7,7 +7,7 @@
  * system call filter, so a call the filter forbids, made only on an error
  * path a guest can reach, would go unnoticed until it killed a user's
  * daemon.  Here every input runs as the fuzzer runs it, in a child
- * process that installs the real filter (seccomp.c, --seccomp=trap: the
+ * process that installs the real filter (seccomp-filter.c, --seccomp=trap: the
  * kill mode's verdict, with the call's number on stderr) at the point
  * main.c does, right after vfsd_fs_init(), before the first request.
  * A child that dies, or exits with anything but 0, fails the replay and
@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "sandbox.h"
+#include "seccomp-filter.h"
 
 static bool filter_armed;
 
