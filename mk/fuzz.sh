@@ -63,8 +63,9 @@ compile() {
 # A digest of what the binary is built from: the daemon's sources and
 # headers, libvhost-user (the transport fuzzer links it), the patched
 # QEMU headers it includes (make prepare rewrites them with their
-# patches), this script, the compiler and the libraries' flags.  By content, not by date: a header put back to an older version
-# is a change too.
+# patches), this script, the compiler and the libraries' flags.  By
+# content, not by date: a header put back to an older version is a
+# change too.
 build_inputs() {
     {
         find "$VFSD" "$SRC/include" "$SRC/subprojects/libvhost-user" \
