@@ -106,6 +106,10 @@ VHOST_USER_PATH = "/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus"
 SUITES = [
     Suite("tree: patches/ and our files reproduce build/src",
           [os.path.join(TOP, "mk", "verify-tree.sh")]),
+    # Every new file has its patch in patches/series.map, and the export
+    # applies to the pinned upstream with git am (make series).
+    Suite("series: the fork exports as one git-am series",
+          [os.path.join(TOP, "mk", "series.sh"), "export"], timeout=300),
     # make bench's verdicts from made-up figures (no guest)
     Suite("bench: targets and reports from known figures",
           [sys.executable, os.path.join(TOP, "bench", "test_report.py")]),
