@@ -266,6 +266,7 @@ ssize_t vfsd_op_getxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
 ssize_t vfsd_op_listxattr(VfsdFs *fs, uint64_t nodeid, char *list,
                           size_t size);
 int vfsd_op_removexattr(VfsdFs *fs, uint64_t nodeid, const char *name);
+int vfsd_xattr_drop_capability(VfsdFs *fs, VfsdInode *inode, int fd);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(VfsdInode, vfsd_inode_unref)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(VfsdHandle, vfsd_handle_put)
