@@ -142,6 +142,8 @@ SUITES = [
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
     unit("virtiofsd: --xattrmap rules", "tests/unit/virtiofsd/test-xattrmap"),
+    unit("virtiofsd: --xattrmap through the request path",
+         "tests/unit/virtiofsd/test-xattrmap-fs"),
     unit("virtiofsd: vhost-user transport against a fake front-end",
          "tests/unit/virtiofsd/test-vhost-queue"),
     unit("virtiofsd: namespace sandbox", "tests/unit/virtiofsd/test-sandbox"),
