@@ -156,8 +156,10 @@ static bool parse_rule(GArray *rules, const char **p, const char *end,
         }
     }
     if (!found) {
+        g_autofree char *text = g_strescape(type_s, NULL);
+
         *why = g_strdup_printf("type '%s' is not one of prefix, ok, bad, "
-                               "unsupported, map", type_s);
+                               "unsupported, map", text);
         return false;
     }
     if (type != RULE_MAP) {
@@ -174,8 +176,10 @@ static bool parse_rule(GArray *rules, const char **p, const char *end,
             }
         }
         if (!found) {
+            g_autofree char *text = g_strescape(scope_s, NULL);
+
             *why = g_strdup_printf("scope '%s' is not one of all, client, "
-                                   "server", scope_s);
+                                   "server", text);
             return false;
         }
     }
@@ -193,8 +197,14 @@ static bool parse_rule(GArray *rules, const char **p, const char *end,
     return true;
 
 incomplete:
-    *why = g_strdup_printf("it ends before its last field (every field, "
-                           "the last included, ends with '%c')", delim);
+    {
+        char d[2] = { delim, '\0' };
+        g_autofree char *text = g_strescape(d, NULL);
+
+        *why = g_strdup_printf("it ends before its last field (every "
+                               "field, the last included, ends with '%s')",
+                               text);
+    }
     return false;
 }
 

@@ -439,6 +439,147 @@ static void test_capability(void)
     }
 }
 
+/* Mostly well-formed rules from a few words, sometimes junk */
+static void random_rules(GRand *rnd, GString *s)
+{
+    static const char *const seps = ":/|x.\v";
+    static const char *const types[] = {
+        "prefix", "ok", "bad", "unsupported", "OK", "",
+    };
+    static const char *const scopes[] = { "all", "client", "server", "" };
+    static const char *const words[] = {
+        "", "", "user.", "trusted.", "security.", "user.vm.",
+        "security.capability", "s", "\t\n", "user.vm.trusted.",
+    };
+    unsigned int rules = g_rand_int_range(rnd, 0, 5);
+    unsigned int i, f;
+
+#define PICK(a) (a[g_rand_int_range(rnd, 0, G_N_ELEMENTS(a))])
+    for (i = 0; i < rules; i++) {
+        char sep = seps[g_rand_int_range(rnd, 0, strlen(seps))];
+        bool map = i + 1 == rules && !g_rand_int_range(rnd, 0, 4);
+
+        g_string_append(s, g_rand_boolean(rnd) ? " " : "\n");
+        if (!g_rand_int_range(rnd, 0, 8)) {
+            /* Junk: a few fields, maybe unterminated */
+            g_string_append_c(s, sep);
+            for (f = g_rand_int_range(rnd, 0, 6); f > 0; f--) {
+                g_string_append(s, PICK(words));
+                if (g_rand_int_range(rnd, 0, 4)) {
+                    g_string_append_c(s, sep);
+                }
+            }
+            continue;
+        }
+        g_string_append_printf(s, "%c%s%c", sep, map ? "map" : PICK(types),
+                               sep);
+        if (!map) {
+            g_string_append_printf(s, "%s%c", PICK(scopes), sep);
+        }
+        g_string_append_printf(s, "%s%c%s%c", PICK(words), sep, PICK(words),
+                               sep);
+    }
+    if (g_rand_int_range(rnd, 0, 4)) {
+        g_string_append(s, g_rand_boolean(rnd) ? " :ok:all:::" :
+                           " /bad/all///");
+    }
+#undef PICK
+}
+
+static void random_list(GRand *rnd, GString *s)
+{
+    static const char *const names[] = {
+        "user.a", "user.vm.", "user.vm.trusted.x", "trusted.b", "",
+        "security.capability", "user.vm.security.capability", "s",
+    };
+    unsigned int n = g_rand_int_range(rnd, 0, 6), i;
+
+    for (i = 0; i < n; i++) {
+        g_string_append(s, names[g_rand_int_range(rnd, 0,
+                                                  G_N_ELEMENTS(names))]);
+        if (i + 1 < n || g_rand_boolean(rnd)) {
+            g_string_append_c(s, '\0');
+        }
+    }
+}
+
+/*
+ * Random rule strings, names and lists: parsing answers with a map or one
+ * error line; a mapped name is bounded and an errno is one of the four;
+ * a translated list is well-formed, no longer than it may be, and the
+ * same in place as out of place.
+ */
+static void test_random(void)
+{
+    g_autoptr(GRand) rnd = g_rand_new_with_seed(20261126);
+    unsigned int iter, parsed = 0, mapped = 0, listed = 0;
+
+    for (iter = 0; iter < 20000; iter++) {
+        g_autoptr(GString) rules = g_string_new(NULL);
+        g_autoptr(GString) list = g_string_new(NULL);
+        g_autoptr(VfsdXattrMap) map = NULL;
+        g_autofree char *err = NULL;
+        g_autofree char *out = NULL;
+        g_autofree char *inplace = NULL;
+        char host[VFSD_XATTR_NAME_MAX + 1];
+        ssize_t n, m;
+        size_t i;
+        int ret;
+
+        random_rules(rnd, rules);
+        map = vfsd_xattrmap_parse(rules->str, &err);
+        if (!map) {
+            g_assert_nonnull(err);
+            g_assert_true(g_str_has_prefix(err, "--xattrmap: "));
+            g_assert_null(strchr(err, '\n'));
+            continue;
+        }
+        g_assert_null(err);
+        parsed++;
+
+        random_list(rnd, list);
+        for (i = 0; i <= list->len; i = i + strlen(list->str + i) + 1) {
+            VfsdXattrOp op = g_rand_int_range(rnd, VFSD_XATTR_OP_GET,
+                                              VFSD_XATTR_OP_REMOVE + 1);
+
+            memset(host, 'z', sizeof(host));
+            ret = vfsd_xattrmap_to_host(map, op, list->str + i, host);
+            if (ret == 0) {
+                g_assert_nonnull(memchr(host, '\0', sizeof(host)));
+                mapped++;
+            } else {
+                g_assert_true(ret == -EPERM || ret == -ENODATA ||
+                              ret == -ENOTSUP || ret == -ERANGE);
+                g_assert_true(ret != -ENODATA || op == VFSD_XATTR_OP_GET);
+                g_assert_true(ret != -EPERM || op != VFSD_XATTR_OP_GET);
+            }
+        }
+
+        out = g_malloc(list->len + 1);
+        n = vfsd_xattrmap_list(map, list->str, list->len, out, list->len + 1);
+        g_assert_cmpint(n, >=, 0);
+        g_assert_cmpint(n, <=, list->len + 1);
+        g_assert_true(n == 0 || out[n - 1] == '\0');
+        for (i = 0; i < (size_t)n; i += strlen(out + i) + 1) {
+            g_assert_cmpuint(strlen(out + i), >, 0);
+        }
+        inplace = g_malloc(list->len + 1);
+        memcpy(inplace, list->str, list->len);
+        m = vfsd_xattrmap_list(map, inplace, list->len, inplace,
+                               list->len + 1);
+        g_assert_cmpmem(inplace, m, out, n);
+        if (n) {
+            listed++;
+        }
+    }
+    /* The generator reaches every outcome often enough to mean something */
+    g_test_message("%u maps parsed, %u names mapped, %u lists non-empty",
+                   parsed, mapped, listed);
+    g_assert_cmpuint(parsed, >, 500);
+    g_assert_cmpuint(mapped, >, 500);
+    g_assert_cmpuint(listed, >, 500);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -454,5 +595,6 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/xattrmap/list", test_list);
     g_test_add_func("/virtiofsd/xattrmap/unmatched", test_unmatched);
     g_test_add_func("/virtiofsd/xattrmap/capability", test_capability);
+    g_test_add_func("/virtiofsd/xattrmap/random", test_random);
     return g_test_run();
 }
