@@ -137,6 +137,11 @@ SUITES = [
           "--daemon", "rust", "--cache-mode", "never"),
     # Our virtiofsd: its dispatch layer and libvhost-user's shared memory
     # requests without a guest, then end to end.
+    # Its files form layers: no cycle among them (includes, and calls
+    # read from the objects), each header declares its own file's API
+    Suite("virtiofsd: layers, no file depends on one above it",
+          [sys.executable, os.path.join(TOP, "mk", "layers.py")],
+          ninja=["tools/virtiofsd/virtiofsd"]),
     unit("virtiofsd: request decoding", "tests/unit/virtiofsd/test-fuse-decode"),
     unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),

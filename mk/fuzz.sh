@@ -7,8 +7,8 @@
 #   mk/fuzz.sh coverage         line coverage of the daemon's files by the
 #                               corpus (committed seeds and what runs found)
 # Built outside meson (clang, not the QEMU build's compiler) from the
-# daemon's sources minus main.c, vhost.c, sandbox.c and seccomp.c, with the
-# include paths its meson.build uses.  Fails, naming the input, on any
+# daemon's sources minus main.c, vhost.c, sandbox.c and seccomp-filter.c,
+# with the include paths its meson.build uses.  Fails, naming the input, on any
 # crash; new crashes are kept in $BUILD/fuzz/crashes/.
 # The seeds: corpus/ (gen-corpus.py) and captured/ (capture-corpus.sh,
 # requests of a real guest).
@@ -28,7 +28,7 @@ compile() {
     shift
     for f in "$VFSD"/*.c; do
         case ${f##*/} in
-        main.c|vhost.c|sandbox.c|seccomp.c) ;;
+        main.c|vhost.c|sandbox.c|seccomp-filter.c) ;;
         *) srcs+=("$f") ;;
         esac
     done
@@ -95,7 +95,7 @@ coverage() {
     # shellcheck disable=SC2046
     llvm-cov report "$cov" -instr-profile="$dir/cov.profdata" \
         $(ls "$VFSD"/*.c | grep -v -e /main.c -e /vhost.c -e /sandbox.c \
-          -e /seccomp.c -e /options.c)
+          -e /seccomp-filter.c -e /options.c)
     say "fuzz: per line: llvm-cov show $cov -instr-profile=$dir/cov.profdata FILE"
 }
 

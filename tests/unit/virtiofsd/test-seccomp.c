@@ -29,8 +29,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "fs.h"
 #include "sandbox.h"
+#include "seccomp-filter.h"
 
 /* What the child reports on its pipe, one line each */
 #define MSG_INSTALLED "installed\n"

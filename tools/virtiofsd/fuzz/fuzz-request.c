@@ -74,8 +74,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "fs.h"
+#include "creds.h"
 #include "dax.h"
+#include "fs.h"
+#include "inode.h"
 #include "server.h"
 #include "fuzz-request.h"
 
