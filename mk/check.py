@@ -150,6 +150,9 @@ SUITES = [
     unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
+    unit("virtiofsd: --xattrmap rules", "tests/unit/virtiofsd/test-xattrmap"),
+    unit("virtiofsd: --xattrmap through the request path",
+         "tests/unit/virtiofsd/test-xattrmap-fs"),
     unit("virtiofsd: vhost-user transport against a fake front-end",
          "tests/unit/virtiofsd/test-vhost-queue"),
     unit("virtiofsd: namespace sandbox", "tests/unit/virtiofsd/test-sandbox"),
@@ -211,6 +214,13 @@ SUITES = [
     # --posix-acl with --uid-map/--gid-map: ids, umask, ACLs end to end
     guest("guest: our virtiofsd with POSIX ACLs and id maps",
           "acl-idmap.sh", timeout=300),
+    # --xattrmap: each rule type and the map shorthand, seen from a guest
+    # and on the host; the same checks against the Rust daemon show that
+    # the rules mean the same to both.
+    guest("guest: --xattrmap (our virtiofsd)", "xattrmap.sh",
+          "--daemon", "ours", timeout=300),
+    guest("guest: --xattrmap (Rust virtiofsd)", "xattrmap.sh",
+          "--daemon", "rust", timeout=300),
     # Escape attempts from the guest; the daemon as every guest test runs
     # it (namespace sandbox, seccomp kill), then without the namespace,
     # where the daemon's own care must hold.

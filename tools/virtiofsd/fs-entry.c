@@ -20,6 +20,7 @@
 #include "dax.h"
 #include "fd.h"
 #include "fs.h"
+#include "fs-xattr.h"
 #include "inode.h"
 #include "log.h"
 
@@ -104,6 +105,9 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
     }
     ret = kill ? vfsd_drop_fsetid(&dropped) : 0;
     if (ret == 0) {
+        ret = vfsd_xattr_drop_capability(fs, inode, fd);
+    }
+    if (ret == 0) {
         vfsd_dax_truncate_begin(fs, inode->dev, inode->ino, inode->fd,
                                 in->size);
         if (ftruncate(fd, in->size) < 0) {
@@ -163,6 +167,10 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
             ((valid & FATTR_GID) && gid == (gid_t)-1 &&
              vfsd_idmap_active(&fs->opts->gid_map))) {
             return -EINVAL;
+        }
+        ret = vfsd_xattr_drop_capability(fs, inode, -1);
+        if (ret < 0) {
+            return ret;
         }
         if (fchownat(inode->fd, "", uid, gid,
                      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {

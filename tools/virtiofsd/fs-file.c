@@ -21,6 +21,7 @@
 #include "dax.h"
 #include "fd.h"
 #include "fs.h"
+#include "fs-xattr.h"
 #include "inode.h"
 #include "intr.h"
 #include "log.h"
@@ -166,6 +167,11 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         vfsd_fd_release(fs);
         return fd;
     }
+    ret = (f & O_TRUNC) ? vfsd_xattr_drop_capability(fs, inode, fd) : 0;
+    if (ret < 0) {
+        vfsd_fd_close(fs, fd);
+        return ret;
+    }
     (void)ctx;
     fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
     return 0;
@@ -270,6 +276,10 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
     if (ret == 0 && !(f & O_NONBLOCK) && fcntl(fd, F_SETFL, f & ~O_ACCMODE &
                                               ~O_LARGEFILE) < 0) {
         ret = -errno;
+    }
+    if (ret == 0 && (flags & O_TRUNC)) {
+        /* An existing file was truncated; a new one has nothing to drop */
+        ret = vfsd_xattr_drop_capability(fs, NULL, fd);
     }
     if (ret < 0) {
         close(fd);
@@ -418,6 +428,10 @@ ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
         vfsd_guest_error("WRITE of %u bytes with %zu bytes of data", size,
                          vfsd_buf_remaining(in));
         return -EINVAL;
+    }
+    ret = vfsd_xattr_drop_capability(fs, h->inode, h->fd);
+    if (ret < 0) {
+        return ret;
     }
     if ((fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
         (write_flags & FUSE_WRITE_KILL_SUIDGID)) {

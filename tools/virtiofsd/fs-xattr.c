@@ -7,6 +7,7 @@
  */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "fd.h"
 #include "inode.h"
 #include "log.h"
+#include "xattrmap.h"
 
 enum {
     XATTR_GET,
@@ -129,15 +131,77 @@ static bool acl_needs_map(VfsdFs *fs, const char *name)
             !strcmp(name, "system.posix_acl_default"));
 }
 
+/*
+ * The host name of the guest's @name under --xattrmap, in @host; @name
+ * itself without a map.  Returns the name to use or NULL with *err set.
+ */
+static const char *map_name(VfsdFs *fs, VfsdXattrOp op, const char *name,
+                            char *host, int *err)
+{
+    VfsdXattrMap *map = fs->opts->xattrmap;
+    unsigned int unmatched;
+
+    if (!map) {
+        return name;
+    }
+    unmatched = vfsd_xattrmap_unmatched(map);
+    *err = vfsd_xattrmap_to_host(map, op, name, host);
+    if (vfsd_xattrmap_unmatched(map) != unmatched) {
+        vfsd_guest_error("--xattrmap: no rule matches the guest's name "
+                         "'%s': refused as by a 'bad' rule", name);
+    }
+    return *err ? NULL : host;
+}
+
+/*
+ * With the guest's security.capability stored under another name, the
+ * host kernel no longer drops it where it drops the real one (a write,
+ * a truncation, a change of owner of a regular file), and a guest user
+ * could change a file that keeps its capabilities (CVE-2021-20263).  So
+ * the daemon drops it there, as the Rust daemon does, and before every
+ * setxattr as it does too.  @fd is open on the file, or -1 to reach it
+ * through the O_PATH fd of @inode; with no @inode, @fd is a regular file.
+ */
+int vfsd_xattr_drop_capability(VfsdFs *fs, VfsdInode *inode, int fd)
+{
+    const char *cap;
+    char procname[32];
+    int ret;
+
+    if (!fs->opts->xattrmap || (inode && inode->type != S_IFREG)) {
+        return 0;
+    }
+    cap = vfsd_xattrmap_capability_name(fs->opts->xattrmap);
+    if (!cap) {
+        return 0;
+    }
+    if (fd >= 0) {
+        ret = fremovexattr(fd, cap);
+    } else {
+        snprintf(procname, sizeof(procname), "%d", inode->fd);
+        ret = removexattr(procname, cap);
+    }
+    if (ret < 0 && errno != ENODATA && errno != ENOTSUP) {
+        return -errno;
+    }
+    return 0;
+}
+
 int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                      const void *value, size_t size, uint32_t flags,
                      uint32_t setxattr_flags)
 {
     g_autofree void *mapped = NULL;
+    char host[VFSD_XATTR_NAME_MAX + 1];
+    const char *host_name;
     int ret;
 
     if (flags & ~(XATTR_CREATE | XATTR_REPLACE)) {
         return -EINVAL;
+    }
+    host_name = map_name(fs, VFSD_XATTR_OP_SET, name, host, &ret);
+    if (!host_name) {
+        return ret;
     }
     if (acl_needs_map(fs, name)) {
         /* An entry for an id the guest has no right to name is refused */
@@ -149,7 +213,15 @@ int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
         }
         value = mapped;
     }
-    ret = xattr_call(fs, nodeid, XATTR_SET, name, (void *)value, size,
+    if (fs->opts->xattrmap && !fs->opts->readonly) {
+        g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+
+        ret = inode ? vfsd_xattr_drop_capability(fs, inode, -1) : 0;
+        if (ret < 0) {
+            return ret;
+        }
+    }
+    ret = xattr_call(fs, nodeid, XATTR_SET, host_name, (void *)value, size,
                      flags);
     /*
      * Other setxattr_flags bits are ignored: none is defined, and the
@@ -166,7 +238,16 @@ int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
 ssize_t vfsd_op_getxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                          void *value, size_t size)
 {
-    ssize_t ret = xattr_call(fs, nodeid, XATTR_GET, name, value, size, 0);
+    char host[VFSD_XATTR_NAME_MAX + 1];
+    const char *host_name;
+    int err;
+    ssize_t ret;
+
+    host_name = map_name(fs, VFSD_XATTR_OP_GET, name, host, &err);
+    if (!host_name) {
+        return err;
+    }
+    ret = xattr_call(fs, nodeid, XATTR_GET, host_name, value, size, 0);
 
     /* Size 0 asks only for the length, which translation does not change */
     if (ret > 0 && size > 0 && acl_needs_map(fs, name) &&
@@ -182,10 +263,36 @@ ssize_t vfsd_op_getxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
 ssize_t vfsd_op_listxattr(VfsdFs *fs, uint64_t nodeid, char *list,
                           size_t size)
 {
-    return xattr_call(fs, nodeid, XATTR_LIST, NULL, list, size, 0);
+    VfsdXattrMap *map = fs->opts->xattrmap;
+    ssize_t ret = xattr_call(fs, nodeid, XATTR_LIST, NULL, list, size, 0);
+    unsigned int unmatched;
+
+    /*
+     * Asked only for the length, the guest gets the host's, as from the
+     * Rust daemon: translation only ever shortens the list, so a buffer
+     * of that size holds the translated one.
+     */
+    if (!map || ret <= 0 || !size) {
+        return ret;
+    }
+    unmatched = vfsd_xattrmap_unmatched(map);
+    ret = vfsd_xattrmap_list(map, list, ret, list, size);
+    if (vfsd_xattrmap_unmatched(map) != unmatched) {
+        vfsd_guest_error("--xattrmap: no rule matches a host name of inode "
+                         "%" PRIu64 ": hidden as by a 'bad' rule", nodeid);
+    }
+    return ret;
 }
 
 int vfsd_op_removexattr(VfsdFs *fs, uint64_t nodeid, const char *name)
 {
-    return xattr_call(fs, nodeid, XATTR_REMOVE, name, NULL, 0, 0);
+    char host[VFSD_XATTR_NAME_MAX + 1];
+    const char *host_name;
+    int ret;
+
+    host_name = map_name(fs, VFSD_XATTR_OP_REMOVE, name, host, &ret);
+    if (!host_name) {
+        return ret;
+    }
+    return xattr_call(fs, nodeid, XATTR_REMOVE, host_name, NULL, 0, 0);
 }

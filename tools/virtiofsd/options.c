@@ -51,6 +51,9 @@ void vfsd_options_usage(const char *prog)
            "                            what a call outside the system call\n"
            "                            filter does\n"
            "  --xattr, --no-xattr       extended attributes (off)\n"
+           "  --xattrmap=RULES          translate extended attribute names\n"
+           "                            (e.g. :map::user.virtiofs.:); turns\n"
+           "                            --xattr on\n"
            "  --posix-acl               POSIX ACLs, enforced by the guest\n"
            "                            (needs --xattr)\n"
            "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
@@ -240,6 +243,18 @@ static bool set_shared_dir(VfsdOptions *o, const char *v, char **err)
     return true;
 }
 
+static bool set_xattrmap(VfsdOptions *o, const char *v, char **err)
+{
+    VfsdXattrMap *map = vfsd_xattrmap_parse(v, err);
+
+    if (!map) {
+        return false;
+    }
+    vfsd_xattrmap_free(o->xattrmap);
+    o->xattrmap = map;
+    return true;
+}
+
 /* One item of the "-o" list */
 static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
 {
@@ -291,6 +306,8 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         return parse_log_level(o, val, err);
     } else if (!strcmp(key, "dax_policy") && val) {
         return parse_dax_policy(o, val, err);
+    } else if (!strcmp(key, "xattrmap") && val) {
+        return set_xattrmap(o, val, err);
     }
     *err = g_strdup_printf("unknown or malformed option '-o %s'", item);
     return false;
@@ -302,6 +319,8 @@ void vfsd_options_free(VfsdOptions *opts)
     g_free(opts->shared_dir);
     g_free(opts->tag);
     opts->socket_path = opts->shared_dir = opts->tag = NULL;
+    vfsd_xattrmap_free(opts->xattrmap);
+    opts->xattrmap = NULL;
 }
 
 /* Options that take a value, as --name=value or --name value */
@@ -321,6 +340,7 @@ enum {
     OPT_TAG,
     OPT_CACHE_SIZE,
     OPT_UID_MAP,
+    OPT_XATTRMAP,
     OPT_GID_MAP,
     OPT_O,
     OPT_FLAG_FIRST,
@@ -363,6 +383,7 @@ static const struct {
     { "--log-level", OPT_LOG_LEVEL },
     { "--dax-policy", OPT_DAX_POLICY },
     { "--uid-map", OPT_UID_MAP },
+    { "--xattrmap", OPT_XATTRMAP },
     { "--gid-map", OPT_GID_MAP },
     { "-o", OPT_O },
     { "--xattr", OPT_XATTR },
@@ -564,6 +585,8 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         }
         return true;
     }
+    case OPT_XATTRMAP:
+        return set_xattrmap(o, val, err);
     case OPT_O: {
         g_auto(GStrv) items = g_strsplit(val, ",", -1);
         unsigned int i;
@@ -657,6 +680,10 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     if (o->socket_gid >= 0 && !o->socket_path) {
         *err = g_strdup("--socket-group needs --socket-path");
         return false;
+    }
+    /* As with the Rust daemon, a map turns extended attributes on */
+    if (o->xattrmap) {
+        o->xattr = true;
     }
     /* ACLs travel as extended attributes */
     if (o->posix_acl && !o->xattr) {

@@ -14,6 +14,7 @@
 
 #include "idmap.h"
 #include "log.h"
+#include "xattrmap.h"
 
 typedef enum VfsdCache {
     VFSD_CACHE_NEVER,
@@ -63,6 +64,7 @@ typedef struct VfsdOptions {
     bool allow_mmap;
     bool allow_direct_io;       /* honour the guest's O_DIRECT */
     bool posix_acl;             /* FUSE_POSIX_ACL; needs xattr */
+    VfsdXattrMap *xattrmap;     /* name translation; NULL: none */
     VfsdIdMap uid_map;          /* guest <-> host ids; empty: identity */
     VfsdIdMap gid_map;
     unsigned int thread_pool_size;

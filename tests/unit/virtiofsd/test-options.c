@@ -452,6 +452,62 @@ static void test_socket_group_direct_io(void)
     vfsd_options_free(&o);
 }
 
+/* --xattrmap as the Rust daemon takes it, and its legacy -o form */
+static void test_xattrmap(void)
+{
+    VfsdOptions o;
+    char host[VFSD_XATTR_NAME_MAX + 1];
+
+    {
+        g_autofree char *err = NULL;
+
+        /* The map alone turns extended attributes on, --no-xattr or not */
+        g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/a --no-xattr "
+                            "--xattrmap=:map::user.virtiofs.:"));
+        g_assert_true(o.xattr);
+        g_assert_nonnull(o.xattrmap);
+        g_assert_cmpint(vfsd_xattrmap_to_host(o.xattrmap, VFSD_XATTR_OP_SET,
+                                              "trusted.a", host), ==, 0);
+        g_assert_cmpstr(host, ==, "user.virtiofs.trusted.a");
+        vfsd_options_free(&o);
+        g_assert_null(o.xattrmap);
+    }
+    {
+        g_autofree char *err = NULL;
+
+        /* New lines between rules, as a shell script might pass them */
+        g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/a --xattrmap "
+                            "'/prefix/all/trusted./user.vm./\n/ok/all///'"));
+        g_assert_cmpuint(vfsd_xattrmap_rule_count(o.xattrmap), ==, 2);
+        vfsd_options_free(&o);
+    }
+    {
+        g_autofree char *err = NULL;
+
+        g_assert_true(parse(&o, &err, "--fd=3 -o source=/a,xattrmap=:bad:"
+                            "all:::,no_xattr"));
+        g_assert_true(o.xattr);
+        g_assert_cmpint(vfsd_xattrmap_to_host(o.xattrmap, VFSD_XATTR_OP_SET,
+                                              "user.a", host), ==, -EPERM);
+        vfsd_options_free(&o);
+    }
+    {
+        g_autofree char *err = NULL;
+
+        g_assert_false(parse(&o, &err, "--fd=3 --shared-dir=/a "
+                             "--xattrmap=:ok:all:::/bad/all//"));
+        g_assert_cmpstr(err, ==, "--xattrmap: rule 2 ('/bad/all//'): it "
+                        "ends before its last field (every field, the last "
+                        "included, ends with '/')");
+    }
+    {
+        g_autofree char *err = NULL;
+
+        g_assert_false(parse(&o, &err, "--fd=3 -o source=/a,xattrmap="));
+        g_assert_cmpstr(err, ==, "--xattrmap: no rules given");
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -465,6 +521,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
     g_test_add_func("/virtiofsd/options/watch-truncate", test_watch_truncate);
     g_test_add_func("/virtiofsd/options/stats", test_stats);
+    g_test_add_func("/virtiofsd/options/xattrmap", test_xattrmap);
     g_test_add_func("/virtiofsd/options/socket-group-direct-io",
                     test_socket_group_direct_io);
     return g_test_run();

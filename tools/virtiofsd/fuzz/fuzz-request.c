@@ -751,6 +751,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     memset(&frontend, 0, sizeof(frontend));
     frontend.replace = cfg & 0x40;
+    /*
+     * Half the inputs run under --xattrmap, with a rule of each type and
+     * security.capability moved, so that killpriv drops it by name; the
+     * names the corpus uses (user.*, system.posix_acl_*) pass unchanged.
+     */
+    if (cfg & 0x40) {
+        opts.xattrmap = vfsd_xattrmap_parse(
+            ":prefix:all:trusted.:user.fz.: "
+            ":prefix:client:security.capability:user.fz.: "
+            ":bad:client:user.fz.:: :unsupported:all:user.ns.:user.ns.: "
+            ":ok:all:::", &err);
+        if (!opts.xattrmap) {
+            fuzz_fail("xattrmap: %s", err);
+        }
+    }
 
     /*
      * Per input: libFuzzer raises the limit after LLVMFuzzerInitialize(),
@@ -807,6 +822,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     in_session = false;
     check_sentinel();
     vfsd_fs_cleanup(&fs);
+    vfsd_xattrmap_free(opts.xattrmap);
     if (fs.dax) {
         vfsd_dax_free(fs.dax);
         if (frontend.n) {
