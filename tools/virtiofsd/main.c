@@ -230,7 +230,7 @@ int main(int argc, char **argv)
     if (fchdir(proc_fd) < 0) {
         die("cannot change to /proc/self/fd");
     }
-    if (!vfsd_drop_capabilities(&err)) {
+    if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop, &err)) {
         die(err);
     }
     if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {

@@ -316,19 +316,57 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
     return false;
 }
 
-bool vfsd_drop_capabilities(char **err)
-{
-    int ret;
+/* What a passthrough server needs, before --modcaps */
+static const int default_caps[] = {
+    CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER,
+    CAP_FSETID, CAP_SETGID, CAP_SETUID, CAP_MKNOD, CAP_SETFCAP, CAP_LEASE,
+};
 
-    if (geteuid() != 0) {
+bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, char **err)
+{
+    uint64_t want = 0, held = 0;
+    unsigned int i;
+    int cap, ret;
+
+    for (i = 0; i < G_N_ELEMENTS(default_caps); i++) {
+        want |= 1ULL << default_caps[i];
+    }
+    want = (want | add) & ~drop;
+
+    /*
+     * Refuse rather than start without what the user asked for: a
+     * capability outside our permitted set cannot be gained back.
+     */
+    capng_get_caps_process();
+    for (cap = 0; cap <= CAP_LAST_CAP && cap < 64; cap++) {
+        if (capng_have_capability(CAPNG_PERMITTED, cap)) {
+            held |= 1ULL << cap;
+        }
+    }
+    for (cap = 0; cap < 64; cap++) {
+        if ((add & ~held) & (1ULL << cap)) {
+            const char *name = capng_capability_to_name(cap);
+
+            *err = g_strdup_printf("--modcaps: the daemon does not hold "
+                                   "capability %s, so it cannot keep it",
+                                   name ? name : "?");
+            return false;
+        }
+    }
+    if (geteuid() != 0 && !add && !drop) {
         /* Nothing to drop; creations simply keep the daemon's ids */
         return true;
     }
+    /* Not root: what we were not given stays out, asked for or not */
+    want &= held;
     capng_clear(CAPNG_SELECT_BOTH);
-    ret = capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
-                        CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
-                        CAP_FOWNER, CAP_FSETID, CAP_SETGID, CAP_SETUID,
-                        CAP_MKNOD, CAP_SETFCAP, CAP_LEASE, -1);
+    ret = 0;
+    for (cap = 0; cap < 64 && ret == 0; cap++) {
+        if (want & (1ULL << cap)) {
+            ret = capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
+                               cap);
+        }
+    }
     if (ret == 0) {
         ret = capng_apply(CAPNG_SELECT_BOTH);
     }

@@ -10,6 +10,7 @@
 #define VIRTIOFSD_SANDBOX_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "options.h"
 
@@ -23,7 +24,11 @@
  */
 bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
                         int *proc_fd, char **err);
-/* Keeps the capabilities a passthrough server needs, drops the rest */
-bool vfsd_drop_capabilities(char **err);
+/*
+ * Keeps the capabilities a passthrough server needs, with @add added and
+ * @drop taken away (--modcaps; bit N is capability N), and drops the
+ * rest.  An added capability the process does not hold is an error.
+ */
+bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, char **err);
 
 #endif /* VIRTIOFSD_SANDBOX_H */
