@@ -326,8 +326,8 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         { "posix_acl", offsetof(VfsdOptions, posix_acl), true },
         { "no_posix_acl", offsetof(VfsdOptions, posix_acl), false },
         { "watch_truncate", offsetof(VfsdOptions, watch_truncate), true },
-        { "readdirplus", offsetof(VfsdOptions, readdirplus), true },
-        { "no_readdirplus", offsetof(VfsdOptions, readdirplus), false },
+        { "readdirplus", offsetof(VfsdOptions, no_readdirplus), false },
+        { "no_readdirplus", offsetof(VfsdOptions, no_readdirplus), true },
         { "no_watch_truncate", offsetof(VfsdOptions, watch_truncate), false },
     };
     const char *eq = strchr(item, '=');
@@ -535,7 +535,7 @@ static bool apply_flag(VfsdOptions *o, int id)
         o->announce_submounts = false;
         return true;
     case OPT_NO_READDIRPLUS:
-        o->readdirplus = false;
+        o->no_readdirplus = true;
         return true;
     case OPT_PRESERVE_NOATIME:
         o->preserve_noatime = true;
@@ -699,7 +699,6 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     o->sandbox = VFSD_SANDBOX_NAMESPACE;
     o->seccomp = VFSD_SECCOMP_KILL;
     o->killpriv_v2 = true;
-    o->readdirplus = true;
     o->log_level = VFSD_LOG_INFO;
     o->dax_policy = VFSD_DAX_ALWAYS;
 

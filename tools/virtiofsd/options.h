@@ -58,7 +58,7 @@ typedef struct VfsdOptions {
     bool posix_lock;
     bool writeback;
     bool announce_submounts;
-    bool readdirplus;           /* offer FUSE_DO_READDIRPLUS (default) */
+    bool no_readdirplus;        /* do not offer FUSE_DO_READDIRPLUS */
     bool preserve_noatime;      /* pass the guest's O_NOATIME on */
     /* --modcaps: capabilities (bit N: capability N) added to, dropped from
      * the daemon's default set */

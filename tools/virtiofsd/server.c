@@ -213,7 +213,7 @@ static uint64_t init_supported(VfsdFs *fs)
         FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO |
         FUSE_CREATE_SUPP_GROUP;
 
-    if (fs->opts->readdirplus) {
+    if (!fs->opts->no_readdirplus) {
         supported |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;
     }
     if (fs->opts->posix_lock) {
