@@ -17,6 +17,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -145,11 +146,62 @@ static void test_modcaps(void)
     g_assert_cmpint(WEXITSTATUS(status), ==, CAPS_OK);
 }
 
+/*
+ * Unprivileged --uid-map/--gid-map: user 4000 may map itself, once, and
+ * is root in the namespace; any other range is refused with the reason.
+ */
+static G_NORETURN void userns_child(void)
+{
+    g_autofree char *err = NULL;
+    VfsdIdMap u = { 0 }, g = { 0 };
+
+    /*
+     * Changing ids makes the process undumpable, which leaves its /proc
+     * files root's; the daemon, started as the user, is dumpable.
+     */
+    if (setresgid(4000, 4000, 4000) < 0 || setresuid(4000, 4000, 4000) < 0 ||
+        prctl(PR_SET_DUMPABLE, 1) < 0) {
+        _exit(CAPS_REFUSED);
+    }
+    g_assert_true(vfsd_idmap_add(&u, ":0:4000:1:", &err));
+    g_assert_true(vfsd_idmap_add(&g, ":0:4001:1:", &err));
+    if (vfsd_userns_enter(&u, &g, &err) || !strstr(err, "--gid-map")) {
+        _exit(CAPS_ACCEPTED);
+    }
+    g = u;
+    g_clear_pointer(&err, g_free);
+    if (!vfsd_userns_enter(&u, &g, &err)) {
+        g_printerr("%s\n", err);
+        _exit(CAPS_REFUSED);
+    }
+    _exit(geteuid() == 0 && getegid() == 0 ? CAPS_OK : CAPS_WRONG_SET);
+}
+
+static void test_userns(void)
+{
+    int status;
+    pid_t pid;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root to become user 4000");
+        return;
+    }
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        userns_child();
+    }
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, CAPS_OK);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     vfsd_log_init(false, VFSD_LOG_ERROR);
     g_test_add_func("/virtiofsd/sandbox/nodev", test_nodev);
     g_test_add_func("/virtiofsd/sandbox/modcaps", test_modcaps);
+    g_test_add_func("/virtiofsd/sandbox/userns", test_userns);
     return g_test_run();
 }
