@@ -222,7 +222,10 @@ static int as(const char *uid_s, const char *gid_s, const char *how,
             perror("acltool: switching ids");
             _exit(2);
         }
-        fd = open(path, (how[0] == 'w' ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+        /* r: read, w: write, c: create */
+        fd = open(path, (how[0] == 'w' ? O_WRONLY :
+                         how[0] == 'c' ? O_WRONLY | O_CREAT | O_EXCL :
+                         O_RDONLY) | O_CLOEXEC, 0644);
         printf("%s\n", fd < 0 ? errname(errno) : "ok");
         fflush(stdout);
         _exit(fd < 0);

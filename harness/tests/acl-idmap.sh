@@ -88,3 +88,95 @@ assert named == [101000], f"named users on the host: {named}"
 print("ok: the ACL names host uid 101000 on disk")
 PY
 echo "ok: ACLs and id maps end to end"
+
+# The Rust daemon's in-daemon translation, as microvm.nix and kata write
+# it: guest root is the host's 4000, host ids 5000-5009 all show as 600,
+# guest uid 1234 may not act, other ids pass as they are.  --modcaps=-chown
+# takes away the daemon's right to give files away (chown as guest root
+# fails), --no-readdirplus and --preserve-noatime are accepted alongside.
+shared2=$(mktemp -d /tmp/vfsdax-xlate.XXXXXX)
+trap 'rm -rf "$shared" "$shared2" "$guest_script"' EXIT
+chown 4000:4000 "$shared2"
+chmod 777 "$shared2"
+echo a > "$shared2/squashed" && chown 5003:77 "$shared2/squashed"
+echo b > "$shared2/plain" && chown 31:32 "$shared2/plain"
+
+cat > "$guest_script" <<'GUEST'
+. /lib/vfsdax.sh
+mount_virtiofs "$VFS_TAG" /mnt
+ids=$(stat -c %u:%g /mnt)
+[ "$ids" = 0:0 ] || fail "the share's owner shows as $ids, not 0:0"
+ids=$(stat -c %u:%g /mnt/squashed)
+[ "$ids" = 600:77 ] || fail "host 5003:77 shows as $ids, not 600:77"
+ids=$(stat -c %u:%g /mnt/plain)
+[ "$ids" = 31:32 ] || fail "host 31:32 shows as $ids"
+pass "host ids: map, squash-host and untouched"
+echo x > /mnt/byroot || fail "create as guest root"
+r=$(acltool as 1000 1000 c /mnt/by1000)
+[ "$r" = ok ] || fail "create as guest 1000: $r"
+r=$(acltool as 1234 1000 c /mnt/by1234)
+[ "$r" = EPERM ] || fail "create as forbidden guest 1234: $r"
+pass "creations translated, forbid-guest refused"
+if chown 1000 /mnt/byroot 2>/dev/null; then
+    fail "chown worked with --modcaps=-chown"
+fi
+[ "$(stat -c %u /mnt/byroot)" = 0 ] || fail "owner after a refused chown"
+pass "--modcaps=-chown: the daemon cannot give files away"
+ls /mnt > /dev/null || fail "listing without READDIRPLUS"
+sync
+umount /mnt || fail umount
+pass "unmounted"
+GUEST
+
+python3 "$top/harness/vm.py" --shared "$shared2" --daemon ours \
+    --daemon-args="--translate-uid map:0:4000:1 --translate-gid map:0:4000:1 --translate-uid squash-host:5000:600:10 --translate-uid=forbid-guest:1234:1 --modcaps=-chown --no-readdirplus --preserve-noatime" \
+    "$@" "$guest_script"
+shared=$shared2
+check byroot 4000:4000
+check by1000 1000:1000
+[ ! -e "$shared2/by1234" ] || { echo "FAIL: forbidden guest 1234 created a file"; exit 1; }
+echo "ok: --translate-uid/gid, --modcaps end to end"
+
+# Unprivileged, --uid-map/--gid-map name the user namespace the sandbox is
+# made in, as with the Rust daemon: a user 4000 maps itself to root.  The
+# kernel translates: the share (host 4000) is the guest root's, host
+# root's file shows as 65534, and no other id can be acted as.
+shared3=$(mktemp -d /tmp/vfsdax-userns.XXXXXX)
+bindir=$(mktemp -d /tmp/vfsdax-userns-bin.XXXXXX)
+trap 'rm -rf "$shared" "$shared2" "$shared3" "$bindir" "$guest_script"' EXIT
+chown 4000:4000 "$shared3"
+chmod 777 "$shared3"
+echo r > "$shared3/hostroot"
+cp "$top/build/qemu/tools/virtiofsd/virtiofsd" "$bindir/virtiofsd"
+printf '#!/bin/sh\nexec setpriv --reuid=4000 --regid=4000 --clear-groups %s "$@"\n' \
+    "$bindir/virtiofsd" > "$bindir/as4000"
+chmod 755 "$bindir" "$bindir/virtiofsd" "$bindir/as4000"
+
+cat > "$guest_script" <<'GUEST'
+. /lib/vfsdax.sh
+mount_virtiofs "$VFS_TAG" /mnt
+ids=$(stat -c %u:%g /mnt)
+[ "$ids" = 0:0 ] || fail "the share's owner shows as $ids, not 0:0"
+ids=$(stat -c %u:%g /mnt/hostroot)
+[ "$ids" = 65534:65534 ] || fail "host root's file shows as $ids"
+pass "host ids through the user namespace"
+echo x > /mnt/byroot || fail "create as guest root"
+r=$(acltool as 1000 1000 c /mnt/by1000)
+[ "$r" != ok ] || fail "guest 1000, outside the namespace, created a file"
+if chown 1000 /mnt/byroot 2>/dev/null; then
+    fail "chown to a uid outside the namespace worked"
+fi
+pass "ids outside the namespace cannot be acted as ($r)"
+sync
+umount /mnt || fail umount
+pass "unmounted"
+GUEST
+
+python3 "$top/harness/vm.py" --shared "$shared3" --daemon ours \
+    --daemon-binary "$bindir/as4000" --daemon-fd \
+    --daemon-args="--sandbox=namespace --uid-map=:0:4000:1: --gid-map=:0:4000:1:" \
+    "$@" "$guest_script"
+shared=$shared3
+check byroot 4000:4000
+[ ! -e "$shared3/by1000" ] || { echo "FAIL: guest 1000 created a file"; exit 1; }
+echo "ok: unprivileged --uid-map/--gid-map through a user namespace"

@@ -156,6 +156,13 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         gid_t gid = (valid & FATTR_GID) ?
                     vfsd_idmap_to_host(&fs->opts->gid_map, in->gid) : -1;
 
+        /* As if the guest were a caller of chown(2) not allowed the id */
+        if (((valid & FATTR_UID) &&
+             vfsd_idmap_forbidden(&fs->opts->uid_map, in->uid)) ||
+            ((valid & FATTR_GID) &&
+             vfsd_idmap_forbidden(&fs->opts->gid_map, in->gid))) {
+            return -EPERM;
+        }
         /*
          * An id the map does not cover has no host counterpart, like an
          * id outside a user namespace's map (chown(2) says EINVAL).

@@ -46,6 +46,16 @@ static int open_flags(VfsdFs *fs, uint32_t flags)
     }
 
     /*
+     * O_NOATIME fails with EPERM unless the caller owns the file (or the
+     * daemon has CAP_FOWNER, which the caller's credentials may not give):
+     * a guest that sets it everywhere would see opens fail that plain ones
+     * pass.  The Rust daemon drops it for that reason unless asked not to.
+     */
+    if (!fs->opts->preserve_noatime) {
+        f &= ~O_NOATIME;
+    }
+
+    /*
      * With a writeback cache the guest reads pages it writes partially,
      * and it does O_APPEND positioning itself.
      */

@@ -93,11 +93,11 @@ bool vfsd_idmap_add(VfsdIdMap *m, const char *spec, char **err)
     return true;
 }
 
-uint32_t vfsd_idmap_to_host(const VfsdIdMap *m, uint32_t id)
+static uint32_t ns_to_host(const VfsdIdMap *m, uint32_t id)
 {
     unsigned int i;
 
-    if (!vfsd_idmap_active(m)) {
+    if (!m->n) {
         return id;
     }
     for (i = 0; i < m->n; i++) {
@@ -108,11 +108,11 @@ uint32_t vfsd_idmap_to_host(const VfsdIdMap *m, uint32_t id)
     return VFSD_NO_ID;
 }
 
-uint32_t vfsd_idmap_to_guest(const VfsdIdMap *m, uint32_t id)
+static uint32_t ns_to_guest(const VfsdIdMap *m, uint32_t id)
 {
     unsigned int i;
 
-    if (!vfsd_idmap_active(m)) {
+    if (!m->n) {
         return id;
     }
     for (i = 0; i < m->n; i++) {
@@ -121,6 +121,33 @@ uint32_t vfsd_idmap_to_guest(const VfsdIdMap *m, uint32_t id)
         }
     }
     return VFSD_OVERFLOW_ID;
+}
+
+/*
+ * The translation rules act as the daemon itself would, seen from inside
+ * its user namespace: the guest's id becomes the daemon's, which the
+ * namespace's map turns into the host's.
+ */
+uint32_t vfsd_idmap_to_host(const VfsdIdMap *m, uint32_t id)
+{
+    uint32_t mid;
+
+    if (id == VFSD_NO_ID || vfsd_idxlate_to_host(&m->xlate, id, &mid) < 0) {
+        return VFSD_NO_ID;
+    }
+    return ns_to_host(m, mid);
+}
+
+uint32_t vfsd_idmap_to_guest(const VfsdIdMap *m, uint32_t id)
+{
+    return vfsd_idxlate_to_guest(&m->xlate, ns_to_guest(m, id));
+}
+
+bool vfsd_idmap_forbidden(const VfsdIdMap *m, uint32_t id)
+{
+    uint32_t mid;
+
+    return vfsd_idxlate_to_host(&m->xlate, id, &mid) < 0;
 }
 
 /* The kernel's xattr form of an ACL (little-endian) */
@@ -183,4 +210,155 @@ int vfsd_idmap_acl(const VfsdIdMap *uids, const VfsdIdMap *gids,
         memcpy(p + off + 4, &le32, 4);
     }
     return 0;
+}
+
+static bool rule_to_host(const VfsdIdRule *r)
+{
+    return r->kind != VFSD_IDRULE_HOST && r->kind != VFSD_IDRULE_SQUASH_HOST;
+}
+
+static bool rule_to_guest(const VfsdIdRule *r)
+{
+    return r->kind == VFSD_IDRULE_HOST || r->kind == VFSD_IDRULE_MAP ||
+           r->kind == VFSD_IDRULE_SQUASH_HOST;
+}
+
+/* The ids a rule's direction reads: guest ids to host, host ids back */
+static uint32_t rule_from(const VfsdIdRule *r, bool to_host)
+{
+    return to_host ? r->guest : r->host;
+}
+
+bool vfsd_idxlate_add(VfsdIdTranslate *t, const char *spec, char **err)
+{
+    static const struct {
+        const char *prefix;
+        VfsdIdRuleKind kind;
+        bool host_first;        /* the fields are host id, guest id */
+        unsigned int fields;
+    } kinds[] = {
+        { "guest", VFSD_IDRULE_GUEST, false, 3 },
+        { "host", VFSD_IDRULE_HOST, true, 3 },
+        { "map", VFSD_IDRULE_MAP, false, 3 },
+        { "squash-guest", VFSD_IDRULE_SQUASH_GUEST, false, 3 },
+        { "squash-host", VFSD_IDRULE_SQUASH_HOST, true, 3 },
+        { "forbid-guest", VFSD_IDRULE_FORBID_GUEST, false, 2 },
+    };
+    g_auto(GStrv) f = g_strsplit(spec, ":", -1);
+    uint32_t v[3] = { 0, 0, 0 };
+    VfsdIdRule r;
+    unsigned int i, k, nf = g_strv_length(f);
+
+    for (k = 0; k < G_N_ELEMENTS(kinds); k++) {
+        if (!strcmp(f[0] ? f[0] : "", kinds[k].prefix)) {
+            break;
+        }
+    }
+    if (k == G_N_ELEMENTS(kinds)) {
+        *err = g_strdup("expected guest:, host:, map:, squash-guest:, "
+                        "squash-host: or forbid-guest: first");
+        return false;
+    }
+    if (nf != kinds[k].fields + 1) {
+        *err = g_strdup_printf("expected %s:%s", kinds[k].prefix,
+                               kinds[k].fields == 2 ? "GUEST:COUNT" :
+                               kinds[k].host_first ? "HOST:GUEST:COUNT" :
+                               "GUEST:HOST:COUNT");
+        return false;
+    }
+    for (i = 0; i < kinds[k].fields; i++) {
+        if (!parse_field(f[i + 1], &v[i])) {
+            *err = g_strdup_printf("'%s' is not a number from 0 to "
+                                   "4294967295", f[i + 1]);
+            return false;
+        }
+    }
+    r.kind = kinds[k].kind;
+    if (kinds[k].fields == 2) {
+        r.guest = v[0];
+        r.host = 0;
+        r.count = v[1];
+    } else {
+        r.guest = kinds[k].host_first ? v[1] : v[0];
+        r.host = kinds[k].host_first ? v[0] : v[1];
+        r.count = v[2];
+    }
+    if (r.count == 0) {
+        *err = g_strdup("the count must not be 0");
+        return false;
+    }
+    /* A squash target is one id; the other side is a range */
+    if ((uint64_t)r.guest + (r.kind == VFSD_IDRULE_SQUASH_HOST ? 1 :
+                             r.count) > VFSD_NO_ID ||
+        (uint64_t)r.host + (r.kind == VFSD_IDRULE_SQUASH_GUEST ||
+                            r.kind == VFSD_IDRULE_FORBID_GUEST ? 1 :
+                            r.count) > VFSD_NO_ID) {
+        *err = g_strdup("the range goes past id 4294967294");
+        return false;
+    }
+    /* Two rules for one id in one direction: which one wins is a guess */
+    for (i = 0; i < t->n; i++) {
+        const VfsdIdRule *o = &t->r[i];
+
+        if (rule_to_host(&r) && rule_to_host(o) &&
+            overlap(r.guest, r.count, o->guest, o->count)) {
+            *err = g_strdup("its guest ids overlap an earlier rule's");
+            return false;
+        }
+        if (rule_to_guest(&r) && rule_to_guest(o) &&
+            overlap(r.host, r.count, o->host, o->count)) {
+            *err = g_strdup("its host ids overlap an earlier rule's");
+            return false;
+        }
+    }
+    if (t->n == VFSD_IDMAP_MAX) {
+        *err = g_strdup_printf("more than %d rules", VFSD_IDMAP_MAX);
+        return false;
+    }
+    t->r[t->n++] = r;
+    return true;
+}
+
+int vfsd_idxlate_to_host(const VfsdIdTranslate *t, uint32_t id,
+                         uint32_t *out)
+{
+    unsigned int i;
+
+    *out = id;
+    for (i = 0; i < t->n; i++) {
+        const VfsdIdRule *r = &t->r[i];
+        uint32_t from = rule_from(r, true);
+
+        if (!rule_to_host(r) || id < from || id - from >= r->count) {
+            continue;
+        }
+        switch (r->kind) {
+        case VFSD_IDRULE_FORBID_GUEST:
+            return -EPERM;
+        case VFSD_IDRULE_SQUASH_GUEST:
+            *out = r->host;
+            return 0;
+        default:
+            *out = r->host + (id - from);
+            return 0;
+        }
+    }
+    return 0;
+}
+
+uint32_t vfsd_idxlate_to_guest(const VfsdIdTranslate *t, uint32_t id)
+{
+    unsigned int i;
+
+    for (i = 0; i < t->n; i++) {
+        const VfsdIdRule *r = &t->r[i];
+        uint32_t from = rule_from(r, false);
+
+        if (!rule_to_guest(r) || id < from || id - from >= r->count) {
+            continue;
+        }
+        return r->kind == VFSD_IDRULE_SQUASH_HOST ? r->guest :
+               r->guest + (id - from);
+    }
+    return id;
 }

@@ -164,7 +164,7 @@ int main(int argc, char **argv)
     g_autofree char *err = NULL;
     int conn = -1, lfd, root_fd, proc_fd;
     mode_t caller_umask;
-    bool ok;
+    bool ok, in_userns = false;
 
     if (!vfsd_options_parse(&opts, argc, argv, &err)) {
         fprintf(stderr, "virtiofsd: error: %s\n", err);
@@ -184,18 +184,35 @@ int main(int argc, char **argv)
         return 0;
     }
     vfsd_log_init(opts.syslog, opts.log_level);
-    if ((vfsd_idmap_active(&opts.uid_map) ||
-         vfsd_idmap_active(&opts.gid_map)) && geteuid() != 0) {
-        /* Acting as the mapped ids needs CAP_SETUID/CAP_SETGID */
-        vfsd_warn("--uid-map/--gid-map without root: requests from "
-                  "users other than ours will fail");
+    /*
+     * Unprivileged, --uid-map/--gid-map name the user namespace the
+     * sandbox is made in, as in the Rust daemon: the kernel translates,
+     * so the daemon must not as well.  As root the daemon gives the guest
+     * the same view by translating itself (see idmap.c).
+     */
+    if ((opts.uid_map.n || opts.gid_map.n) && geteuid() != 0) {
+        if (opts.sandbox != VFSD_SANDBOX_NAMESPACE) {
+            die("--uid-map/--gid-map without root need "
+                "--sandbox=namespace");
+        }
+        if (!vfsd_userns_enter(&opts.uid_map, &opts.gid_map, &err)) {
+            die(err);
+        }
+        opts.uid_map.n = opts.gid_map.n = 0;
+        in_userns = true;
+    } else if ((vfsd_idmap_active(&opts.uid_map) ||
+                vfsd_idmap_active(&opts.gid_map)) && geteuid() != 0) {
+        /* Acting as the translated ids needs CAP_SETUID/CAP_SETGID */
+        vfsd_warn("--translate-uid/--translate-gid without root: "
+                  "requests from users other than ours will fail");
     }
 
     /* Modes come from the guest, already masked by its umask */
     caller_umask = umask(0);
     set_rlimit(opts.rlimit_nofile);
     signal(SIGPIPE, SIG_IGN);
-    if (!vfsd_creds_init(&err)) {
+    /* setgroups is denied in our user namespace: we keep what we had */
+    if (!in_userns && !vfsd_creds_init(&err)) {
         die(err);
     }
 
@@ -230,7 +247,7 @@ int main(int argc, char **argv)
     if (fchdir(proc_fd) < 0) {
         die("cannot change to /proc/self/fd");
     }
-    if (!vfsd_drop_capabilities(&err)) {
+    if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop, &err)) {
         die(err);
     }
     if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {

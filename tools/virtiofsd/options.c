@@ -10,6 +10,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
+#include <cap-ng.h>
 #include <errno.h>
 #include <glib.h>
 #include <grp.h>
@@ -59,6 +60,13 @@ void vfsd_options_usage(const char *prog)
            "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
            "  --writeback               guest writeback cache\n"
            "  --announce-submounts      tell the guest about submounts\n"
+           "  --no-announce-submounts   do not (the default)\n"
+           "  --no-readdirplus          do not offer READDIRPLUS\n"
+           "  --preserve-noatime        pass the guest's O_NOATIME on (off:\n"
+           "                            dropped, so that opening a file the\n"
+           "                            caller does not own cannot fail)\n"
+           "  --modcaps=[+-]CAP[:[+-]CAP...]  add (+) or drop (-)\n"
+           "                            capabilities, e.g. +sys_admin:-chown\n"
            "  --readonly                refuse every change\n"
            "  --no-killpriv-v2          do not offer FUSE_HANDLE_KILLPRIV_V2\n"
            "  --allow-direct-io         honour the guest's O_DIRECT (off:\n"
@@ -83,9 +91,14 @@ void vfsd_options_usage(const char *prog)
            "  --dax-unmap-delay=MS      keep ranges the guest removes mapped\n"
            "                            until reused, at most MS ms (0:\n"
            "                            unmap at once, the default)\n"
-           "  --uid-map=:GUEST:HOST:COUNT:, --gid-map=:GUEST:HOST:COUNT:\n"
-           "                            guest ids GUEST.. are host ids\n"
-           "                            HOST.. (repeatable)\n"
+           "  --uid-map=:NS:HOST:COUNT:, --gid-map=:NS:HOST:COUNT:\n"
+           "                            the user namespace's map: ids NS..\n"
+           "                            are host ids HOST..; others have\n"
+           "                            none (repeatable)\n"
+           "  --translate-uid=RULE, --translate-gid=RULE  (repeatable)\n"
+           "                            map:G:H:N, guest:G:H:N, host:H:G:N,\n"
+           "                            squash-guest:G:H:N, squash-host:H:G:N,\n"
+           "                            forbid-guest:G:N; other ids pass\n"
            "  --thread-pool-size=N      worker threads per queue (0: none)\n"
            "  --rlimit-nofile=N         raise RLIMIT_NOFILE to N\n"
            "  --log-level=error|warn|info|debug    (info)\n"
@@ -255,6 +268,51 @@ static bool set_xattrmap(VfsdOptions *o, const char *v, char **err)
     return true;
 }
 
+/*
+ * --modcaps: a colon-separated list of capability names (as capabilities(7)
+ * spells them, with or without "cap_", in any case), each with + to add it
+ * to the daemon's default set or - to drop it.  Whether the daemon may hold
+ * an added one is checked when it drops its capabilities.
+ */
+static bool parse_modcaps(VfsdOptions *o, const char *v, char **err)
+{
+    g_auto(GStrv) items = g_strsplit(v, ":", -1);
+    unsigned int i;
+
+    if (!*v) {
+        *err = g_strdup("invalid --modcaps '': expected a list like "
+                        "+sys_admin:-chown");
+        return false;
+    }
+    for (i = 0; items[i]; i++) {
+        const char *it = items[i];
+        g_autofree char *name = NULL;
+        int cap;
+
+        if (it[0] != '+' && it[0] != '-') {
+            *err = g_strdup_printf("invalid --modcaps item '%s': each "
+                                   "capability needs a + or a -", it);
+            return false;
+        }
+        name = g_ascii_strdown(it + 1, -1);
+        cap = capng_name_to_capability(g_str_has_prefix(name, "cap_") ?
+                                       name + 4 : name);
+        if (cap < 0 || cap >= 64) {
+            *err = g_strdup_printf("invalid --modcaps item '%s': unknown "
+                                   "capability '%s'", it, it + 1);
+            return false;
+        }
+        if (it[0] == '+') {
+            o->caps_add |= 1ULL << cap;
+            o->caps_drop &= ~(1ULL << cap);
+        } else {
+            o->caps_drop |= 1ULL << cap;
+            o->caps_add &= ~(1ULL << cap);
+        }
+    }
+    return true;
+}
+
 /* One item of the "-o" list */
 static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
 {
@@ -283,6 +341,8 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         { "posix_acl", offsetof(VfsdOptions, posix_acl), true },
         { "no_posix_acl", offsetof(VfsdOptions, posix_acl), false },
         { "watch_truncate", offsetof(VfsdOptions, watch_truncate), true },
+        { "readdirplus", offsetof(VfsdOptions, no_readdirplus), false },
+        { "no_readdirplus", offsetof(VfsdOptions, no_readdirplus), true },
         { "no_watch_truncate", offsetof(VfsdOptions, watch_truncate), false },
     };
     const char *eq = strchr(item, '=');
@@ -308,6 +368,8 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
         return parse_dax_policy(o, val, err);
     } else if (!strcmp(key, "xattrmap") && val) {
         return set_xattrmap(o, val, err);
+    } else if (!strcmp(key, "modcaps") && val) {
+        return parse_modcaps(o, val, err);
     }
     *err = g_strdup_printf("unknown or malformed option '-o %s'", item);
     return false;
@@ -342,6 +404,9 @@ enum {
     OPT_UID_MAP,
     OPT_XATTRMAP,
     OPT_GID_MAP,
+    OPT_MODCAPS,
+    OPT_TRANSLATE_UID,
+    OPT_TRANSLATE_GID,
     OPT_O,
     OPT_FLAG_FIRST,
     OPT_XATTR = OPT_FLAG_FIRST,
@@ -364,6 +429,9 @@ enum {
     OPT_ALLOW_DIRECT_IO,
     OPT_WATCH_TRUNCATE,
     OPT_STATS,
+    OPT_NO_ANNOUNCE_SUBMOUNTS,
+    OPT_NO_READDIRPLUS,
+    OPT_PRESERVE_NOATIME,
 };
 
 static const struct {
@@ -412,6 +480,12 @@ static const struct {
     { "--dax-unmap-delay", OPT_DAX_UNMAP_DELAY },
     { "--tag", OPT_TAG },
     { "--cache-size", OPT_CACHE_SIZE },
+    { "--modcaps", OPT_MODCAPS },
+    { "--translate-uid", OPT_TRANSLATE_UID },
+    { "--translate-gid", OPT_TRANSLATE_GID },
+    { "--no-announce-submounts", OPT_NO_ANNOUNCE_SUBMOUNTS },
+    { "--no-readdirplus", OPT_NO_READDIRPLUS },
+    { "--preserve-noatime", OPT_PRESERVE_NOATIME },
 };
 
 /* Options without a value; false if @id is not one of them */
@@ -477,6 +551,15 @@ static bool apply_flag(VfsdOptions *o, int id)
         return true;
     case OPT_STATS:
         o->stats = true;
+        return true;
+    case OPT_NO_ANNOUNCE_SUBMOUNTS:
+        o->announce_submounts = false;
+        return true;
+    case OPT_NO_READDIRPLUS:
+        o->no_readdirplus = true;
+        return true;
+    case OPT_PRESERVE_NOATIME:
+        o->preserve_noatime = true;
         return true;
     }
     return false;
@@ -572,6 +655,22 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return parse_log_level(o, val, err);
     case OPT_DAX_POLICY:
         return parse_dax_policy(o, val, err);
+    case OPT_MODCAPS:
+        return parse_modcaps(o, val, err);
+    case OPT_TRANSLATE_UID:
+    case OPT_TRANSLATE_GID: {
+        bool uids = id == OPT_TRANSLATE_UID;
+        g_autofree char *why = NULL;
+
+        if (!vfsd_idxlate_add(uids ? &o->uid_map.xlate : &o->gid_map.xlate,
+                              val, &why)) {
+            *err = g_strdup_printf("invalid %s '%s': %s",
+                                   uids ? "--translate-uid" :
+                                   "--translate-gid", val, why);
+            return false;
+        }
+        return true;
+    }
     case OPT_UID_MAP:
     case OPT_GID_MAP: {
         bool uids = id == OPT_UID_MAP;

@@ -316,19 +316,113 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
     return false;
 }
 
-bool vfsd_drop_capabilities(char **err)
+static bool write_proc(const char *file, const char *text, char **err)
 {
-    int ret;
+    g_autofree char *path = g_strdup_printf("/proc/self/%s", file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    ssize_t len = strlen(text);
+    bool ok;
 
-    if (geteuid() != 0) {
+    ok = fd >= 0 && write(fd, text, len) == len;
+    if (!ok) {
+        *err = g_strdup_printf("--uid-map/--gid-map: cannot write %s: %s",
+                               path, strerror(errno));
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    return ok;
+}
+
+/* The one range an unprivileged process may map: its own id, once */
+static bool own_range(const VfsdIdMap *m, uint32_t own, const char *opt,
+                      char **line, char **err)
+{
+    if (m->n != 1 || m->r[0].host != own || m->r[0].count != 1) {
+        *err = g_strdup_printf("%s without root: only :ID:%u:1: (our own "
+                               "id, once) can be mapped without "
+                               "newuidmap(1), which we do not use", opt,
+                               own);
+        return false;
+    }
+    *line = g_strdup_printf("%u %u 1\n", m->r[0].guest, own);
+    return true;
+}
+
+bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
+                       char **err)
+{
+    g_autofree char *uid_line = NULL;
+    g_autofree char *gid_line = NULL;
+    uid_t uid = geteuid();
+    gid_t gid = getegid();
+
+    if (!own_range(uids, uid, "--uid-map", &uid_line, err) ||
+        !own_range(gids, gid, "--gid-map", &gid_line, err)) {
+        return false;
+    }
+    if (unshare(CLONE_NEWUSER) < 0) {
+        *err = g_strdup_printf("--sandbox=namespace: cannot create a user "
+                               "namespace: %s", strerror(errno));
+        return false;
+    }
+    /* The kernel wants setgroups denied before an unprivileged gid_map */
+    return write_proc("setgroups", "deny", err) &&
+           write_proc("uid_map", uid_line, err) &&
+           write_proc("gid_map", gid_line, err);
+}
+
+/* What a passthrough server needs, before --modcaps */
+static const int default_caps[] = {
+    CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER,
+    CAP_FSETID, CAP_SETGID, CAP_SETUID, CAP_MKNOD, CAP_SETFCAP, CAP_LEASE,
+};
+
+bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, char **err)
+{
+    uint64_t want = 0, held = 0;
+    unsigned int i;
+    int cap, ret;
+
+    for (i = 0; i < G_N_ELEMENTS(default_caps); i++) {
+        want |= 1ULL << default_caps[i];
+    }
+    want = (want | add) & ~drop;
+
+    /*
+     * Refuse rather than start without what the user asked for: a
+     * capability outside our permitted set cannot be gained back.
+     */
+    capng_get_caps_process();
+    for (cap = 0; cap <= CAP_LAST_CAP && cap < 64; cap++) {
+        if (capng_have_capability(CAPNG_PERMITTED, cap)) {
+            held |= 1ULL << cap;
+        }
+    }
+    for (cap = 0; cap < 64; cap++) {
+        if ((add & ~held) & (1ULL << cap)) {
+            const char *name = capng_capability_to_name(cap);
+
+            *err = g_strdup_printf("--modcaps: the daemon does not hold "
+                                   "capability %s, so it cannot keep it",
+                                   name ? name : "?");
+            return false;
+        }
+    }
+    if (geteuid() != 0 && !add && !drop) {
         /* Nothing to drop; creations simply keep the daemon's ids */
         return true;
     }
+    /* Not root: what we were not given stays out, asked for or not */
+    want &= held;
     capng_clear(CAPNG_SELECT_BOTH);
-    ret = capng_updatev(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
-                        CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
-                        CAP_FOWNER, CAP_FSETID, CAP_SETGID, CAP_SETUID,
-                        CAP_MKNOD, CAP_SETFCAP, CAP_LEASE, -1);
+    ret = 0;
+    for (cap = 0; cap < 64 && ret == 0; cap++) {
+        if (want & (1ULL << cap)) {
+            ret = capng_update(CAPNG_ADD, CAPNG_EFFECTIVE | CAPNG_PERMITTED,
+                               cap);
+        }
+    }
     if (ret == 0) {
         ret = capng_apply(CAPNG_SELECT_BOTH);
     }

@@ -10,7 +10,9 @@
 #define VIRTIOFSD_SANDBOX_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
+#include "idmap.h"
 #include "options.h"
 
 /*
@@ -23,7 +25,22 @@
  */
 bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
                         int *proc_fd, char **err);
-/* Keeps the capabilities a passthrough server needs, drops the rest */
-bool vfsd_drop_capabilities(char **err);
+/*
+ * For an unprivileged --sandbox=namespace with --uid-map/--gid-map, as
+ * the Rust virtiofsd does it: a new user namespace whose map is @uids and
+ * @gids, in which the process is root.  An unprivileged process may only
+ * map its own ids, one range each, of count 1; anything else is refused
+ * (the Rust daemon calls newuidmap(1) for it).  Returns false with a
+ * message in @err.
+ */
+bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
+                       char **err);
+
+/*
+ * Keeps the capabilities a passthrough server needs, with @add added and
+ * @drop taken away (--modcaps; bit N is capability N), and drops the
+ * rest.  An added capability the process does not hold is an error.
+ */
+bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, char **err);
 
 #endif /* VIRTIOFSD_SANDBOX_H */

@@ -209,11 +209,13 @@ static uint64_t init_supported(VfsdFs *fs)
 {
     uint64_t supported =
         FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
-        FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
         FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
         FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO |
         FUSE_CREATE_SUPP_GROUP;
 
+    if (!fs->opts->no_readdirplus) {
+        supported |= FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO;
+    }
     if (fs->opts->posix_lock) {
         supported |= FUSE_POSIX_LOCKS;
     }

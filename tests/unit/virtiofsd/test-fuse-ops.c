@@ -2187,6 +2187,130 @@ static void test_errno_killpriv_dax(void)
     vfsd_dax_free(dax);
 }
 
+/* --no-readdirplus: INIT no longer offers READDIRPLUS, nor its auto mode */
+static void test_no_readdirplus(void)
+{
+    struct fuse_init_in in = {
+        .major = 7, .minor = 41,
+        .flags = FUSE_INIT_EXT | FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO,
+    };
+    struct fuse_init_out out;
+    VfsdOptions o;
+    TestReq *r;
+    TestFs t;
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        test_fs_setup(&t, NULL);
+        o = t.opts;
+        test_fs_teardown(&t);
+        o.no_readdirplus = i;
+        test_fs_setup(&t, &o);
+        r = test_req_new(FUSE_INIT, 0);
+        test_req_add(r, &in, sizeof(in));
+        g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==,
+                        0);
+        g_assert_cmpint(!!(out.flags & FUSE_DO_READDIRPLUS), ==, !i);
+        g_assert_cmpint(!!(out.flags & FUSE_READDIRPLUS_AUTO), ==, !i);
+        test_fs_teardown(&t);
+    }
+}
+
+/*
+ * --preserve-noatime: a read through a file the guest opened O_NOATIME
+ * leaves the host's atime alone; without it the flag is dropped and the
+ * read updates an atime older than the mtime (relatime does that too).
+ */
+static void test_preserve_noatime(void)
+{
+    struct timespec old[2] = { { .tv_sec = 1000000 }, { .tv_nsec = UTIME_NOW } };
+    VfsdOptions o;
+    TestFs t;
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        struct fuse_read_in rd = { .size = 4 };
+        g_autofree char *path = NULL;
+        uint64_t ino;
+        struct stat st;
+        char buf[4];
+        TestReq *r;
+
+        test_fs_setup(&t, NULL);
+        o = t.opts;
+        test_fs_teardown(&t);
+        o.preserve_noatime = i;
+        test_fs_setup(&t, &o);
+        test_fs_init_session(&t, 0);
+        path = g_build_filename(t.dir, "f", NULL);
+        g_assert_true(g_file_set_contents(path, "abcd", 4, NULL));
+        g_assert_cmpint(utimensat(t.dir_fd, "f", old, 0), ==, 0);
+        ino = test_lookup(&t, FUSE_ROOT_ID, "f", NULL);
+        rd.fh = test_open(&t, ino, O_RDONLY | O_NOATIME);
+        r = test_req_new(FUSE_READ, ino);
+        test_req_add(r, &rd, sizeof(rd));
+        g_assert_cmpint(test_send(&t, r, 4096, buf, sizeof(buf), NULL), ==,
+                        0);
+        g_assert_cmpint(fstatat(t.dir_fd, "f", &st, 0), ==, 0);
+        if (i) {
+            g_assert_cmpint(st.st_atim.tv_sec, ==, old[0].tv_sec);
+        } else {
+            g_assert_cmpint(st.st_atim.tv_sec, >, old[0].tv_sec);
+        }
+        test_fs_teardown(&t);
+    }
+}
+
+/*
+ * --translate-uid/--translate-gid: a map: rule both ways, a squash onto
+ * one host id, forbid-guest refusing the caller and a chown, and ids no
+ * rule covers passing unchanged.
+ */
+static void test_translate_ids(void)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE,
+    };
+    g_autofree char *err = NULL;
+    struct fuse_entry_out e;
+    struct fuse_attr_out out;
+    TestFs t;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root to act as the translated ids");
+        return;
+    }
+    g_assert_true(vfsd_idxlate_add(&o.uid_map.xlate, "map:1000:4242:10",
+                                   &err));
+    g_assert_true(vfsd_idxlate_add(&o.uid_map.xlate,
+                                   "squash-guest:2000:777:100", &err));
+    g_assert_true(vfsd_idxlate_add(&o.uid_map.xlate, "forbid-guest:66:2",
+                                   &err));
+    g_assert_true(vfsd_idxlate_add(&o.gid_map.xlate, "guest:1000:5000:1",
+                                   &err));
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, 0);
+    g_assert_cmpint(chmod(t.dir, 0777), ==, 0);
+
+    g_assert_cmpint(mkdir_as(&t, FUSE_ROOT_ID, "a", 1003, 1000, &e), ==, 0);
+    host_owner(&t, "a", 4245, 5000);
+    g_assert_cmpuint(e.attr.uid, ==, 1003);
+    /* guest: is one way: host gid 5000 is shown as it is */
+    g_assert_cmpuint(e.attr.gid, ==, 5000);
+    g_assert_cmpint(mkdir_as(&t, FUSE_ROOT_ID, "b", 2050, 7, &e), ==, 0);
+    host_owner(&t, "b", 777, 7);
+    /* squash-guest is one way too; 777 is no rule's host id */
+    g_assert_cmpuint(e.attr.uid, ==, 777);
+    g_assert_cmpint(mkdir_as(&t, FUSE_ROOT_ID, "c", 55, 55, &e), ==, 0);
+    host_owner(&t, "c", 55, 55);
+    g_assert_cmpuint(e.attr.uid, ==, 55);
+    g_assert_cmpint(mkdir_as(&t, FUSE_ROOT_ID, "d", 67, 0, &e), ==, -EPERM);
+    g_assert_cmpint(chown_req(&t, e.nodeid, FATTR_UID, 66, 0, &out), ==,
+                    -EPERM);
+    host_owner(&t, "c", 55, 55);
+    test_fs_teardown(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -2230,6 +2354,10 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
+    g_test_add_func("/virtiofsd/ops/translate-ids", test_translate_ids);
+    g_test_add_func("/virtiofsd/ops/no-readdirplus", test_no_readdirplus);
+    g_test_add_func("/virtiofsd/ops/preserve-noatime",
+                    test_preserve_noatime);
     g_test_add_data_func("/virtiofsd/ops/cache/never", &cache_cases[0],
                          test_cache_mode);
     g_test_add_data_func("/virtiofsd/ops/cache/metadata", &cache_cases[1],

@@ -173,6 +173,26 @@ static void test_errors(void)
           "invalid DAX unmap delay" },
         { "--fd=3 --shared-dir=/x --log-level=loud", "invalid log level" },
         { "--fd=3 --shared-dir=/x --seccomp=allow", "invalid seccomp" },
+        { "--fd=3 --shared-dir=/x --modcaps=sys_admin", "needs a + or a -" },
+        { "--fd=3 --shared-dir=/x --modcaps=+sys_admin:-nosuch",
+          "unknown capability 'nosuch'" },
+        { "--fd=3 --shared-dir=/x --modcaps=", "expected a list" },
+        { "--fd=3 --shared-dir=/x --modcaps=+", "unknown capability" },
+        { "--fd=3 --shared-dir=/x --translate-uid=map:1:2",
+          "expected map:GUEST:HOST:COUNT" },
+        { "--fd=3 --shared-dir=/x --translate-gid=forbid-guest:1:2:3",
+          "expected forbid-guest:GUEST:COUNT" },
+        { "--fd=3 --shared-dir=/x --translate-uid=squash-host:1:x:3",
+          "'x' is not a number" },
+        { "--fd=3 --shared-dir=/x --translate-uid=:0:1:1:",
+          "expected guest:, host:, map:" },
+        { "--fd=3 --shared-dir=/x --translate-uid=map:0:1:0",
+          "count must not be 0" },
+        { "--fd=3 --shared-dir=/x --translate-uid=map:0:100:10 "
+          "--translate-uid=guest:5:200:1", "guest ids overlap" },
+        { "--fd=3 --shared-dir=/x --translate-uid=map:0:100:10 "
+          "--translate-uid=host:105:7:1", "host ids overlap" },
+        { "--fd=3 --shared-dir=/x --no-readdirplus=1", "takes no value" },
         { "--fd=3 --shared-dir=/x --seccomp=", "invalid seccomp" },
         /* Maps: the message names the option and says why */
         { "--fd=3 --shared-dir=/x --uid-map=0:1000:1", "invalid --uid-map "
@@ -508,6 +528,83 @@ static void test_xattrmap(void)
     }
 }
 
+/* The Rust virtiofsd's spellings, as its users write them */
+static void test_rust_options(void)
+{
+    VfsdOptions o;
+    g_autofree char *err = NULL;
+    uint32_t id;
+
+    g_assert_true(parse(&o, &err, "--socket-path=/tmp/s --shared-dir=/x"));
+    g_assert_false(o.no_readdirplus);
+    g_assert_false(o.preserve_noatime);
+    g_assert_false(o.announce_submounts);
+    g_assert_cmpuint(o.caps_add | o.caps_drop, ==, 0);
+    vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--socket /tmp/s --shared-dir=/x "
+                        "--no-readdirplus --preserve-noatime "
+                        "--announce-submounts --no-announce-submounts "
+                        "--modcaps=+sys_admin:-CHOWN:+cap_sys_ptrace:"
+                        "-sys_ptrace"));
+    g_assert_cmpstr(o.socket_path, ==, "/tmp/s");
+    g_assert_true(o.no_readdirplus);
+    g_assert_true(o.preserve_noatime);
+    g_assert_false(o.announce_submounts);
+    /* The last word on a capability wins */
+    g_assert_cmphex(o.caps_add, ==, 1ULL << 21 /* CAP_SYS_ADMIN */);
+    g_assert_cmphex(o.caps_drop, ==,
+                    (1ULL << 0 /* CAP_CHOWN */) |
+                    (1ULL << 19 /* CAP_SYS_PTRACE */));
+    vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x -o "
+                        "no_readdirplus,modcaps=-fowner"));
+    g_assert_true(o.no_readdirplus);
+    g_assert_cmphex(o.caps_drop, ==, 1ULL << 3 /* CAP_FOWNER */);
+    vfsd_options_free(&o);
+
+    /* Each rule form, in the spellings kata, microvm.nix and users use */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--translate-uid map:1000:4000:10 "
+                        "--translate-uid=guest:0:100:1 "
+                        "--translate-uid=host:200:7:2 "
+                        "--translate-uid=squash-guest:50000:65534:1000 "
+                        "--translate-uid=squash-host:300:9:50 "
+                        "--translate-uid=forbid-guest:60000:5 "
+                        "--translate-gid=map:0:1234:1"));
+    g_assert_cmpuint(o.uid_map.xlate.n, ==, 6);
+    g_assert_cmpuint(o.uid_map.n, ==, 0);
+    g_assert_cmpuint(vfsd_idmap_to_host(&o.uid_map, 1009), ==, 4009);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&o.uid_map, 4009), ==, 1009);
+    g_assert_cmpuint(vfsd_idmap_to_host(&o.uid_map, 0), ==, 100);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&o.uid_map, 100), ==, 100);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&o.uid_map, 201), ==, 8);
+    g_assert_cmpuint(vfsd_idmap_to_host(&o.uid_map, 8), ==, 8);
+    g_assert_cmpuint(vfsd_idmap_to_host(&o.uid_map, 50999), ==, 65534);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&o.uid_map, 349), ==, 9);
+    g_assert_cmpuint(vfsd_idmap_to_host(&o.uid_map, 60004), ==, VFSD_NO_ID);
+    g_assert_true(vfsd_idmap_forbidden(&o.uid_map, 60000));
+    g_assert_false(vfsd_idmap_forbidden(&o.uid_map, 60005));
+    g_assert_cmpuint(vfsd_idmap_to_host(&o.uid_map, 60005), ==, 60005);
+    g_assert_cmpuint(vfsd_idmap_to_host(&o.gid_map, 0), ==, 1234);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&o.gid_map, 1234), ==, 0);
+    vfsd_options_free(&o);
+
+    /*
+     * Both: the rules act as a daemon inside the namespace would, so a
+     * guest id goes through the rule, then the namespace's map.
+     */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--uid-map=:0:100000:65536: "
+                        "--translate-uid=map:1000:0:1"));
+    id = vfsd_idmap_to_host(&o.uid_map, 1000);
+    g_assert_cmpuint(id, ==, 100000);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&o.uid_map, id), ==, 1000);
+    g_assert_cmpuint(vfsd_idmap_to_guest(&o.uid_map, 5), ==, 65534);
+    vfsd_options_free(&o);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -518,6 +615,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/options/id-maps", test_id_maps);
     g_test_add_func("/virtiofsd/idmap/translate", test_idmap_translate);
     g_test_add_func("/virtiofsd/options/errors", test_errors);
+    g_test_add_func("/virtiofsd/options/rust-spellings", test_rust_options);
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
     g_test_add_func("/virtiofsd/options/watch-truncate", test_watch_truncate);
     g_test_add_func("/virtiofsd/options/stats", test_stats);
