@@ -115,38 +115,57 @@ default_patch_files() {
 }
 
 # The series of the base being built: patches/, each replaced by the base's
-# variant of the same name where it has one (bases/X/patches/).  A variant
+# variant where it has one: bases/X/patches/ holds it under the same name,
+# numbers aside, so that renumbering the series keeps it.  A variant
 # without its patch in patches/ means the default series changed under it.
+patch_key() { local n=${1##*/}; printf '%s' "${n#[0-9][0-9][0-9][0-9]-}"; }
+
+variant_of() {
+    local v
+    [ -n "$BASE_DIR" ] || return 0
+    for v in "$BASE_DIR"/patches/[0-9][0-9][0-9][0-9]-"$(patch_key "$1")"; do
+        [ -f "$v" ] && echo "$v"
+    done
+    return 0
+}
+
+default_patch_of() {
+    local p
+    for p in "$TOP"/patches/[0-9][0-9][0-9][0-9]-"$(patch_key "$1")"; do
+        [ -f "$p" ] && echo "$p"
+    done
+    return 0
+}
+
 patch_files() {
     local p v
     if [ -n "$BASE_DIR" ] && [ -z "${DEFAULT_SERIES:-}" ]; then
         for v in "$BASE_DIR"/patches/[0-9][0-9][0-9][0-9]-*.patch; do
             [ -f "$v" ] || continue
-            [ -f "$TOP/patches/${v##*/}" ] ||
-                die "bases/$QEMU_BASE/patches/${v##*/} replaces no patch of patches/: the default series changed; port it again (README, \"Upstream bases\")"
+            [ -n "$(default_patch_of "$v")" ] ||
+                die "bases/$QEMU_BASE/patches/${v##*/} replaces no patch of patches/: the default series changed; port it again (make port-base$BASE_ARG, README \"Upstream bases\")"
         done
     fi
     default_patch_files | while read -r p; do
-        v=$BASE_DIR/patches/${p##*/}
-        if [ -n "$BASE_DIR" ] && [ -z "${DEFAULT_SERIES:-}" ] && [ -f "$v" ]; then
-            echo "$v"
-        else
-            echo "$p"
-        fi
+        v=
+        [ -n "${DEFAULT_SERIES:-}" ] || v=$(variant_of "$p")
+        echo "${v:-$p}"
     done
 }
 
-# bases/X/ported-from records, per variant, the sha256 of the patches/ patch
-# it was ported from.  Prints the variants whose patch changed since.
+# bases/X/ported-from records, per variant (by name without its number),
+# the sha256 of the patches/ patch it was ported from.  Prints the
+# variants whose patch changed since, or is gone.
 stale_variants() {
     [ -n "$BASE_DIR" ] || return 0
-    local v name sum
+    local v p key sum
     for v in "$BASE_DIR"/patches/[0-9][0-9][0-9][0-9]-*.patch; do
         [ -f "$v" ] || continue
-        name=${v##*/}
-        [ -f "$TOP/patches/$name" ] || { echo "$name"; continue; }
-        sum=$(sed -n "s/^$name //p" "$BASE_DIR/ported-from" 2>/dev/null)
-        [ "$sum" = "$(sha256_of "$TOP/patches/$name")" ] || echo "$name"
+        key=$(patch_key "$v")
+        p=$(default_patch_of "$v")
+        [ -n "$p" ] || { echo "${v##*/}"; continue; }
+        sum=$(awk -v k="$key" '$1 == k { print $2 }' "$BASE_DIR/ported-from" 2>/dev/null)
+        [ "$sum" = "$(sha256_of "$p")" ] || echo "${v##*/}"
     done
 }
 
@@ -205,6 +224,8 @@ wanted_history() {
                  git -C "$SRC" commit-tree "$tree" -p "$parent" -m "overlay: this fork's new files")
     fi
     [ "${1:-}" != tag ] || git -C "$SRC" tag -f overlay "$parent" >/dev/null
+    local series
+    series=$(patch_files) || exit 1
     while read -r p; do
         [ -n "$p" ] || continue
         git mailinfo "$tmp/msg" "$tmp/diff" < "$p" > "$tmp/info" ||
@@ -227,6 +248,6 @@ wanted_history() {
             GIT_COMMITTER_NAME=$author GIT_COMMITTER_EMAIL=$email GIT_COMMITTER_DATE=$date \
             git -C "$SRC" commit-tree "$tree" -p "$parent" -F -)
         n=$((n + 1))
-    done < <(patch_files)
+    done <<<"$series"
     echo "$parent"
 }

@@ -37,14 +37,14 @@ git -C "$SRC" reset -q --hard overlay
 git -C "$SRC" clean -q -fdx
 rm -f "$STATE"
 
+# Each patch as its current variant, or as patches/ has it
 stale=" $(stale_variants | tr '\n' ' ') "
 series=()
 while read -r p; do
-    case $p in
-        "$BASE_DIR"/*) [[ $stale == *" ${p##*/} "* ]] && p=$TOP/patches/${p##*/} ;;
-    esac
+    v=$(variant_of "$p")
+    [ -z "$v" ] || [[ $stale == *" ${v##*/} "* ]] || p=$v
     series+=("$p")
-done < <(patch_files)
+done < <(default_patch_files)
 say "porting ${#series[@]} patches onto $(head -n1 "$BUILD/qemu-source.txt") in $(rel "$SRC")"
 if git_src am -q -3 --committer-date-is-author-date "${series[@]}"; then
     say "the series applies; save it with: make refresh-patches$BASE_ARG"

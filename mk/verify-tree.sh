@@ -17,12 +17,13 @@ GIT_INDEX_FILE=$have_idx git -C "$SRC" add -A
 have=$(GIT_INDEX_FILE=$have_idx git -C "$SRC" write-tree)
 
 # The tree the repository describes: upstream, our files, the patches.
-want=$(git -C "$SRC" rev-parse "$(wanted_history)^{tree}")
+tip=$(wanted_history)
+want=$(git -C "$SRC" rev-parse "$tip^{tree}")
 
 if [ "$have" != "$want" ]; then
     say "$(rel "$SRC") differs from patches/ + the repository's files:"
     git -C "$SRC" diff --stat "$want" "$have" >&2
-    say "save the edits with 'make refresh-patches' (or drop them with 'make prepare FORCE=1')"
+    say "save the edits with 'make refresh-patches$BASE_ARG' (or drop them with 'make prepare FORCE=1$BASE_ARG')"
     exit 1
 fi
 stale=$(stale_variants)
