@@ -153,19 +153,48 @@ patch_files() {
     done
 }
 
+# A patch's two fingerprints, "DIFF MESSAGE": sha256s of its changes
+# (without the index lines and hunk positions, which move with the rest of
+# the series) and of its subject and message.
+patch_sums() {
+    local t
+    t=$(mktemp -d)
+    git mailinfo "$t/msg" "$t/diff" < "$1" > "$t/info"
+    printf '%s %s\n' \
+        "$(sed -e '/^index /d' -e 's/^@@ [^@]* @@/@@/' "$t/diff" | sha256sum | cut -c1-64)" \
+        "$(cat <(sed -n 's/^Subject: //p' "$t/info") "$t/msg" | sha256sum | cut -c1-64)"
+    rm -rf "$t"
+}
+
 # bases/X/ported-from records, per variant (by name without its number),
-# the sha256 of the patches/ patch it was ported from.  Prints the
-# variants whose patch changed since, or is gone.
+# the fingerprints of the patches/ patch it was ported from.  The state of
+# a variant: "current"; "message" when only that patch's message changed
+# since (port-base takes the new message with the variant's changes);
+# "stale" when its changes did, or it is gone.
+variant_state() {
+    local v=$1 p key want
+    key=$(patch_key "$v")
+    p=$(default_patch_of "$v")
+    [ -n "$p" ] || { echo stale; return 0; }
+    want=$(awk -v k="$key" '$1 == k { print $2, $3 }' "$BASE_DIR/ported-from" 2>/dev/null)
+    read -r have_diff have_msg <<<"$(patch_sums "$p")"
+    if [ "$want" = "$have_diff $have_msg" ]; then
+        echo current
+    elif [ "${want%% *}" = "$have_diff" ]; then
+        echo message
+    else
+        echo stale
+    fi
+}
+
+# The variants that are not current, with their state
 stale_variants() {
     [ -n "$BASE_DIR" ] || return 0
-    local v p key sum
+    local v st
     for v in "$BASE_DIR"/patches/[0-9][0-9][0-9][0-9]-*.patch; do
         [ -f "$v" ] || continue
-        key=$(patch_key "$v")
-        p=$(default_patch_of "$v")
-        [ -n "$p" ] || { echo "${v##*/}"; continue; }
-        sum=$(awk -v k="$key" '$1 == k { print $2 }' "$BASE_DIR/ported-from" 2>/dev/null)
-        [ "$sum" = "$(sha256_of "$p")" ] || echo "${v##*/}"
+        st=$(variant_state "$v")
+        [ "$st" = current ] || echo "${v##*/} ($st)"
     done
 }
 

@@ -37,12 +37,22 @@ git -C "$SRC" reset -q --hard overlay
 git -C "$SRC" clean -q -fdx
 rm -f "$STATE"
 
-# Each patch as its current variant, or as patches/ has it
-stale=" $(stale_variants | tr '\n' ' ') "
+# Each patch as its current variant; a variant whose patch changed only
+# its message with that message; the rest as patches/ has them.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 series=()
 while read -r p; do
     v=$(variant_of "$p")
-    [ -z "$v" ] || [[ $stale == *" ${v##*/} "* ]] || p=$v
+    if [ -n "$v" ]; then
+        case $(variant_state "$v") in
+            current) p=$v ;;
+            message)
+                { sed '/^---$/q' "$p"; sed '1,/^---$/d' "$v"; } > "$tmp/${p##*/}"
+                p=$tmp/${p##*/} ;;
+            stale) say "bases/$QEMU_BASE/patches/${v##*/} is stale: porting patches/${p##*/} afresh" ;;
+        esac
+    fi
     series+=("$p")
 done < <(default_patch_files)
 say "porting ${#series[@]} patches onto $(head -n1 "$BUILD/qemu-source.txt") in $(rel "$SRC")"

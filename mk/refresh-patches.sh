@@ -75,7 +75,7 @@ else
             continue
         fi
         cp "$tmp/$name" "$vdir/$name"
-        echo "$(patch_key "$name") $(sha256_of "$TOP/patches/$name")" >> "$BASE_DIR/ported-from.new"
+        echo "$(patch_key "$name") $(patch_sums "$TOP/patches/$name")" >> "$BASE_DIR/ported-from.new"
         nv=$((nv + 1))
     done
     rm -f "$idx"

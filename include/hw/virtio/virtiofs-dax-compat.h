@@ -36,4 +36,10 @@
     tb_invalidate_phys_range((start), (last))
 #endif
 
+/* 10.2 renamed a chardev's front-end half CharFrontend */
+#if VIRTIOFS_DAX_QEMU_AT_LEAST(10, 2)
+#include "chardev/char.h"
+typedef CharFrontend CharBackend;
+#endif
+
 #endif
