@@ -26,7 +26,7 @@ QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
 .PHONY: all deps prepare qemu guest rust-virtiofsd upstream-qemu demo check bench fuzz \
         refresh-patches verify-tree checkpatch install clean distclean help \
-        port-base check-bases
+        port-base check-bases series bisect-check
 
 all: qemu guest
 
@@ -39,6 +39,8 @@ help:
 	@echo "make refresh-patches save commits and edits made in build/src to patches/ and the repo"
 	@echo "make verify-tree     check patches/ + our files reproduce build/src"
 	@echo "make checkpatch      QEMU's checkpatch.pl on patches/ and our C files"
+	@echo "make series [SERIES_DIR=...]  the fork as one git-am series (build/series)"
+	@echo "make bisect-check [BISECT_PATCHES=N]  build QEMU after each patch of it"
 	@echo "make install PREFIX=...  install qemu-system-x86_64, virtiofsd and descriptors"
 	@echo "make upstream-qemu   set up Debian's unmodified QEMU 11.1 (build/upstream-qemu)"
 	@echo "make check-bases     build the other upstream bases (bases/) and run their suites"
@@ -113,6 +115,15 @@ verify-tree:
 
 checkpatch: prepare
 	@$(TOP)/mk/checkpatch.sh
+
+# patches/ plus each new file in the patch that introduces it
+# (patches/series.map), checked with git am against the pinned upstream
+series: prepare
+	@$(TOP)/mk/series.sh export $(SERIES_DIR)
+
+# Not part of check: one incremental QEMU build per patch
+bisect-check: prepare
+	@$(TOP)/mk/series.sh bisect $(BISECT_PATCHES)
 
 install: qemu
 	@$(TOP)/mk/deps.sh docs || echo "install: no sphinx, the man page is left out"

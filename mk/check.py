@@ -46,15 +46,15 @@ def default_base():
 
 # The upstream base (README "Upstream bases"): QEMU_BASE=X builds and
 # tests in build/base-X, with the one guest of build/guest.  The Makefile
-# passes BUILD and GUEST_DIR; run by hand, they follow from QEMU_BASE.
+# passes BUILD (the base's own directory) and GUEST_DIR; run by hand
+# without BUILD, they follow from QEMU_BASE.
 DEFAULT_BASE = default_base()
 QEMU_BASE = os.environ.get("QEMU_BASE") or DEFAULT_BASE
 if QEMU_BASE != DEFAULT_BASE and \
         not os.path.isfile(os.path.join(TOP, "bases", QEMU_BASE, "qemu.pin")):
     sys.exit(f"check: no upstream base {QEMU_BASE} (bases/{QEMU_BASE}/qemu.pin)")
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
-if QEMU_BASE != DEFAULT_BASE and \
-        os.path.basename(BUILD) != f"base-{QEMU_BASE}":
+if QEMU_BASE != DEFAULT_BASE and "BUILD" not in os.environ:
     os.environ.setdefault("GUEST_DIR", os.path.join(BUILD, "guest"))
     BUILD = os.path.join(BUILD, f"base-{QEMU_BASE}")
 GUEST_DIR = os.environ.get("GUEST_DIR", os.path.join(BUILD, "guest"))
@@ -269,11 +269,12 @@ SUITES = [
           "dax-reboot.sh", timeout=300),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
     # TCG: a vCPU keeps using MMIO while another changes the memory map
-    # (patch 0024); without the fix the guest hangs or QEMU aborts.
+    # (the accel/tcg patch of patches/); without the fix the guest hangs or QEMU aborts.
     guest("guest: TCG, MMIO while the memory map changes", "tcg-map-race.sh",
           timeout=150),
     # QMP stop/cont while the guest churns DAX mappings: QEMU must serve
-    # the daemon's SHMEM_MAP while it waits for GET_VRING_BASE (patch 0019).
+    # the daemon's SHMEM_MAP while it waits for GET_VRING_BASE (the
+    # vhost-user serve-while-waiting patch).
     guest("guest: DAX stop/cont while the guest maps", "dax-stop-cont.sh",
           timeout=600),
     # libvirt 9.0 drives the fork: a private libvirtd in its own mount

@@ -23,12 +23,12 @@ if [ "$QEMU_BASE" != "$DEFAULT_BASE" ]; then
     fi
     # shellcheck disable=SC1091
     . "$BASE_DIR/qemu.pin"
-    # The Makefile passes the base's directory; run by hand, derive it.
-    case ${BUILD:-} in
-        */base-"$QEMU_BASE") GUEST_DIR=${GUEST_DIR:-${BUILD%/base-*}/guest} ;;
-        *) GUEST_DIR=${GUEST_DIR:-${BUILD:-$TOP/build}/guest}
-           BUILD=${BUILD:-$TOP/build}/base-$QEMU_BASE ;;
-    esac
+    # BUILD, when set, is the base's own directory (the Makefile passes
+    # build/base-X); run by hand without it, the same is derived.
+    if [ -z "${BUILD:-}" ]; then
+        GUEST_DIR=${GUEST_DIR:-$TOP/build/guest}
+        BUILD=$TOP/build/base-$QEMU_BASE
+    fi
 fi
 BUILD=${BUILD:-$TOP/build}
 GUEST_DIR=${GUEST_DIR:-$BUILD/guest}
@@ -97,7 +97,8 @@ sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 # Where our new files live, at their QEMU path.  Everything under these is
 # copied over the upstream tree; the rest of this repository (mk/, harness/,
 # patches/, docs/benchmarks/ ...) is the project's own.
-OVERLAY_ROOTS=(hw include tools tests/qtest tests/unit docs/system docs/interop docs/devel docs/tools)
+OVERLAY_ROOTS=(hw include tools tests/qtest tests/unit docs/system docs/interop docs/devel docs/tools
+              subprojects/libvhost-user)
 
 SRC=$BUILD/src
 STATE=$SRC/.git/virtiofs-dax-state

@@ -6,8 +6,8 @@
 # queue thread may be waiting at that moment for QEMU's answer to the
 # SHMEM_MAP of a FUSE_SETUPMAPPING (or to a SHMEM_UNMAP, MEM_READ or
 # MEM_WRITE), and the daemon cannot stop the queue before it has it: QEMU
-# must serve the back-end channel while it waits (patch 0019), or both
-# wait for each other forever.
+# must serve the back-end channel while it waits (patches/*-vhost-user-
+# serve-back-end-requests-*), or both wait for each other forever.
 #
 # Passes when: QEMU answers every stop and cont (a deadlock shows up as a
 # QMP timeout), the cycles really overlap the guest's DAX I/O (the guest

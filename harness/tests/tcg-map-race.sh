@@ -2,8 +2,9 @@
 # QEMU's memory map changing under a running vCPU (TCG): one vCPU reads a
 # PCI device's MMIO BAR while the other turns the device's memory
 # decoding off and on (harness/guest-tools/mapflip.c), and the guest must
-# then still power off.  QEMU 10.0 without patch 0024 looks a TLB entry
-# made from the map before a flip up in the map after it, so accesses go
+# then still power off.  QEMU 10.0 without the TCG TLB section fix
+# (patches/*-accel-tcg-keep-the-section-*) looks a TLB entry made from
+# the map before a flip up in the map after it, so accesses go
 # to the wrong device: instrumented, a 3-second run sent the testdev's
 # reads to the IOAPIC and the local APIC's own writes to the HPET and the
 # BIOS ROM.  The guest loses interrupts and hangs with both vCPUs idle

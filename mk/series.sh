@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The fork as one upstream-style series against the pinned upstream.
+#
+#   series.sh export [DIR]    write it to DIR (default build/series) and
+#                             check that it applies with git am
+#   series.sh bisect [N]      export, then build QEMU after each patch
+#                             (the first N patches only, when N is given)
+#
+# patches/ holds only the changes to upstream files; this fork's new files
+# live in the overlay.  The export puts each new file into the patch that
+# introduces it (patches/series.map), so every patch of the series is
+# what a reviewer would get: the new code together with its hooks.
+set -euo pipefail
+. "$(dirname "$0")/common.sh"
+
+MAP=$TOP/patches/series.map
+OUT_DIR=$BUILD/series
+BISECT=$BUILD/bisect
+
+[ -d "$SRC/.git" ] || die "no build/src: run 'make prepare' first"
+
+# The slug of a patch file: its name without the number and ".patch"
+slug() { local b=${1##*/}; b=${b#[0-9][0-9][0-9][0-9]-}; echo "${b%.patch}"; }
+
+# Print "slug<TAB>file" for every overlay file, from the map's first
+# matching rule; fail on a file no rule matches or a rule naming no patch.
+assign_files() {
+    local -a pats=() slugs=()
+    local pat s f i found rc=0
+    declare -A have=()
+    while read -r p; do have[$(slug "$p")]=1; done < <(patch_files)
+    while read -r pat s; do
+        case "$pat" in ''|'#'*) continue ;; esac
+        [ -n "${have[$s]:-}" ] || { say "series.map: no patch '$s' (rule $pat)"; rc=1; }
+        pats+=("$pat") slugs+=("$s")
+    done < "$MAP"
+    while read -r f; do
+        found=
+        for i in "${!pats[@]}"; do
+            # shellcheck disable=SC2254
+            case "$f" in ${pats[$i]}) found=${slugs[$i]}; break ;; esac
+        done
+        if [ -z "$found" ]; then
+            say "series.map: no rule for the new file $f"; rc=1
+        else
+            printf '%s\t%s\n' "$found" "$f"
+        fi
+    done < <(overlay_files)
+    return $rc
+}
+
+# Build the series as commits on top of the "upstream" tag of build/src,
+# without touching its work tree; print the last commit.
+build_history() {
+    local idx tmp assign parent tree p s f
+    idx=$(mktemp) tmp=$(mktemp -d) assign=$(mktemp)
+    # shellcheck disable=SC2064
+    trap "rm -rf '$idx' '$tmp' '$assign'" RETURN
+    assign_files > "$assign" || die "fix patches/series.map"
+    gi() { GIT_INDEX_FILE=$idx git -C "$SRC" "$@"; }
+    gi read-tree upstream
+    parent=$(git -C "$SRC" rev-parse 'upstream^{commit}')
+    while read -r p; do
+        s=$(slug "$p")
+        awk -F'\t' -v s="$s" '$1 == s { print $2 }' "$assign" | while read -r f; do
+            local mode=100644
+            [ -x "$TOP/$f" ] && mode=100755
+            printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$TOP/$f")" "$f"
+        done | gi update-index --add --index-info
+        git mailinfo "$tmp/msg" "$tmp/diff" < "$p" > "$tmp/info" ||
+            die "patches/${p##*/} is not a patch in mail format"
+        gi apply --cached "$tmp/diff" ||
+            die "patches/${p##*/} does not apply in the series"
+        tree=$(gi write-tree)
+        local author email date subject
+        author=$(sed -n 's/^Author: //p' "$tmp/info")
+        email=$(sed -n 's/^Email: //p' "$tmp/info")
+        date=$(sed -n 's/^Date: //p' "$tmp/info")
+        subject=$(sed -n 's/^Subject: //p' "$tmp/info")
+        parent=$( { printf '%s\n\n' "$subject"; cat "$tmp/msg"; } |
+            GIT_AUTHOR_NAME=$author GIT_AUTHOR_EMAIL=$email GIT_AUTHOR_DATE=$date \
+            GIT_COMMITTER_NAME=$author GIT_COMMITTER_EMAIL=$email GIT_COMMITTER_DATE=$date \
+            git -C "$SRC" commit-tree "$tree" -p "$parent" -F -)
+    done < <(patch_files)
+    # The series must describe the same tree as patches/ plus the overlay
+    [ "$(git -C "$SRC" rev-parse "$parent^{tree}")" = \
+      "$(git -C "$SRC" rev-parse "$(wanted_history)^{tree}")" ] ||
+        die "the series does not reproduce patches/ + the overlay"
+    echo "$parent"
+}
+
+# A clone of build/src with a work tree, for git am and the builds
+bisect_clone() {
+    if [ ! -d "$BISECT/src/.git" ]; then
+        rm -rf "$BISECT/src"
+        mkdir -p "$BISECT"
+        git clone -q --shared --no-checkout "$SRC" "$BISECT/src"
+    fi
+    git -C "$BISECT/src" fetch -q "$SRC" '+refs/tags/upstream:refs/tags/upstream'
+    git -C "$BISECT/src" config user.name "virtiofs-dax series check"
+    git -C "$BISECT/src" config user.email "series-check@virtiofs-dax.invalid"
+}
+
+export_series() {
+    local dir=$1 head n
+    head=$(build_history)
+    git -C "$SRC" update-ref refs/virtiofs-dax/series "$head"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    git -C "$SRC" format-patch -q --zero-commit --no-signature --binary \
+        --thread=shallow -o "$dir" upstream.."$head"
+    n=$(ls "$dir" | wc -l)
+    # The proof a reviewer needs: git am of the files onto upstream
+    bisect_clone
+    git -C "$BISECT/src" am --abort >/dev/null 2>&1 || true
+    git -C "$BISECT/src" checkout -q -f --detach upstream
+    git -C "$BISECT/src" clean -q -fdx
+    git -C "$BISECT/src" am -q --keep-cr "$dir"/*.patch ||
+        die "the series in $dir does not apply with git am"
+    [ "$(git -C "$BISECT/src" rev-parse 'HEAD^{tree}')" = \
+      "$(git -C "$SRC" rev-parse "$head^{tree}")" ] ||
+        die "git am of $dir gives another tree than the series"
+    say "series: $n patches in ${dir#"$TOP"/}, applying with git am to $(head -n1 "$BUILD/qemu-source.txt")"
+}
+
+bisect() {
+    local max=${1:-} commits c i=0 n failed=() log
+    export_series "$OUT_DIR"
+    mapfile -t commits < <(git -C "$BISECT/src" rev-list --reverse upstream..HEAD)
+    n=${#commits[@]}
+    [ -z "$max" ] || [ "$max" -ge "$n" ] || n=$max
+    mkdir -p "$BISECT/logs"
+    for c in "${commits[@]:0:$n}"; do
+        i=$((i + 1))
+        git -C "$BISECT/src" checkout -q -f --detach "$c"
+        log=$BISECT/logs/$(printf '%04d' $i).log
+        say "bisect-check: [$i/$n] $(git -C "$BISECT/src" log -1 --format=%s "$c")"
+        # build-qemu.sh with build/bisect as its build directory: the same
+        # configuration as build/qemu, and ccache hits from it
+        if BUILD=$BISECT "$TOP/mk/build-qemu.sh" >"$log" 2>&1; then
+            cp "$BISECT/build.log" "$log.ninja" 2>/dev/null || true
+        else
+            cp "$BISECT/build.log" "$log.ninja" 2>/dev/null || true
+            say "bisect-check: patch $i does not build (log: ${log#"$TOP"/}.ninja)"
+            failed+=("$i")
+        fi
+    done
+    if [ ${#failed[@]} -gt 0 ]; then
+        die "bisect-check: ${#failed[@]} of $n patches do not build: ${failed[*]}"
+    fi
+    say "bisect-check: QEMU builds after each of the first $n of ${#commits[@]} patches"
+}
+
+case "${1:-}" in
+export) export_series "${2:-$OUT_DIR}" ;;
+bisect) bisect "${2:-}" ;;
+*) die "usage: $0 export [DIR] | bisect [N]" ;;
+esac
