@@ -19,6 +19,8 @@
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
 #include "qemu/madvise.h"
+#include "hw/virtio/virtiofs-dax-compat.h"
+#include VIRTIOFS_DAX_TB_H
 #include "system/tcg.h"
 #include "system/cpus.h"
 #include "hw/virtio/virtio-shm-window.h"

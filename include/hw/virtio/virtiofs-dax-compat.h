@@ -23,15 +23,17 @@
 #endif
 
 /*
- * 10.2 dropped exec-all.h; tb_invalidate_phys_range() now takes the CPU
- * that wrote, NULL for a write that is no CPU's.
+ * 10.2 dropped exec/exec-all.h; tb_invalidate_phys_range(), in
+ * exec/translation-block.h there, takes the CPU that wrote, NULL for a
+ * write that is no CPU's.  Both headers are for target-specific code
+ * only: such a file includes VIRTIOFS_DAX_TB_H itself.
  */
 #if VIRTIOFS_DAX_QEMU_AT_LEAST(10, 2)
-#include "exec/translation-block.h"
+#define VIRTIOFS_DAX_TB_H "exec/translation-block.h"
 #define virtiofs_dax_tb_invalidate_phys_range(start, last) \
     tb_invalidate_phys_range(NULL, (start), (last))
 #else
-#include "exec/exec-all.h"
+#define VIRTIOFS_DAX_TB_H "exec/exec-all.h"
 #define virtiofs_dax_tb_invalidate_phys_range(start, last) \
     tb_invalidate_phys_range((start), (last))
 #endif
