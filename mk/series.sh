@@ -90,34 +90,36 @@ build_history() {
 }
 
 # A clone of build/src with a work tree, for git am and the builds
-bisect_clone() {
-    if [ ! -d "$BISECT/src/.git" ]; then
-        rm -rf "$BISECT/src"
-        mkdir -p "$BISECT"
-        git clone -q --shared --no-checkout "$SRC" "$BISECT/src"
+work_clone() {
+    local dir=$1
+    if [ ! -d "$dir/.git" ]; then
+        rm -rf "$dir"
+        mkdir -p "$(dirname "$dir")"
+        git clone -q --shared --no-checkout "$SRC" "$dir"
     fi
-    git -C "$BISECT/src" fetch -q "$SRC" '+refs/tags/upstream:refs/tags/upstream'
-    git -C "$BISECT/src" config user.name "virtiofs-dax series check"
-    git -C "$BISECT/src" config user.email "series-check@virtiofs-dax.invalid"
+    git -C "$dir" fetch -q "$SRC" '+refs/tags/upstream:refs/tags/upstream'
+    git -C "$dir" config user.name "virtiofs-dax series check"
+    git -C "$dir" config user.email "series-check@virtiofs-dax.invalid"
 }
 
+# Write the series to $1 and git am it in the clone $2
 export_series() {
-    local dir=$1 head n
+    local dir=$1 am=$2 head n
     head=$(build_history)
     git -C "$SRC" update-ref refs/virtiofs-dax/series "$head"
     rm -rf "$dir"
     mkdir -p "$dir"
     git -C "$SRC" format-patch -q --zero-commit --no-signature --binary \
-        --thread=shallow -o "$dir" upstream.."$head"
+        -o "$dir" upstream.."$head"
     n=$(ls "$dir" | wc -l)
     # The proof a reviewer needs: git am of the files onto upstream
-    bisect_clone
-    git -C "$BISECT/src" am --abort >/dev/null 2>&1 || true
-    git -C "$BISECT/src" checkout -q -f --detach upstream
-    git -C "$BISECT/src" clean -q -fdx
-    git -C "$BISECT/src" am -q --keep-cr "$dir"/*.patch ||
+    work_clone "$am"
+    git -C "$am" am --abort >/dev/null 2>&1 || true
+    git -C "$am" checkout -q -f --detach upstream
+    git -C "$am" clean -q -fdx
+    git -C "$am" am -q --keep-cr "$dir"/*.patch ||
         die "the series in $dir does not apply with git am"
-    [ "$(git -C "$BISECT/src" rev-parse 'HEAD^{tree}')" = \
+    [ "$(git -C "$am" rev-parse 'HEAD^{tree}')" = \
       "$(git -C "$SRC" rev-parse "$head^{tree}")" ] ||
         die "git am of $dir gives another tree than the series"
     say "series: $n patches in ${dir#"$TOP"/}, applying with git am to $(head -n1 "$BUILD/qemu-source.txt")"
@@ -125,7 +127,7 @@ export_series() {
 
 bisect() {
     local max=${1:-} commits c i=0 n failed=() log
-    export_series "$OUT_DIR"
+    export_series "$OUT_DIR" "$BISECT/src"
     mapfile -t commits < <(git -C "$BISECT/src" rev-list --reverse upstream..HEAD)
     n=${#commits[@]}
     [ -z "$max" ] || [ "$max" -ge "$n" ] || n=$max
@@ -152,7 +154,7 @@ bisect() {
 }
 
 case "${1:-}" in
-export) export_series "${2:-$OUT_DIR}" ;;
+export) export_series "${2:-$OUT_DIR}" "$BUILD/series-am" ;;
 bisect) bisect "${2:-}" ;;
 *) die "usage: $0 export [DIR] | bisect [N]" ;;
 esac
