@@ -300,8 +300,8 @@ SUITES = [
 
 # On a base other than the default (make check QEMU_BASE=X, make
 # check-bases) these run: what the patches that differ between bases
-# touch (the device, vhost-user, libvhost-user, the window under TCG),
-# in about a quarter of the time of the whole set.
+# touch (the device and its reconnect, vhost-user, libvhost-user, the
+# window under TCG).
 EVERY_BASE = [
     "tree: patches/ and our files reproduce build/src",
     "qos: vhost-user",
@@ -314,6 +314,7 @@ EVERY_BASE = [
     "guest: DAX survives host truncate",
     "guest: DAX remap flushes TCG code",
     "guest: TCG, MMIO while the memory map changes",
+    "guest: virtiofsd killed, restarted, new mount works",
 ]
 for _s in SUITES:
     _s.every_base = _s.name in EVERY_BASE
