@@ -36,6 +36,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -340,15 +341,29 @@ def run_guest(args, sink=None):
                     extra = [f"--cache-size={args.cache_size}"] + extra
             dcmd = daemon_command(kind, binary, sock, shared, args.cache_mode,
                                   extra)
+            pass_fds = ()
+            if args.daemon_fd:
+                # As libvirt does: we listen, the daemon gets the listening
+                # socket as --fd and never sees the path QEMU connects to.
+                lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                lsock.bind(sock)
+                lsock.listen(1)
+                dcmd = [c for c in dcmd if not c.startswith("--socket-path")]
+                dcmd.insert(1, f"--fd={lsock.fileno()}")
+                pass_fds = (lsock.fileno(),)
             dlog = os.path.join(logdir, "virtiofsd.log")
             if not args.quiet:
                 log("daemon: " + " ".join(shlex.quote(c) for c in dcmd))
             daemon = subprocess.Popen(dcmd, stdout=open(dlog, "w"),
                                       stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL,
+                                      pass_fds=pass_fds,
                                       start_new_session=True)
+            if args.daemon_fd:
+                lsock.close()
             wait_for_socket(sock, daemon, 15, f"virtiofsd ({binary})", dlog)
             if args.state_dir:
+                write_state(args.state_dir, "socket", sock)
                 # What a test needs to kill this daemon and start another.
                 write_state(args.state_dir, "daemon.pid", str(daemon.pid))
                 write_state(args.state_dir, "daemon.cmd",
@@ -494,7 +509,11 @@ def build_parser():
                    help="chardev reconnect-ms: QEMU reconnects to a "
                    "restarted daemon")
     p.add_argument("--state-dir", help="write daemon.pid, daemon.cmd (JSON "
-                   "argv) and qemu.pid here, for tests that kill the daemon")
+                   "argv), socket (its path) and qemu.pid here, for tests "
+                   "that kill the daemon or look at it")
+    p.add_argument("--daemon-fd", action="store_true",
+                   help="listen on the socket here and hand it to the "
+                   "daemon as --fd=N, as libvirt does (ours only)")
     p.add_argument("--p9", help="also share this directory over virtio-9p "
                    "(mount tag p9)")
     p.add_argument("--mem", default="1G")

@@ -135,6 +135,10 @@ VHOST_USER_PATH = "/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus"
 SUITES = [
     Suite("tree: patches/ and our files reproduce build/src",
           [os.path.join(TOP, "mk", "verify-tree.sh")]),
+    # Every new file has its patch in patches/series.map, and the export
+    # applies to the pinned upstream with git am (make series).
+    Suite("series: the fork exports as one git-am series",
+          [os.path.join(TOP, "mk", "series.sh"), "export"], timeout=300),
     # make bench's verdicts from made-up figures (no guest)
     Suite("bench: targets and reports from known figures",
           [sys.executable, os.path.join(TOP, "bench", "test_report.py")]),
@@ -166,6 +170,11 @@ SUITES = [
           "--daemon", "rust", "--cache-mode", "never"),
     # Our virtiofsd: its dispatch layer and libvhost-user's shared memory
     # requests without a guest, then end to end.
+    # Its files form layers: no cycle among them (includes, and calls
+    # read from the objects), each header declares its own file's API
+    Suite("virtiofsd: layers, no file depends on one above it",
+          [sys.executable, os.path.join(TOP, "mk", "layers.py")],
+          ninja=["tools/virtiofsd/virtiofsd"]),
     unit("virtiofsd: request decoding", "tests/unit/virtiofsd/test-fuse-decode"),
     unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
@@ -179,9 +188,17 @@ SUITES = [
          "tests/unit/virtiofsd/test-vhost-shmem"),
     # A hostile guest's requests: the seed corpus (generated, and captured
     # from a guest) and every crash found so far
-    # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs.
+    # (tools/virtiofsd/fuzz/regressions/) replayed, then new inputs; and
+    # its virtqueues: the transport fuzzer's seeds (fuzz-vhost.c,
+    # vhost-corpus/) replayed.
     Suite("fuzz: virtiofsd request path, 60 s",
           [os.path.join(TOP, "mk", "fuzz.sh"), "run", "60"], timeout=400),
+    # The same seeds and regressions, each in a process under the daemon's
+    # own seccomp filter (--seccomp=trap), installed where main.c does: a
+    # guest-reachable path that makes a forbidden call fails here
+    # (tools/virtiofsd/fuzz/replay-seccomp.c).
+    Suite("fuzz: corpus replayed under virtiofsd's seccomp filter",
+          [os.path.join(TOP, "mk", "fuzz.sh"), "seccomp"], timeout=300),
     guest("guest: virtio-fs smoke (our virtiofsd)", "smoke.sh",
           "--daemon", "ours", "--cache-mode", "never"),
     # Several request queues (Linux >= 6.11 uses one per CPU group) served
@@ -203,6 +220,13 @@ SUITES = [
           timeout=600),
     guest("guest: conformance with the host, Rust virtiofsd",
           "conformance.sh", "rust:auto", timeout=400),
+    # Options that change what a guest sees, each against its absence:
+    # --fd, --socket-group, --cache=metadata|always (vs never), --readonly,
+    # --allow-mmap, --announce-submounts (a host tmpfs in the share),
+    # --writeback, --no-killpriv-v2 (three guest runs).
+    guest("guest: virtiofsd options seen from a guest (fd, socket group, "
+          "cache modes, readonly, mmap, submounts, writeback, killpriv)",
+          "options.sh", timeout=330),
     # A guest that holds and looks up files without end (CVE-2020-10717)
     # QEMU killed mid-I/O: the daemon exits by itself, status 0
     guest("guest: our virtiofsd when QEMU is killed mid-request",
@@ -249,6 +273,13 @@ SUITES = [
     # grows and the guest reads the new data through the same range.
     guest("guest: DAX past the end of a file, no SIGBUS fix-up, growth",
           "dax-eof.sh", timeout=300),
+    # The fix-up's budget: past it QEMU dies, saying so, exactly at the
+    # budget; and a fault whose page the host re-filled before the fix-up
+    # ran (held there by gdb) reads the file, never the fix-up's zeros.
+    guest("guest: DAX SIGBUS fix-up budget, QEMU gives up at it",
+          "dax-fixup-cap.sh", timeout=300),
+    guest("guest: DAX SIGBUS fix-up racing a re-filled page (gdb)",
+          "dax-fixup-race.sh", timeout=300),
     guest("guest: DAX REMOVEMAPPING of 80 ranges", "dax-batch.sh",
           "--daemon", "ours", timeout=240),
     # Parallel SETUPMAPPING/REMOVEMAPPING: 4 vCPUs, 4 request queues, a

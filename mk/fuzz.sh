@@ -6,9 +6,14 @@
 #                               $FUZZ_SECONDS or 300)
 #   mk/fuzz.sh coverage         line coverage of the daemon's files by the
 #                               corpus (committed seeds and what runs found)
+#   mk/fuzz.sh seccomp          replay the seeds and the regressions under
+#                               the daemon's seccomp filter (replay-seccomp.c)
+#   mk/fuzz.sh run-vhost [SECONDS]  the same for the vhost-user transport
+#                               (fuzz-vhost.c, seeds in vhost-corpus/)
+# build and replay cover both fuzzers.
 # Built outside meson (clang, not the QEMU build's compiler) from the
-# daemon's sources minus main.c, vhost.c, sandbox.c and seccomp.c, with the
-# include paths its meson.build uses.  Fails, naming the input, on any
+# daemon's sources minus main.c, vhost.c, sandbox.c and seccomp-filter.c,
+# with the include paths its meson.build uses.  Fails, naming the input, on any
 # crash; new crashes are kept in $BUILD/fuzz/crashes/.
 # The seeds: corpus/ (gen-corpus.py) and captured/ (capture-corpus.sh,
 # requests of a real guest).
@@ -22,37 +27,49 @@ BIN=$OUT/fuzz-request
 SRC=${QEMU_SRC:-$BUILD/src}
 CC=${FUZZ_CC:-clang}
 
-# compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files
+# compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files.
+# $HARNESS (default fuzz-request.c) is the harness; with $WITH_SECCOMP=1
+# seccomp-filter.c and libseccomp are linked too, with $WITH_VHOST=1 vhost.c and
+# libvhost-user.
 compile() {
-    local out=$1 srcs=() f
+    local out=$1 srcs=() f libs=() harness=${HARNESS:-fuzz-request.c}
     shift
     for f in "$VFSD"/*.c; do
         case ${f##*/} in
-        main.c|vhost.c|sandbox.c|seccomp.c) ;;
+        seccomp-filter.c) [ "${WITH_SECCOMP:-0}" = 1 ] && srcs+=("$f") ;;
+        vhost.c) [ "${WITH_VHOST:-0}" = 1 ] && srcs+=("$f") ;;
+        main.c|sandbox.c) ;;
         *) srcs+=("$f") ;;
         esac
     done
-    srcs+=("$FUZZ_DIR/fuzz-request.c")
+    srcs+=("$FUZZ_DIR/$harness")
+    [ "${WITH_SECCOMP:-0}" = 1 ] && libs=(-lseccomp)
+    [ "${WITH_VHOST:-0}" = 1 ] &&
+        srcs+=("$SRC/subprojects/libvhost-user/libvhost-user.c"
+               "$SRC/subprojects/libvhost-user/libvhost-user-shmem.c")
     # shellcheck disable=SC2046
     "$CC" -std=gnu11 -g -O1 -fno-omit-frame-pointer "$@" \
         -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -fwrapv -fno-strict-aliasing \
         -Wall -Wno-unused-parameter \
-        -I"$VFSD" -iquote "$SRC/include" \
+        -I"$VFSD" -I"$SRC/subprojects/libvhost-user" \
+        -iquote "$SRC/include" \
         $(pkg-config --cflags glib-2.0 libcap-ng) \
         "${srcs[@]}" -o "$out.tmp" \
         -Wl,--wrap=openat,--wrap=openat64 \
-        $(pkg-config --libs glib-2.0 libcap-ng) -lpthread
+        $(pkg-config --libs glib-2.0 libcap-ng) "${libs[@]}" -lpthread
     mv "$out.tmp" "$out"
 }
 
 # A digest of what the binary is built from: the daemon's sources and
-# headers, the patched QEMU headers it includes (make prepare rewrites
-# them with their patches), this script, the compiler and the libraries'
-# flags.  By content, not by date: a header put back to an older version
-# is a change too.
+# headers, libvhost-user (the transport fuzzer links it), the patched
+# QEMU headers it includes (make prepare rewrites them with their
+# patches), this script, the compiler and the libraries' flags.  By
+# content, not by date: a header put back to an older version is a
+# change too.
 build_inputs() {
     {
-        find "$VFSD" "$SRC/include" -type f -name '*.[ch]' | LC_ALL=C sort |
+        find "$VFSD" "$SRC/include" "$SRC/subprojects/libvhost-user" \
+            -type f -name '*.[ch]' | LC_ALL=C sort |
             xargs sha256sum
         sha256sum "$0"
         "$CC" --version 2>&1
@@ -60,22 +77,32 @@ build_inputs() {
     } | sha256sum | cut -d' ' -f1
 }
 
-build() {
+# build_fuzzer BINARY HARNESS WITH-VHOST: a libFuzzer binary
+build_fuzzer() {
+    local bin=$1 harness=$2 vhost=$3 inputs
     [ -r "$SRC/include/standard-headers/linux/fuse.h" ] ||
         die "no $SRC/include/standard-headers/linux/fuse.h: run make prepare"
     command -v "$CC" >/dev/null || die "no $CC: run mk/deps.sh fuzz"
     mkdir -p "$OUT"
     # Rebuild unless the binary was built from exactly these inputs
-    local inputs
     inputs=$(build_inputs)
-    if [ -x "$BIN" ] && [ "$(cat "$BIN.inputs" 2>/dev/null)" = "$inputs" ]; then
+    if [ -x "$bin" ] && [ "$(cat "$bin.inputs" 2>/dev/null)" = "$inputs" ]; then
         return
     fi
-    say "fuzz: building $BIN"
-    rm -f "$BIN.inputs"
-    compile "$BIN" -fsanitize=fuzzer,address,undefined \
-        -fno-sanitize-recover=all
-    echo "$inputs" > "$BIN.inputs"
+    say "fuzz: building $bin"
+    rm -f "$bin.inputs"
+    HARNESS=$harness WITH_VHOST=$vhost compile "$bin" \
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+    echo "$inputs" > "$bin.inputs"
+}
+
+# The transport's fuzzer (fuzz-vhost.c): queue layouts, not requests
+VHOST_BIN=$OUT/fuzz-vhost
+VHOST_CORPUS=$FUZZ_DIR/vhost-corpus
+
+build() {
+    build_fuzzer "$BIN" fuzz-request.c 0
+    build_fuzzer "$VHOST_BIN" fuzz-vhost.c 1
 }
 
 coverage() {
@@ -95,7 +122,7 @@ coverage() {
     # shellcheck disable=SC2046
     llvm-cov report "$cov" -instr-profile="$dir/cov.profdata" \
         $(ls "$VFSD"/*.c | grep -v -e /main.c -e /vhost.c -e /sandbox.c \
-          -e /seccomp.c -e /options.c)
+          -e /seccomp-filter.c -e /options.c)
     say "fuzz: per line: llvm-cov show $cov -instr-profile=$dir/cov.profdata FILE"
 }
 
@@ -110,13 +137,15 @@ run_fuzzer() {
     tmp=$(mktemp -d "$OUT/tmp/run.XXXXXX")
     TMPDIR=$tmp ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
         UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-        "$BIN" -handle_xfsz=0 "$@" || rc=$?
+        "${FUZZ_BIN:-$BIN}" -handle_xfsz=0 "$@" || rc=$?
     rm -rf "$tmp"
     return $rc
 }
 
-replay() {
-    local f failed=0 inputs=()
+# Sets inputs to the seeds and the regression inputs
+replay_inputs() {
+    local f
+    inputs=()
     for f in "$FUZZ_DIR"/corpus/* "$FUZZ_DIR"/captured/* \
              "$FUZZ_DIR"/regressions/*; do
         [ -f "$f" ] && inputs+=("$f")
@@ -124,6 +153,43 @@ replay() {
     # No input means nothing was tested: the corpus went missing
     [ ${#inputs[@]} -gt 0 ] ||
         die "fuzz: no seed or regression input to replay in $FUZZ_DIR"
+}
+
+# The replay under the seccomp filter: no sanitizer (their runtimes make
+# calls of their own, which the daemon never does), built like the fuzzer
+# otherwise, and rebuilt on the same inputs.
+SECCOMP_BIN=$OUT/replay-seccomp
+build_seccomp() {
+    local inputs
+    [ -r "$SRC/include/standard-headers/linux/fuse.h" ] ||
+        die "no $SRC/include/standard-headers/linux/fuse.h: run make prepare"
+    command -v "$CC" >/dev/null || die "no $CC: run mk/deps.sh fuzz"
+    mkdir -p "$OUT"
+    inputs=$(build_inputs)
+    if [ -x "$SECCOMP_BIN" ] &&
+       [ "$(cat "$SECCOMP_BIN.inputs" 2>/dev/null)" = "$inputs" ]; then
+        return
+    fi
+    say "fuzz: building $SECCOMP_BIN"
+    rm -f "$SECCOMP_BIN.inputs"
+    HARNESS=replay-seccomp.c WITH_SECCOMP=1 compile "$SECCOMP_BIN" \
+        -Wl,--wrap=vfsd_fs_init
+    echo "$inputs" > "$SECCOMP_BIN.inputs"
+}
+
+replay_seccomp() {
+    local tmp rc=0 inputs
+    replay_inputs
+    mkdir -p "$OUT/tmp"
+    tmp=$(mktemp -d "$OUT/tmp/run.XXXXXX")
+    TMPDIR=$tmp "$SECCOMP_BIN" "${inputs[@]}" || rc=$?
+    rm -rf "$tmp"
+    [ $rc = 0 ] || die "fuzz: replay under the seccomp filter failed"
+}
+
+replay() {
+    local f failed=0 inputs
+    replay_inputs
     # One process per input: a crash names its input
     for f in "${inputs[@]}"; do
         if ! run_fuzzer "$f" >"$OUT/replay-$$.log" 2>&1; then
@@ -135,6 +201,49 @@ replay() {
     rm -f "$OUT/replay-$$.log"
     [ $failed = 0 ] || return 1
     say "fuzz: ${#inputs[@]} seeds and regression inputs replayed, no crash"
+    replay_vhost
+}
+
+# The transport's seeds.  Two well-formed ones must have reached the
+# daemon's queue processing: a harness that stopped laying out a queue the
+# daemon can pop would otherwise replay nothing and pass.
+replay_vhost() {
+    local f failed=0 n=0 log=$OUT/replay-vhost-$$.log
+    for f in "$VHOST_CORPUS"/* "$FUZZ_DIR"/vhost-regressions/*; do
+        [ -f "$f" ] || continue
+        n=$((n + 1))
+        if ! FUZZ_BIN=$VHOST_BIN FUZZ_VHOST_VERBOSE=1 run_fuzzer "$f" \
+                >"$log" 2>&1; then
+            cat "$log" >&2
+            say "fuzz: CRASH replaying $f (fuzz-vhost)"
+            failed=1
+        fi
+        case ${f##*/} in
+        getattr|indirect)
+            grep -q "fuzz-vhost: 1 of 1 heads used$" "$log" || {
+                cat "$log" >&2
+                say "fuzz: $f did not reach the daemon's queue processing"
+                failed=1
+            } ;;
+        esac
+    done
+    rm -f "$log"
+    [ $n -gt 0 ] || die "fuzz: no transport seed to replay in $VHOST_CORPUS"
+    [ $failed = 0 ] || return 1
+    say "fuzz: $n transport seeds replayed, no crash"
+}
+
+# fuzz_vhost SECONDS: new queue layouts (not part of make check)
+fuzz_vhost() {
+    local secs=$1 rc=0 dir=$OUT/vhost-corpus
+    mkdir -p "$dir" "$OUT/crashes"
+    cp -f "$VHOST_CORPUS"/* "$dir/"
+    say "fuzz: fuzzing the transport for ${secs}s (corpus $dir)"
+    FUZZ_BIN=$VHOST_BIN run_fuzzer "$dir" -max_total_time="$secs" \
+        -max_len=16384 -timeout=25 -rss_limit_mb=2048 -close_fd_mask=2 \
+        -print_final_stats=1 -artifact_prefix="$OUT/crashes/vhost-" || rc=$?
+    [ $rc = 0 ] || die "fuzz: CRASH in the transport (exit status $rc): $OUT/crashes/"
+    say "fuzz: no crash in ${secs}s of the transport"
 }
 
 fuzz() {
@@ -172,10 +281,16 @@ replay)
     build && replay ;;
 coverage)
     coverage ;;
+seccomp)
+    build_seccomp && replay_seccomp ;;
+run-vhost)
+    build
+    replay_vhost
+    fuzz_vhost "${2:-${FUZZ_SECONDS:-300}}" ;;
 run)
     build
     replay
     fuzz "${2:-${FUZZ_SECONDS:-300}}" ;;
 *)
-    die "usage: mk/fuzz.sh build|replay|run [SECONDS]|coverage" ;;
+    die "usage: mk/fuzz.sh build|replay|run [SECONDS]|run-vhost [SECONDS]|coverage|seccomp" ;;
 esac

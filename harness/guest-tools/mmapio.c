@@ -22,6 +22,18 @@
  *                                  DIR/phase2, as host_step), then verify
  *                                  SEED2's pattern, which the host wrote,
  *                                  through the same mapping
+ *   mmapio reread FILE SEED1 SEED2 DIR
+ *                                  map FILE, verify SEED1's pattern, hand
+ *                                  over to the host (as coherence), then
+ *                                  verify SEED2's pattern through the same
+ *                                  mapping: the host replaced the file's
+ *                                  content meanwhile (fix-up race test)
+ *   mmapio touchpast FILE SEED DIR PROGRESS
+ *                                  map FILE, verify SEED's pattern, hand
+ *                                  over to the host (which truncates the
+ *                                  file), then touch each page once,
+ *                                  storing the count touched so far in
+ *                                  PROGRESS after each (fix-up cap test)
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -56,12 +68,66 @@ static int fail(const char *what, const char *file)
     return 1;
 }
 
+/*
+ * Map FILE whole (read-only, shared) and check SEED's pattern, so that
+ * every range of it is mapped before the host acts.
+ */
+static volatile uint8_t *map_checked(const char *file, unsigned seed,
+                                     off_t *size)
+{
+    struct stat st;
+    int fd = open(file, O_RDONLY);
+
+    if (fd < 0 || fstat(fd, &st) < 0 || st.st_size == 0) {
+        fail("open", file);
+        return NULL;
+    }
+    volatile uint8_t *p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        fail("mmap", file);
+        return NULL;
+    }
+    for (off_t i = 0; i < st.st_size; i++) {
+        if (p[i] != pattern(i, seed)) {
+            printf("%s: byte %llu is %u before the host acted, want %u\n",
+                   file, (unsigned long long)i, p[i], pattern(i, seed));
+            return NULL;
+        }
+    }
+    *size = st.st_size;
+    return p;
+}
+
+/* The host_step handshake of guest-lib.sh, from C: DIR/phase1, DIR/phase2 */
+static int hand_over(const char *dir)
+{
+    char phase[4096];
+    struct stat st;
+    int waited;
+
+    snprintf(phase, sizeof(phase), "%s/phase1", dir);
+    if (close(open(phase, O_WRONLY | O_CREAT, 0644)) < 0) {
+        return fail("create", phase);
+    }
+    snprintf(phase, sizeof(phase), "%s/phase2", dir);
+    for (waited = 0; stat(phase, &st) < 0; waited++) {
+        if (waited > 1200) {
+            fprintf(stderr, "mmapio: the host never answered\n");
+            return 1;
+        }
+        usleep(100000);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop|survey FILE SECONDS\n"
                 "       mmapio scribble FILE FROM SECONDS\n"
-                "       mmapio coherence FILE SIZE SEED1 SEED2 DIR\n");
+                "       mmapio coherence FILE SIZE SEED1 SEED2 DIR\n"
+                "       mmapio reread FILE SEED1 SEED2 DIR\n"
+                "       mmapio touchpast FILE SEED DIR PROGRESS\n");
         return 2;
     }
     const char *op = argv[1], *file = argv[2];
@@ -301,6 +367,69 @@ int main(int argc, char **argv)
         printf("scribble %s: passes %lu writes %lu pwrite-errors %lu (%s) "
                "sigbus %lu\n", file, passes, writes, errors,
                errors ? strerror(first_errno) : "none", sigbus);
+        return 0;
+    }
+    if (!strcmp(op, "reread") && argc == 6) {
+        unsigned seed1 = atoi(argv[3]), seed2 = atoi(argv[4]);
+        volatile uint8_t *p;
+        off_t size;
+
+        p = map_checked(file, seed1, &size);
+        if (!p || hand_over(argv[5])) {
+            return 1;
+        }
+        struct sigaction sa = { .sa_handler = on_sigbus };
+        sigaction(SIGBUS, &sa, NULL);
+        if (sigsetjmp(bus_jump, 1)) {
+            printf("reread %s: SIGBUS in the guest\n", file);
+            return 1;
+        }
+        for (off_t i = 0; i < size; i++) {
+            if (p[i] != pattern(i, seed2)) {
+                printf("reread %s: byte %llu is %u, the host wrote %u\n",
+                       file, (unsigned long long)i, p[i], pattern(i, seed2));
+                return 1;
+            }
+        }
+        printf("reread %s: %llu bytes of the host's new content\n", file,
+               (unsigned long long)size);
+        return 0;
+    }
+    if (!strcmp(op, "touchpast") && argc == 6) {
+        unsigned seed = atoi(argv[3]);
+        volatile uint8_t *p;
+        unsigned long zeros = 0;
+        off_t size;
+        int pfd;
+
+        p = map_checked(file, seed, &size);
+        if (!p) {
+            return 1;
+        }
+        pfd = open(argv[5], O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (pfd < 0) {
+            return fail("open", argv[5]);
+        }
+        printf("touchpast %s: %llu bytes mapped and checked\n", file,
+               (unsigned long long)size);
+        fflush(stdout);
+        if (hand_over(argv[4])) {
+            return 1;
+        }
+        for (off_t pg = 0; pg < size / 4096; pg++) {
+            char line[32];
+            int n;
+
+            zeros += !p[pg * 4096];
+            /* Fixed width: the count only grows, the file never shrinks */
+            n = snprintf(line, sizeof(line), "%20llu\n",
+                         (unsigned long long)pg + 1);
+            if (pwrite(pfd, line, n, 0) != n) {
+                return fail("pwrite", argv[5]);
+            }
+        }
+        printf("touchpast %s: %llu pages touched, %lu read as zeros\n",
+               file, (unsigned long long)(size / 4096), zeros);
         return 0;
     }
     fprintf(stderr, "mmapio: unknown operation %s\n", op);

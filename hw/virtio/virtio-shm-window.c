@@ -52,6 +52,8 @@ typedef struct ShmWindowRange {
     uintptr_t *fixups;
     unsigned int nr_fixups;
     unsigned int max_fixups;
+    /* Said when max_fixups is reached; made outside signal context */
+    char give_up[160];
 } ShmWindowRange;
 static ShmWindowRange shm_window_ranges[SHM_WINDOW_MAX_RANGES];
 
@@ -209,9 +211,7 @@ static bool shm_window_sigbus_fixup(void *addr)
         }
         probed = 0;
         if (r->nr_fixups >= r->max_fixups) {
-            shm_window_sigbus_say("qemu: too many pages past the end of "
-                                  "files mapped into a virtio shared memory "
-                                  "window were touched; giving up\n");
+            shm_window_sigbus_say(r->give_up);
         } else {
             p = mmap((void *)page, page_mask + 1, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
@@ -257,6 +257,10 @@ static void shm_window_add_range(VirtioShmWindow *win,
             r->fixups = g_new(uintptr_t, max_fixups);
             r->nr_fixups = 0;
             r->max_fixups = max_fixups;
+            g_snprintf(r->give_up, sizeof(r->give_up),
+                       "qemu: %s: the guest touched more than %u pages past "
+                       "the end of truncated files; giving up\n",
+                       memory_region_name(&win->mr), max_fixups);
             qatomic_set(&r->start, (uintptr_t)win->host);
             /* A non-zero size publishes the rest (pairs with the fixup) */
             smp_wmb();

@@ -73,11 +73,11 @@ static uint8_t capture_room(size_t room)
     return room <= CAPTURE_DEFAULT_ROOM ? 0 : 255;
 }
 
-void vfsd_capture_request(const VfsdReqHead *head, const VfsdBuf *in,
+void vfsd_capture_request(const struct fuse_in_header *h, const VfsdBuf *in,
                           const VfsdBuf *out)
 {
     VfsdBuf b = *in;
-    size_t hlen = head->valid ? sizeof(head->h) : 0;
+    size_t hlen = h ? sizeof(*h) : 0;
     size_t len = hlen + vfsd_buf_remaining(&b);
     g_autofree uint8_t *rec = NULL;
     size_t done = 0;
@@ -94,7 +94,7 @@ void vfsd_capture_request(const VfsdReqHead *head, const VfsdBuf *in,
     rec[1] = len >> 8;
     rec[2] = 0;     /* in one piece */
     rec[3] = capture_room(vfsd_buf_remaining(out));
-    memcpy(rec + 4, &head->h, hlen);
+    memcpy(rec + 4, h, hlen);
     if (!vfsd_buf_read(&b, rec + 4 + hlen, len - hlen)) {
         return;
     }

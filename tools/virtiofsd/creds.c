@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "fs.h"
+#include "creds.h"
 #include "log.h"
 
 /*

@@ -73,14 +73,17 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/timerfd.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "dax.h"
+#include "fd.h"
+#include "inode.h"
 #include "log.h"
 #include "stats.h"
 
-/* Offsets and lengths must be page aligned: we announce 1 << 12 in INIT */
-#define VFSD_DAX_ALIGN 4096ULL
+/* Offsets and lengths must be page aligned, as INIT announces */
+#define VFSD_DAX_ALIGN ((uint64_t)VFSD_PAGE_SIZE)
 
 struct VfsdDax {
     GMutex lock;
@@ -172,17 +175,58 @@ static uint64_t dax_keep(VfsdDax *dax, uint64_t foffset, uint64_t len,
 }
 
 /*
+ * What the window knows of an inode: its mappings, the size they follow
+ * and the watch on its file.  Made the first time the inode is mapped,
+ * under the window's lock, and freed with the inode (plain data).  Only
+ * written under the lock; maps, size and setting_up are also read
+ * without it, atomically.
+ */
+struct VfsdDaxInode {
+    gint maps;                  /* live mappings */
+    int wd;                     /* inotify watch descriptor, 0: none */
+    uint64_t size;              /* file size the mappings follow */
+    gint setting_up;            /* SETUPMAPPINGs under way */
+};
+
+/* NULL for an inode never mapped */
+static VfsdDaxInode *dax_of(VfsdInode *inode)
+{
+    return g_atomic_pointer_get(&inode->dax);
+}
+
+/* The same, made if need be.  Lock held. */
+static VfsdDaxInode *dax_of_new(VfsdInode *inode)
+{
+    VfsdDaxInode *d = dax_of(inode);
+
+    if (!d) {
+        d = g_new0(VfsdDaxInode, 1);
+        g_atomic_pointer_set(&inode->dax, d);
+    }
+    return d;
+}
+
+/* Whether @inode has live mappings */
+static bool dax_inode_mapped(VfsdInode *inode)
+{
+    VfsdDaxInode *d = dax_of(inode);
+
+    return d && g_atomic_int_get(&d->maps);
+}
+
+/*
  * Watches the file of @inode for host-side truncation, if that is on and
  * it is not watched yet.  Before the size the mappings are made from is
  * read, so that a truncate in between is heard of.  Lock held.
  */
 static void dax_inode_watch(VfsdDax *dax, VfsdInode *inode)
 {
+    VfsdDaxInode *d = dax_of_new(inode);
     char name[16];
     gpointer users;
     int wd;
 
-    if (dax->watch_fd < 0 || inode->dax_wd) {
+    if (dax->watch_fd < 0 || d->wd) {
         return;
     }
     /*
@@ -206,7 +250,7 @@ static void dax_inode_watch(VfsdDax *dax, VfsdInode *inode)
         }
         return;
     }
-    inode->dax_wd = wd;
+    d->wd = wd;
     users = g_hash_table_lookup(dax->wds, GINT_TO_POINTER(wd));
     g_hash_table_insert(dax->wds, GINT_TO_POINTER(wd),
                         GUINT_TO_POINTER(GPOINTER_TO_UINT(users) + 1));
@@ -215,30 +259,35 @@ static void dax_inode_watch(VfsdDax *dax, VfsdInode *inode)
 /* Drops the watch of an inode that has no mappings.  Lock held. */
 static void dax_inode_unwatch(VfsdDax *dax, VfsdInode *inode)
 {
-    gpointer key = GINT_TO_POINTER(inode->dax_wd);
+    VfsdDaxInode *d = dax_of(inode);
+    gpointer key;
     unsigned int users;
 
-    if (inode->dax_maps || !inode->dax_wd) {
+    if (!d || d->maps || !d->wd) {
         return;
     }
+    key = GINT_TO_POINTER(d->wd);
     users = GPOINTER_TO_UINT(g_hash_table_lookup(dax->wds, key));
     if (users > 1) {
         g_hash_table_insert(dax->wds, key, GUINT_TO_POINTER(users - 1));
     } else if (users) {
         g_hash_table_remove(dax->wds, key);
-        inotify_rm_watch(dax->watch_fd, inode->dax_wd);
+        inotify_rm_watch(dax->watch_fd, d->wd);
     }
-    inode->dax_wd = 0;
+    d->wd = 0;
 }
 
 static uint64_t dax_inode_size(VfsdInode *inode)
 {
-    return __atomic_load_n(&inode->dax_size, __ATOMIC_RELAXED);
+    VfsdDaxInode *d = dax_of(inode);
+
+    return d ? __atomic_load_n(&d->size, __ATOMIC_RELAXED) : 0;
 }
 
+/* Lock held */
 static void dax_inode_set_size(VfsdInode *inode, uint64_t size)
 {
-    __atomic_store_n(&inode->dax_size, size, __ATOMIC_RELAXED);
+    __atomic_store_n(&dax_of_new(inode)->size, size, __ATOMIC_RELAXED);
 }
 
 /* A new mapping of @inode, whose file is @size bytes.  Lock held. */
@@ -247,13 +296,13 @@ static void dax_inode_attach(VfsdDax *dax, VfsdInode *inode, uint64_t size)
     /* Again: the maps this one replaced may have taken the watch along */
     dax_inode_watch(dax, inode);
     dax_inode_set_size(inode, size);
-    g_atomic_int_inc(&inode->dax_maps);
+    g_atomic_int_inc(&dax_of_new(inode)->maps);
 }
 
 /* The last mapping of an inode gone, so is its watch.  Lock held. */
 static void dax_inode_detach(VfsdDax *dax, VfsdInode *inode)
 {
-    g_atomic_int_add(&inode->dax_maps, -1);
+    g_atomic_int_add(&dax_of(inode)->maps, -1);
     dax_inode_unwatch(dax, inode);
 }
 
@@ -281,6 +330,36 @@ static GPtrArray *dax_all_maps(VfsdDax *dax)
 
     g_tree_foreach(dax->maps, collect_map, all);
     return all;
+}
+
+bool vfsd_dax_wanted(VfsdFs *fs, VfsdInode *inode, const struct statx *stx)
+{
+    char procname[32];
+
+    if (!(fs->conn_flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
+        return false;
+    }
+    if (!vfsd_dax_size_mappable(fs, stx->stx_size)) {
+        return false;
+    }
+    switch (fs->opts->dax_policy) {
+    case VFSD_DAX_NEVER:
+        return false;
+    case VFSD_DAX_ALWAYS:
+        return true;
+    case VFSD_DAX_SIZE:
+        return stx->stx_size >= fs->opts->dax_min_size;
+    case VFSD_DAX_XATTR:
+        /*
+         * By the inode's /proc/self/fd name, relative to the working
+         * directory (see fs-xattr.c), rather than through an fd opened
+         * for it: this runs for every attribute reply, and such an fd
+         * would be one more the fd accounting does not bound.
+         */
+        snprintf(procname, sizeof(procname), "%d", inode->fd);
+        return getxattr(procname, VFSD_DAX_XATTR_NAME, NULL, 0) >= 0;
+    }
+    return false;
 }
 
 void vfsd_dax_free(VfsdDax *dax)
@@ -513,25 +592,9 @@ static bool dax_range_ok(uint64_t off, uint64_t len)
            off + len > off;
 }
 
-int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
-                         const struct fuse_setupmapping_in *in)
+/* The request's own checks, before any inode or fd is taken */
+static int setup_check(VfsdFs *fs, const struct fuse_setupmapping_in *in)
 {
-    VfsdDax *dax = fs->dax;
-    g_autoptr(VfsdInode) inode = NULL;
-    g_autoptr(GPtrArray) overlap = NULL;
-    g_autoptr(GPtrArray) old = g_ptr_array_new();
-    g_autoptr(GPtrArray) stale = g_ptr_array_new();
-    bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
-    uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
-    bool eager_rw;
-    VfsdDaxMap *m;
-    unsigned int i;
-    int fd, ret = 0;
-    int64_t start;
-    uint64_t keep;
-    struct stat st;
-    bool mapped;
-
     if (!vfsd_dax_available(fs)) {
         return -EOPNOTSUPP;
     }
@@ -550,74 +613,54 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
                          in->foffset, in->moffset, in->len);
         return -EINVAL;
     }
-    inode = vfsd_inode_get(fs, nodeid);
-    if (!inode) {
-        return -ENOENT;
-    }
-    if (inode->type != S_IFREG) {
-        return -EINVAL;
-    }
-    if (writable && fs->opts->readonly) {
-        return -EROFS;
-    }
+    return 0;
+}
 
-    /*
-     * The guest sends no file handle (fh is -1): open the inode ourselves,
-     * writable only when the guest asks for a writable mapping.  The
-     * front-end keeps its own reference to the file once mapped.
-     *
-     * A front-end that cannot replace a mapping atomically (upstream QEMU)
-     * would leave a read-only range unmapped for a moment when the guest
-     * upgrades it to writable, and a guest thread reading it then would
-     * see zeros.  There, a range is mapped writable from the start when
-     * the file opens for writing, and the upgrade finds nothing to do.
-     */
-    eager_rw = !writable && !fs->opts->readonly &&
-               !dax->be.can_replace(dax->be.opaque);
-    if (!vfsd_fd_reserve(fs)) {
-        return -ENFILE;
-    }
-    fd = vfsd_reopen(fs, inode, writable || eager_rw ? O_RDWR : O_RDONLY);
+/*
+ * The guest sends no file handle (fh is -1): open the inode ourselves,
+ * writable only when the guest asks for a writable mapping.  The
+ * front-end keeps its own reference to the file once mapped.
+ *
+ * A front-end that cannot replace a mapping atomically (upstream QEMU)
+ * would leave a read-only range unmapped for a moment when the guest
+ * upgrades it to writable, and a guest thread reading it then would
+ * see zeros.  There, a range is mapped writable from the start when
+ * the file opens for writing, and the upgrade finds nothing to do:
+ * *@writable and *@flags then say so.  Returns an accounted fd.
+ */
+static int setup_open(VfsdFs *fs, VfsdInode *inode, bool *writable,
+                      uint64_t *flags)
+{
+    VfsdDax *dax = fs->dax;
+    bool eager_rw = !*writable && !fs->opts->readonly &&
+                    !dax->be.can_replace(dax->be.opaque);
+    int fd;
+
+    fd = vfsd_fd_open(fs, inode, *writable || eager_rw ? O_RDWR : O_RDONLY);
     if (fd < 0 && eager_rw) {
-        fd = vfsd_reopen(fs, inode, O_RDONLY);
+        fd = vfsd_fd_open(fs, inode, O_RDONLY);
     } else if (fd >= 0 && eager_rw) {
-        writable = true;
-        flags |= VFSD_DAX_MAP_RW;
+        *writable = true;
+        *flags |= VFSD_DAX_MAP_RW;
     }
-    if (fd < 0) {
-        vfsd_fd_release(fs);
-        return fd;
-    }
-    g_mutex_lock(&dax->lock);
-    dax_inode_watch(dax, inode);
-    /*
-     * A request that grows the file after our fstat, and looks at the
-     * inode without the lock before our mapping is recorded, must take
-     * the lock and wait for us (pairs with dax_inode_may_need_resize()).
-     */
-    g_atomic_int_inc(&inode->dax_setting_up);
-    /*
-     * Under the lock, so that no resize of the file's mappings (its
-     * growth seen by another request, a truncate of ours) slips in
-     * between the size read and the mapping that follows it.
-     */
-    if (fstat(fd, &st) < 0) {
-        ret = -errno;
-        goto out;
-    }
-    keep = dax_keep(dax, in->foffset, in->len, st.st_size);
-    if (dax_upstream(dax) && in->foffset + keep < (uint64_t)st.st_size &&
-        keep < in->len) {
-        /* The guest would read zeros for the file's last bytes */
-        vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
-                         "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file of "
-                         "%" PRIu64 " bytes: it maps no partial page at the "
-                         "end of a file (mount with -o dax=inode: only "
-                         "files of whole pages then use DAX)", in->foffset,
-                         in->len, (uint64_t)st.st_size);
-        ret = -EIO;
-        goto out;
-    }
+    return fd;
+}
+
+/*
+ * Sorts the mappings in the way of the new one into @old (it covers all
+ * they map: replaced) and @stale (unmapped first).  Returns 1 when the
+ * range is already mapped as asked, -EINVAL when it cuts through a live
+ * mapping, else 0.  Lock held.
+ */
+static int setup_sort_overlap(VfsdDax *dax, VfsdInode *inode,
+                              const struct fuse_setupmapping_in *in,
+                              uint64_t keep, bool writable, GPtrArray *old,
+                              GPtrArray *stale)
+{
+    g_autoptr(GPtrArray) overlap = NULL;
+    VfsdDaxMap *m;
+    unsigned int i;
+
     overlap = dax_overlapping(dax, in->moffset, in->moffset + in->len);
     if (overlap->len == 1) {
         m = g_ptr_array_index(overlap, 0);
@@ -626,7 +669,7 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
             m->foffset == in->foffset && !m->released &&
             (m->writable || !writable)) {
             /* Already mapped as asked, e.g. an upgrade of an eager map */
-            goto out;
+            return 1;
         }
     }
     for (i = 0; i < overlap->len; i++) {
@@ -651,53 +694,80 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
             vfsd_guest_error("SETUPMAPPING: window range 0x%" PRIx64 "+0x%"
                              PRIx64 " cuts through an existing mapping",
                              in->moffset, in->len);
-            ret = -EINVAL;
-            goto out;
+            return -EINVAL;
         }
     }
+    return 0;
+}
+
+/*
+ * Clears the way: @stale unmapped, @old unmapped too unless the new map
+ * (of @keep bytes) replaces it in one step (then *@flags says so).  Lock
+ * held.
+ */
+static int setup_clear(VfsdDax *dax, GPtrArray *old, GPtrArray *stale,
+                       uint64_t keep, uint64_t *flags)
+{
     /* Queued before our map, which the front-end handles after them */
     if (stale->len && !dax_unmap_maps(dax, stale, false)) {
-        ret = -EIO;
-        goto out;
+        return -EIO;
     }
-    if (old->len && keep) {
-        if (dax->be.can_replace(dax->be.opaque)) {
-            /*
-             * e.g. a read-only range upgraded to writable while other
-             * guest threads read through it: one atomic replacement, so
-             * the range never reads anything but the file.
-             */
-            flags |= VFSD_DAX_MAP_REPLACE;
-        } else if (!dax_unmap_maps(dax, old, true)) {
-            ret = -EIO;
-            goto out;
-        }
+    if (old->len && keep && dax->be.can_replace(dax->be.opaque)) {
+        /*
+         * e.g. a read-only range upgraded to writable while other guest
+         * threads read through it: one atomic replacement, so the range
+         * never reads anything but the file.
+         */
+        *flags |= VFSD_DAX_MAP_REPLACE;
     } else if (old->len && !dax_unmap_maps(dax, old, true)) {
-        ret = -EIO;
-        goto out;
+        return -EIO;
     }
-    /*
-     * Only the part of the range the file backs is mapped: a page past
-     * the end of a file faults when touched, and a fault in QEMU is not
-     * always one it survives (see "Never past the end of file" above).
-     * The rest keeps the window's zeros until the file grows.
-     */
-    if (keep) {
-        start = fs->stats ? vfsd_stats_now() : 0;
-        mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, keep,
-                             flags, fd);
-        if (fs->stats) {
-            vfsd_stats_record(fs->stats, VFSD_STATS_FE_MAP, start);
-        }
-        if (!mapped) {
-            vfsd_guest_error("SETUPMAPPING: front-end refused to map 0x%"
-                             PRIx64 "+0x%" PRIx64, in->moffset, keep);
-            ret = -EIO;
-            goto out;
-        }
+    return 0;
+}
+
+/*
+ * Maps the first @keep bytes of the range.  Only the part of the range
+ * the file backs is mapped: a page past the end of a file faults when
+ * touched, and a fault in QEMU is not always one it survives (see "Never
+ * past the end of file" above).  The rest keeps the window's zeros until
+ * the file grows.  Lock held.
+ */
+static int setup_map(VfsdFs *fs, const struct fuse_setupmapping_in *in,
+                     uint64_t keep, uint64_t flags, int fd)
+{
+    VfsdDax *dax = fs->dax;
+    int64_t start;
+    bool mapped;
+
+    if (!keep) {
+        return 0;
     }
+    start = fs->stats ? vfsd_stats_now() : 0;
+    mapped = dax->be.map(dax->be.opaque, in->foffset, in->moffset, keep,
+                         flags, fd);
+    if (fs->stats) {
+        vfsd_stats_record(fs->stats, VFSD_STATS_FE_MAP, start);
+    }
+    if (!mapped) {
+        vfsd_guest_error("SETUPMAPPING: front-end refused to map 0x%"
+                         PRIx64 "+0x%" PRIx64, in->moffset, keep);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* Records the new mapping, and forgets those it replaced.  Lock held. */
+static void setup_record(VfsdFs *fs, VfsdInode *inode,
+                         const struct fuse_setupmapping_in *in,
+                         uint64_t keep, bool writable, uint64_t flags,
+                         GPtrArray *old, uint64_t size)
+{
+    VfsdDax *dax = fs->dax;
+    VfsdDaxMap *m;
+    unsigned int i;
+
     /* First, so that upgrading a range keeps the file's watch */
-    dax_inode_attach(dax, inode, st.st_size);
+    dax_inode_attach(dax, inode, size);
     if (flags & VFSD_DAX_MAP_REPLACE) {
         for (i = 0; i < old->len; i++) {
             m = g_ptr_array_index(old, i);
@@ -718,13 +788,95 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     m->inode = inode;
     vfsd_inode_ref(inode);
     g_tree_insert(dax->maps, &m->moffset, m);
-out:
-    g_atomic_int_add(&inode->dax_setting_up, -1);
+}
+
+/* The part of SETUPMAPPING done under the window's lock */
+static int setup_locked(VfsdFs *fs, VfsdInode *inode,
+                        const struct fuse_setupmapping_in *in, int fd,
+                        bool writable, uint64_t flags)
+{
+    VfsdDax *dax = fs->dax;
+    g_autoptr(GPtrArray) old = g_ptr_array_new();
+    g_autoptr(GPtrArray) stale = g_ptr_array_new();
+    struct stat st;
+    uint64_t keep;
+    int ret;
+
+    /*
+     * Under the lock, so that no resize of the file's mappings (its
+     * growth seen by another request, a truncate of ours) slips in
+     * between the size read and the mapping that follows it.
+     */
+    if (fstat(fd, &st) < 0) {
+        return -errno;
+    }
+    keep = dax_keep(dax, in->foffset, in->len, st.st_size);
+    if (dax_upstream(dax) && in->foffset + keep < (uint64_t)st.st_size &&
+        keep < in->len) {
+        /* The guest would read zeros for the file's last bytes */
+        vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
+                         "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file of "
+                         "%" PRIu64 " bytes: it maps no partial page at the "
+                         "end of a file (mount with -o dax=inode: only "
+                         "files of whole pages then use DAX)", in->foffset,
+                         in->len, (uint64_t)st.st_size);
+        return -EIO;
+    }
+    ret = setup_sort_overlap(dax, inode, in, keep, writable, old, stale);
+    if (ret) {
+        return ret < 0 ? ret : 0;
+    }
+    ret = setup_clear(dax, old, stale, keep, &flags);
+    if (!ret) {
+        ret = setup_map(fs, in, keep, flags, fd);
+    }
+    if (!ret) {
+        setup_record(fs, inode, in, keep, writable, flags, old, st.st_size);
+    }
+    return ret;
+}
+
+int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
+                         const struct fuse_setupmapping_in *in)
+{
+    VfsdDax *dax = fs->dax;
+    g_autoptr(VfsdInode) inode = NULL;
+    bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
+    uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
+    int fd, ret;
+
+    ret = setup_check(fs, in);
+    if (ret) {
+        return ret;
+    }
+    inode = vfsd_inode_get(fs, nodeid);
+    if (!inode) {
+        return -ENOENT;
+    }
+    if (inode->type != S_IFREG) {
+        return -EINVAL;
+    }
+    if (writable && fs->opts->readonly) {
+        return -EROFS;
+    }
+    fd = setup_open(fs, inode, &writable, &flags);
+    if (fd < 0) {
+        return fd;
+    }
+    g_mutex_lock(&dax->lock);
+    dax_inode_watch(dax, inode);
+    /*
+     * A request that grows the file after our fstat, and looks at the
+     * inode without the lock before our mapping is recorded, must take
+     * the lock and wait for us (pairs with dax_inode_may_need_resize()).
+     */
+    g_atomic_int_inc(&dax_of_new(inode)->setting_up);
+    ret = setup_locked(fs, inode, in, fd, writable, flags);
+    g_atomic_int_add(&dax_of(inode)->setting_up, -1);
     /* A failed request leaves no watch behind */
     dax_inode_unwatch(dax, inode);
     g_mutex_unlock(&dax->lock);
-    close(fd);
-    vfsd_fd_release(fs);
+    vfsd_fd_close(fs, fd);
     return ret;
 }
 
@@ -876,23 +1028,13 @@ void vfsd_dax_forget_all(VfsdFs *fs)
 /* A fresh fd for a mapping's file, or a negative errno */
 static int dax_reopen(VfsdFs *fs, VfsdDaxMap *m)
 {
-    int fd;
-
-    if (!vfsd_fd_reserve(fs)) {
-        return -ENFILE;
-    }
-    fd = vfsd_reopen(fs, m->inode, m->writable ? O_RDWR : O_RDONLY);
-    if (fd < 0) {
-        vfsd_fd_release(fs);
-    }
-    return fd;
+    return vfsd_fd_open(fs, m->inode, m->writable ? O_RDWR : O_RDONLY);
 }
 
 static void dax_close(VfsdFs *fs, int fd)
 {
     if (fd >= 0) {
-        close(fd);
-        vfsd_fd_release(fs);
+        vfsd_fd_close(fs, fd);
     }
 }
 
@@ -1118,12 +1260,13 @@ void vfsd_dax_watch_events(VfsdFs *fs)
     all = dax_all_maps(dax);
     for (i = 0; i < all->len; i++) {
         VfsdInode *inode = ((VfsdDaxMap *)g_ptr_array_index(all, i))->inode;
-        gpointer wd = GINT_TO_POINTER(inode->dax_wd);
+        VfsdDaxInode *d = dax_of(inode);
+        gpointer wd = GINT_TO_POINTER(d->wd);
 
-        if (inode->dax_wd && g_hash_table_contains(ignored, wd)) {
+        if (d->wd && g_hash_table_contains(ignored, wd)) {
             /* The kernel dropped the watch (file system unmounted) */
             g_hash_table_remove(dax->wds, wd);
-            inode->dax_wd = 0;
+            d->wd = 0;
         } else if (!overflow && !g_hash_table_contains(changed, wd)) {
             continue;
         }
@@ -1136,7 +1279,7 @@ void vfsd_dax_watch_events(VfsdFs *fs)
     for (i = 0; i < inodes->len; i++) {
         VfsdInode *inode = g_ptr_array_index(inodes, i);
 
-        if (inode->dax_maps) {
+        if (dax_inode_mapped(inode)) {
             dax_inode_recheck(fs, inode);
         }
         vfsd_inode_unref(inode);
@@ -1152,9 +1295,11 @@ void vfsd_dax_watch_events(VfsdFs *fs)
  */
 static bool dax_inode_may_need_resize(VfsdInode *inode, uint64_t size)
 {
-    return g_atomic_int_get(&inode->dax_setting_up) ||
-           (g_atomic_int_get(&inode->dax_maps) &&
-            size != dax_inode_size(inode));
+    VfsdDaxInode *d = dax_of(inode);
+
+    return d && (g_atomic_int_get(&d->setting_up) ||
+                 (g_atomic_int_get(&d->maps) &&
+                  size != dax_inode_size(inode)));
 }
 
 void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
@@ -1169,7 +1314,7 @@ void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
         return;
     }
     g_mutex_lock(&fs->dax->lock);
-    if (inode->dax_maps) {
+    if (dax_inode_mapped(inode)) {
         dax_inode_recheck(fs, inode);
     }
     g_mutex_unlock(&fs->dax->lock);

@@ -9,7 +9,7 @@
 #ifndef VIRTIOFSD_DAX_H
 #define VIRTIOFSD_DAX_H
 
-#include "fs.h"
+#include "fs-types.h"
 
 /* The window is shared memory region 0 of the device */
 #define VFSD_DAX_SHMID 0
@@ -64,6 +64,11 @@ VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be);
  */
 bool vfsd_dax_size_mappable(VfsdFs *fs, uint64_t size);
 void vfsd_dax_free(VfsdDax *dax);
+/*
+ * The policy (--dax-policy): whether the guest is to map @inode, whose
+ * attributes are @stx, through the window (FUSE_ATTR_DAX).
+ */
+bool vfsd_dax_wanted(VfsdFs *fs, VfsdInode *inode, const struct statx *stx);
 bool vfsd_dax_available(VfsdFs *fs);
 
 int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,

@@ -14,7 +14,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fs-dir.h"
+#include "fd.h"
 #include "fs.h"
+#include "inode.h"
 #include "log.h"
 
 /* Most we hand to the guest per READDIR */
@@ -40,12 +43,8 @@ int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
     if (inode->type != S_IFDIR) {
         return -ENOTDIR;
     }
-    if (!vfsd_fd_reserve(fs)) {
-        return -ENFILE;
-    }
-    fd = vfsd_reopen(fs, inode, O_RDONLY | O_DIRECTORY);
+    fd = vfsd_fd_open(fs, inode, O_RDONLY | O_DIRECTORY);
     if (fd < 0) {
-        vfsd_fd_release(fs);
         return fd;
     }
     memset(out, 0, sizeof(*out));
@@ -89,7 +88,7 @@ static bool add_entry(VfsdFs *fs, VfsdInode *dir, GByteArray *reply,
             struct fuse_entry_out e;
 
             /* A failure (e.g. a racing unlink) leaves nodeid 0 */
-            if (vfsd_inode_do_lookup(fs, dir, d->d_name, &e) == 0) {
+            if (vfsd_entry_lookup(fs, dir, d->d_name, &e) == 0) {
                 dp->entry_out = e;
             }
         }

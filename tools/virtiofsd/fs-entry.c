@@ -15,8 +15,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "fs.h"
+#include "fs-entry.h"
+#include "creds.h"
 #include "dax.h"
+#include "fd.h"
+#include "fs.h"
+#include "inode.h"
 #include "log.h"
 
 int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
@@ -31,7 +35,7 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;
     }
-    ret = vfsd_inode_do_lookup(fs, dir, name, e);
+    ret = vfsd_entry_lookup(fs, dir, name, e);
     if (ret == -ENOENT && fs->entry_timeout > 0) {
         /* nodeid 0 with a timeout: the guest caches the negative entry */
         memset(e, 0, sizeof(*e));
@@ -88,12 +92,8 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
         }
     }
     if (fd < 0) {
-        if (!vfsd_fd_reserve(fs)) {
-            return -ENFILE;
-        }
-        fd = vfsd_reopen(fs, inode, O_WRONLY);
+        fd = vfsd_fd_open(fs, inode, O_WRONLY);
         if (fd < 0) {
-            vfsd_fd_release(fs);
             return fd;
         }
     }
@@ -114,8 +114,7 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
     vfsd_restore_fsetid(dropped);
 
     if (!h || fd != h->fd) {
-        close(fd);
-        vfsd_fd_release(fs);
+        vfsd_fd_close(fs, fd);
     }
     return ret;
 }
@@ -272,7 +271,7 @@ static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (ret < 0) {
         return ret;
     }
-    return vfsd_inode_do_lookup(fs, dir, name, e);
+    return vfsd_entry_lookup(fs, dir, name, e);
 }
 
 /*
@@ -361,7 +360,7 @@ int vfsd_op_link(VfsdFs *fs, uint64_t nodeid, uint64_t newparent,
             return -errno;
         }
     }
-    return vfsd_inode_do_lookup(fs, dir, newname, e);
+    return vfsd_entry_lookup(fs, dir, newname, e);
 }
 
 int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct fuse_kstatfs *st)
@@ -456,18 +455,13 @@ int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
         vfsd_inode_unref(inode);
         inode = stand_in;
     }
-    if (!vfsd_fd_reserve(fs)) {
-        return -ENFILE;
-    }
-    fd = vfsd_reopen(fs, inode, O_RDONLY | O_NONBLOCK);
+    fd = vfsd_fd_open(fs, inode, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
-        vfsd_fd_release(fs);
         return fd;
     }
     if (syncfs(fd) < 0) {
         ret = -errno;
     }
-    close(fd);
-    vfsd_fd_release(fs);
+    vfsd_fd_close(fs, fd);
     return ret;
 }

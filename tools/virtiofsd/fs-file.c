@@ -16,12 +16,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "fs.h"
+#include "fs-file.h"
+#include "creds.h"
 #include "dax.h"
+#include "fd.h"
+#include "fs.h"
+#include "inode.h"
+#include "intr.h"
 #include "log.h"
 
-/* Largest READ/WRITE payload: what INIT announces as max_write */
-#define VFSD_MAX_IO (1024 * 1024)
 #define VFSD_MAX_IOV 256
 
 /* Open flags a guest may pass on; the rest are ours to choose */
@@ -216,6 +219,65 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
     return -1;
 }
 
+/*
+ * Creates (or, without O_EXCL, opens) @name in @dir, or an unnamed file
+ * in it (@tmpfile), as the guest's caller: an fd of a regular file with
+ * @f's status flags, or a negative errno.  The fds are accounted by the
+ * caller.
+ */
+static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
+                       const char *name, int f, uint32_t flags, mode_t mode,
+                       mode_t umask, bool tmpfile, bool kill_priv)
+{
+    VfsdSavedCreds old;
+    bool masked;
+    int fd, ret;
+
+    ret = vfsd_creds_switch(ctx, &old);
+    if (ret < 0) {
+        return ret;
+    }
+    mode &= 07777;
+    masked = vfsd_umask_enter(fs, &mode, umask);
+    if (tmpfile) {
+        fd = openat(dir->fd, ".", (f & ~O_CREAT) | O_TMPFILE | O_CLOEXEC,
+                    mode);
+    } else {
+        /*
+         * O_NONBLOCK until we know it is a regular file: an existing FIFO
+         * must not block the daemon.
+         */
+        fd = openat(dir->fd, name,
+                    f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+                    O_NONBLOCK, mode);
+        if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
+            /*
+             * Its transient O_PATH fd is accounted: the caller's second
+             * reservation is not used before its lookup.
+             */
+            fd = open_existing(fs, dir, name,
+                               f | (flags & O_TRUNC) | O_NONBLOCK,
+                               kill_priv);
+        }
+    }
+    ret = fd < 0 ? -errno : 0;
+    vfsd_umask_leave(fs, masked);
+    vfsd_creds_restore(&old);
+    if (ret < 0) {
+        return ret;
+    }
+    ret = check_regular(fd);
+    if (ret == 0 && !(f & O_NONBLOCK) && fcntl(fd, F_SETFL, f & ~O_ACCMODE &
+                                              ~O_LARGEFILE) < 0) {
+        ret = -errno;
+    }
+    if (ret < 0) {
+        close(fd);
+        return ret;
+    }
+    return fd;
+}
+
 int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                    const char *name, uint32_t flags, uint32_t fuse_open_flags,
                    mode_t mode, mode_t umask, bool tmpfile,
@@ -226,9 +288,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
     bool kill_priv = (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
                      (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID);
-    VfsdSavedCreds old;
     char procname[32];
-    bool masked;
     int fd, pfd = -1, ret;
 
     if (!dir) {
@@ -247,55 +307,19 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
         vfsd_fd_release(fs);
         return -ENFILE;
     }
-    ret = vfsd_creds_switch(ctx, &old);
-    if (ret < 0) {
-        goto fail;
-    }
-    mode &= 07777;
-    masked = vfsd_umask_enter(fs, &mode, umask);
-    if (tmpfile) {
-        fd = openat(dir->fd, ".", (f & ~O_CREAT) | O_TMPFILE | O_CLOEXEC,
-                    mode);
-    } else {
-        /*
-         * O_NONBLOCK until we know it is a regular file: an existing FIFO
-         * must not block the daemon.
-         */
-        fd = openat(dir->fd, name,
-                    f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
-                    O_NONBLOCK, mode);
-        if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
-            /*
-             * Its transient O_PATH fd is accounted: the second
-             * reservation above is not used before the lookup below.
-             */
-            fd = open_existing(fs, dir, name,
-                               f | (flags & O_TRUNC) | O_NONBLOCK,
-                               kill_priv);
-        }
-    }
-    ret = fd < 0 ? -errno : 0;
-    vfsd_umask_leave(fs, masked);
-    vfsd_creds_restore(&old);
-    if (ret < 0) {
-        goto fail;
-    }
-    ret = check_regular(fd);
-    if (ret == 0 && !(f & O_NONBLOCK) && fcntl(fd, F_SETFL, f & ~O_ACCMODE &
-                                              ~O_LARGEFILE) < 0) {
-        ret = -errno;
-    }
-    if (ret < 0) {
-        close(fd);
+    fd = create_open(fs, ctx, dir, name, f, flags, mode, umask, tmpfile,
+                     kill_priv);
+    if (fd < 0) {
+        ret = fd;
         goto fail;
     }
 
     if (tmpfile) {
         snprintf(procname, sizeof(procname), "%d", fd);
         pfd = openat(fs->proc_self_fd, procname, O_PATH | O_CLOEXEC);
-        ret = pfd < 0 ? -errno : vfsd_inode_from_fd(fs, dir, pfd, e);
+        ret = pfd < 0 ? -errno : vfsd_entry_from_fd(fs, dir, pfd, e);
     } else {
-        ret = vfsd_inode_do_lookup(fs, dir, name, e);
+        ret = vfsd_entry_lookup(fs, dir, name, e);
         /* do_lookup accounted for its own fd */
         vfsd_fd_release(fs);
     }
@@ -562,8 +586,6 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
     p = g_hash_table_lookup(inode->plocks, &owner);
     if (p) {
         fd = GPOINTER_TO_INT(p) - 1;
-    } else if (!vfsd_fd_reserve(fs)) {
-        fd = -ENFILE;
     } else {
         /*
          * Read-write, so that the owner can take both kinds of lock
@@ -572,13 +594,11 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
          * access gives what the guest's open gave it: a write lock
          * through a writable handle must not fail with EBADF.
          */
-        fd = vfsd_reopen(fs, inode, O_RDWR);
+        fd = vfsd_fd_open(fs, inode, O_RDWR);
         if (fd < 0 && fd != -ENFILE && fd != -EMFILE) {
-            fd = vfsd_reopen(fs, inode, h->flags & (O_ACCMODE | O_APPEND));
+            fd = vfsd_fd_open(fs, inode, h->flags & (O_ACCMODE | O_APPEND));
         }
-        if (fd < 0) {
-            vfsd_fd_release(fs);
-        } else {
+        if (fd >= 0) {
             g_hash_table_insert(inode->plocks, g_memdup2(&owner, sizeof(owner)),
                                 GINT_TO_POINTER(fd + 1));
         }
@@ -596,8 +616,7 @@ static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
 
 static void plock_fd_done(VfsdFs *fs, int fd)
 {
-    close(fd);
-    vfsd_fd_release(fs);
+    vfsd_fd_close(fs, fd);
 }
 
 static int to_flock(const struct fuse_file_lock *fl, struct flock *l)

@@ -14,7 +14,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "fs.h"
+#include "fs-xattr.h"
+#include "fd.h"
+#include "inode.h"
 #include "log.h"
 
 enum {
@@ -49,12 +51,8 @@ static ssize_t xattr_call(VfsdFs *fs, uint64_t nodeid, int op,
         return -EROFS;
     }
     if (inode->type == S_IFREG || inode->type == S_IFDIR) {
-        if (!vfsd_fd_reserve(fs)) {
-            return -ENFILE;
-        }
-        fd = vfsd_reopen(fs, inode, O_RDONLY | O_NONBLOCK);
+        fd = vfsd_fd_open(fs, inode, O_RDONLY | O_NONBLOCK);
         if (fd < 0) {
-            vfsd_fd_release(fs);
             return fd;
         }
     }
@@ -82,8 +80,7 @@ static ssize_t xattr_call(VfsdFs *fs, uint64_t nodeid, int op,
         ret = -errno;
     }
     if (fd >= 0) {
-        close(fd);
-        vfsd_fd_release(fs);
+        vfsd_fd_close(fs, fd);
     }
     return ret;
 }

@@ -8,27 +8,22 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "fs.h"
 #include "dax.h"
+#include "fd.h"
+#include "inode.h"
+#include "intr.h"
 #include "log.h"
-
-/* fds kept for the daemon itself (log, sockets, eventfds, reopens) */
-#define VFSD_FD_RESERVE 64
 
 bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
                   int proc_self_fd, char **err)
 {
-    struct rlimit rl;
-
     memset(fs, 0, sizeof(*fs));
     fs->opts = opts;
     fs->stats = opts->stats ? vfsd_stats_new() : NULL;
@@ -42,12 +37,9 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
         return false;
     }
 
-    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 ||
-        rl.rlim_cur <= 2 * VFSD_FD_RESERVE) {
-        *err = g_strdup("RLIMIT_NOFILE is too low to serve a guest");
+    if (!vfsd_fd_limit_init(fs, err)) {
         return false;
     }
-    fs->fds_max = MIN(rl.rlim_cur, INT_MAX) - VFSD_FD_RESERVE;
 
     switch (opts->cache) {
     case VFSD_CACHE_NEVER:
@@ -112,90 +104,13 @@ void vfsd_fs_cleanup(VfsdFs *fs)
     vfsd_intr_cleanup(fs);
 }
 
-bool vfsd_fd_reserve(VfsdFs *fs)
-{
-    if (g_atomic_int_add(&fs->fds_open, 1) >= fs->fds_max) {
-        g_atomic_int_add(&fs->fds_open, -1);
-        return false;
-    }
-    return true;
-}
-
-void vfsd_fd_release(VfsdFs *fs)
-{
-    g_atomic_int_add(&fs->fds_open, -1);
-}
-
 /*
- * Opens the inode for I/O through /proc/self/fd.  Only regular files and
- * directories: reopening a FIFO or a device node on the guest's behalf
- * would block the daemon or reach a host device (CVE-2020-35517).
- * The caller accounts for the fd.
+ * The guest's attributes of @inode, whose host attributes are @stx.  The
+ * DAX policy decides whether the guest maps the file (FUSE_ATTR_DAX); it
+ * has no side effect on the window.
  */
-int vfsd_reopen(VfsdFs *fs, VfsdInode *inode, int flags)
-{
-    char name[32];
-    int fd;
-
-    if (inode->type != S_IFREG && inode->type != S_IFDIR) {
-        return -ENXIO;
-    }
-    if (fs->opts->readonly &&
-        ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))) {
-        return -EROFS;
-    }
-    snprintf(name, sizeof(name), "%d", inode->fd);
-    /*
-     * The magic link resolves to exactly the inode behind our O_PATH fd,
-     * whatever happened to its path meanwhile.
-     */
-    flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW);
-    fd = openat(fs->proc_self_fd, name, flags | O_CLOEXEC);
-    return fd < 0 ? -errno : fd;
-}
-
-int vfsd_statx(int fd, struct statx *stx)
-{
-    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-              STATX_BASIC_STATS | STATX_MNT_ID, stx) < 0) {
-        return -errno;
-    }
-    return 0;
-}
-
-static bool vfsd_want_dax(VfsdFs *fs, VfsdInode *inode,
-                          const struct statx *stx)
-{
-    char procname[32];
-
-    if (!(fs->conn_flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
-        return false;
-    }
-    if (!vfsd_dax_size_mappable(fs, stx->stx_size)) {
-        return false;
-    }
-    switch (fs->opts->dax_policy) {
-    case VFSD_DAX_NEVER:
-        return false;
-    case VFSD_DAX_ALWAYS:
-        return true;
-    case VFSD_DAX_SIZE:
-        return stx->stx_size >= fs->opts->dax_min_size;
-    case VFSD_DAX_XATTR:
-        /*
-         * By the inode's /proc/self/fd name, relative to the working
-         * directory (see fs-xattr.c), rather than through an fd opened
-         * for it: this runs for every attribute reply, and such an fd
-         * would be one more the fd accounting does not bound.
-         */
-        snprintf(procname, sizeof(procname), "%d", inode->fd);
-        return getxattr(procname, VFSD_DAX_XATTR_NAME, NULL, 0) >= 0;
-    }
-    return false;
-}
-
-void vfsd_attr_from_statx(VfsdFs *fs, VfsdInode *inode,
-                          const struct statx *stx, struct fuse_attr *attr)
+static void attr_from_statx(VfsdFs *fs, VfsdInode *inode,
+                            const struct statx *stx, struct fuse_attr *attr)
 {
     memset(attr, 0, sizeof(*attr));
     attr->ino = stx->stx_ino;
@@ -213,7 +128,7 @@ void vfsd_attr_from_statx(VfsdFs *fs, VfsdInode *inode,
     attr->gid = vfsd_idmap_to_guest(&fs->opts->gid_map, stx->stx_gid);
     attr->rdev = makedev(stx->stx_rdev_major, stx->stx_rdev_minor);
     attr->blksize = stx->stx_blksize;
-    if (inode && vfsd_want_dax(fs, inode, stx)) {
+    if (vfsd_dax_wanted(fs, inode, stx)) {
         attr->flags |= FUSE_ATTR_DAX;
     }
 }
@@ -226,7 +141,53 @@ int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, struct fuse_attr *attr)
     if (ret < 0) {
         return ret;
     }
-    vfsd_attr_from_statx(fs, inode, &stx, attr);
+    attr_from_statx(fs, inode, &stx, attr);
+    return 0;
+}
+
+int vfsd_entry_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
+                      struct fuse_entry_out *e)
+{
+    int fd, ret;
+
+    if (!vfsd_fd_reserve(fs)) {
+        vfsd_guest_error("too many open files, lookup refused");
+        return -ENFILE;
+    }
+    fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        ret = -errno;
+        vfsd_fd_release(fs);
+        return ret;
+    }
+    return vfsd_entry_from_fd(fs, parent, fd, e);
+}
+
+int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
+                       struct fuse_entry_out *e)
+{
+    g_autoptr(VfsdInode) inode = NULL;
+    struct statx stx;
+    int ret;
+
+    ret = vfsd_statx(fd, &stx);
+    if (ret < 0) {
+        vfsd_fd_close(fs, fd);
+        return ret;
+    }
+    inode = vfsd_inode_intern(fs, fd, &stx);
+
+    memset(e, 0, sizeof(*e));
+    e->nodeid = inode->nodeid;
+    attr_from_statx(fs, inode, &stx, &e->attr);
+    /* The guest may touch what the size it learns covers */
+    vfsd_dax_size_seen(fs, inode, stx.stx_size);
+    if (fs->opts->announce_submounts && inode->mnt_id != parent->mnt_id) {
+        e->attr.flags |= FUSE_ATTR_SUBMOUNT;
+    }
+    vfsd_set_timeout(fs->entry_timeout, &e->entry_valid,
+                     &e->entry_valid_nsec);
+    vfsd_set_timeout(fs->attr_timeout, &e->attr_valid, &e->attr_valid_nsec);
     return 0;
 }
 
@@ -294,8 +255,7 @@ void vfsd_handle_put(VfsdHandle *h)
     if (!h || !g_atomic_int_dec_and_test(&h->refcount)) {
         return;
     }
-    close(h->fd);
-    vfsd_fd_release(h->fs);
+    vfsd_fd_close(h->fs, h->fd);
     vfsd_inode_unref(h->inode);
     g_mutex_clear(&h->lock);
     g_free(h);

@@ -14,8 +14,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "dax.h"
-#include "fs.h"
+#include "inode.h"
+#include "fd.h"
 #include "log.h"
 
 static guint inode_key_hash(gconstpointer p)
@@ -58,8 +58,9 @@ void vfsd_inode_unref(VfsdInode *inode)
         g_hash_table_destroy(inode->plocks);
     }
     g_mutex_clear(&inode->plock_lock);
-    close(inode->fd);
-    vfsd_fd_release(inode->fs);
+    /* Plain data, and nothing of dax.c holds the inode any more */
+    g_free(inode->dax);
+    vfsd_fd_close(inode->fs, inode->fd);
     g_free(inode);
 }
 
@@ -97,61 +98,27 @@ void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner)
     if (inode->plocks && owner) {
         fd = g_hash_table_lookup(inode->plocks, &owner);
         if (fd) {
-            close(GPOINTER_TO_INT(fd) - 1);
-            vfsd_fd_release(inode->fs);
+            vfsd_fd_close(inode->fs, GPOINTER_TO_INT(fd) - 1);
             g_hash_table_remove(inode->plocks, &owner);
         }
     } else if (inode->plocks) {
         g_hash_table_iter_init(&it, inode->plocks);
         while (g_hash_table_iter_next(&it, NULL, &fd)) {
-            close(GPOINTER_TO_INT(fd) - 1);
-            vfsd_fd_release(inode->fs);
+            vfsd_fd_close(inode->fs, GPOINTER_TO_INT(fd) - 1);
             g_hash_table_iter_remove(&it);
         }
     }
     g_mutex_unlock(&inode->plock_lock);
 }
 
-int vfsd_inode_do_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
-                         struct fuse_entry_out *e)
-{
-    int fd, ret;
-
-    if (!vfsd_fd_reserve(fs)) {
-        vfsd_guest_error("too many open files, lookup refused");
-        return -ENFILE;
-    }
-    fd = openat(parent->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        ret = -errno;
-        vfsd_fd_release(fs);
-        return ret;
-    }
-    return vfsd_inode_from_fd(fs, parent, fd, e);
-}
-
-/*
- * Takes over @fd, an O_PATH fd accounted with vfsd_fd_reserve(), and
- * answers with the inode behind it, adding one lookup.
- */
-int vfsd_inode_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
-                       struct fuse_entry_out *e)
+VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
 {
     VfsdInodeStore *st = &fs->inodes;
     VfsdInode key, *inode, *fresh;
-    struct statx stx;
-    int ret;
 
-    ret = vfsd_statx(fd, &stx);
-    if (ret < 0) {
-        close(fd);
-        vfsd_fd_release(fs);
-        return ret;
-    }
-
-    key.dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
-    key.ino = stx.stx_ino;
-    key.mnt_id = stx.stx_mnt_id;
+    key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
+    key.ino = stx->stx_ino;
+    key.mnt_id = stx->stx_mnt_id;
 
     fresh = g_new0(VfsdInode, 1);
     g_mutex_lock(&st->lock);
@@ -170,7 +137,7 @@ int vfsd_inode_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
         inode->dev = key.dev;
         inode->ino = key.ino;
         inode->mnt_id = key.mnt_id;
-        inode->type = stx.stx_mode & S_IFMT;
+        inode->type = stx->stx_mode & S_IFMT;
         /* One reference for the table, one for us */
         inode->refcount = 2;
         inode->nlookup = 1;
@@ -180,23 +147,18 @@ int vfsd_inode_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
     g_mutex_unlock(&st->lock);
 
     if (fd >= 0) {
-        close(fd);
-        vfsd_fd_release(fs);
+        vfsd_fd_close(fs, fd);
     }
     g_free(fresh);
+    return inode;
+}
 
-    memset(e, 0, sizeof(*e));
-    e->nodeid = inode->nodeid;
-    vfsd_attr_from_statx(fs, inode, &stx, &e->attr);
-    /* The guest may touch what the size it learns covers */
-    vfsd_dax_size_seen(fs, inode, stx.stx_size);
-    if (fs->opts->announce_submounts && inode->mnt_id != parent->mnt_id) {
-        e->attr.flags |= FUSE_ATTR_SUBMOUNT;
+int vfsd_statx(int fd, struct statx *stx)
+{
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
+              STATX_BASIC_STATS | STATX_MNT_ID, stx) < 0) {
+        return -errno;
     }
-    vfsd_set_timeout(fs->entry_timeout, &e->entry_valid,
-                     &e->entry_valid_nsec);
-    vfsd_set_timeout(fs->attr_timeout, &e->attr_valid, &e->attr_valid_nsec);
-    vfsd_inode_unref(inode);
     return 0;
 }
 

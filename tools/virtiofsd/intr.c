@@ -22,7 +22,7 @@
 #include <signal.h>
 #include <string.h>
 
-#include "fs.h"
+#include "intr.h"
 #include "log.h"
 
 #define VFSD_INTR_RETRY_US 1000

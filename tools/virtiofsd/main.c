@@ -19,10 +19,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "fs.h"
 #include "log.h"
 #include "options.h"
 #include "sandbox.h"
+#include "seccomp-filter.h"
 #include "vhost.h"
 
 #define VFSD_VERSION "1.0 (virtiofs-dax)"
@@ -114,6 +116,47 @@ static int listen_socket(const char *path, int gid, mode_t caller_umask)
     return fd;
 }
 
+/*
+ * The socket given with --fd: libvirt hands over the socket it listens
+ * on, returned; a connected socket (e.g. one end of a socketpair) is
+ * used as it is: it becomes *@conn, and -1 is returned.
+ */
+static int inherited_socket(int fd, int *conn)
+{
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        g_autofree char *msg = g_strdup_printf("--fd=%d is not open", fd);
+        die(msg);
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) < 0) {
+        g_autofree char *msg = g_strdup_printf("--fd=%d is not a socket",
+                                               fd);
+        die(msg);
+    }
+    if (!listening) {
+        *conn = fd;
+        return -1;
+    }
+    return fd;
+}
+
+/* Waits for the front-end on @lfd, which it closes */
+static int accept_front_end(int lfd)
+{
+    int conn;
+
+    do {
+        conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    } while (conn < 0 && errno == EINTR);
+    if (conn < 0) {
+        die("accept failed");
+    }
+    close(lfd);
+    return conn;
+}
+
 int main(int argc, char **argv)
 {
     VfsdOptions opts;
@@ -161,29 +204,7 @@ int main(int argc, char **argv)
     if (opts.socket_path) {
         lfd = listen_socket(opts.socket_path, opts.socket_gid, caller_umask);
     } else {
-        int listening = 0;
-        socklen_t len = sizeof(listening);
-
-        lfd = opts.fd;
-        if (fcntl(lfd, F_SETFD, FD_CLOEXEC) < 0) {
-            g_autofree char *msg = g_strdup_printf("--fd=%d is not open",
-                                                   lfd);
-            die(msg);
-        }
-        /*
-         * libvirt hands over the socket it listens on; a connected socket
-         * (e.g. one end of a socketpair) is used as it is.
-         */
-        if (getsockopt(lfd, SOL_SOCKET, SO_ACCEPTCONN, &listening,
-                       &len) < 0) {
-            g_autofree char *msg = g_strdup_printf("--fd=%d is not a socket",
-                                                   lfd);
-            die(msg);
-        }
-        if (!listening) {
-            conn = lfd;
-            lfd = -1;
-        }
+        lfd = inherited_socket(opts.fd, &conn);
     }
 
     /*
@@ -198,13 +219,7 @@ int main(int argc, char **argv)
         vfsd_info("waiting for the front-end on %s", opts.socket_path);
     }
     if (lfd >= 0) {
-        do {
-            conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        } while (conn < 0 && errno == EINTR);
-        if (conn < 0) {
-            die("accept failed");
-        }
-        close(lfd);
+        conn = accept_front_end(lfd);
     }
     root_fd = open(opts.sandbox == VFSD_SANDBOX_NONE ? opts.shared_dir : "/",
                    O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -393,92 +393,10 @@ static const struct {
     { "--cache-size", OPT_CACHE_SIZE },
 };
 
-static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
+/* Options without a value; false if @id is not one of them */
+static bool apply_flag(VfsdOptions *o, int id)
 {
-    uint64_t n;
-
     switch (id) {
-    case OPT_SOCKET_PATH:
-        if (!*val) {
-            *err = g_strdup("the socket path must not be empty");
-            return false;
-        }
-        g_free(o->socket_path);
-        o->socket_path = g_strdup(val);
-        return true;
-    case OPT_SOCKET_GROUP: {
-        /* Resolved now: an unknown group is a usage error like any other */
-        struct group *gr = getgrnam(val);
-
-        if (gr) {
-            o->socket_gid = gr->gr_gid;
-        } else if (parse_u64(val, &n, INT_MAX)) {
-            o->socket_gid = n;
-        } else {
-            *err = g_strdup_printf("unknown group '%s' for --socket-group",
-                                   val);
-            return false;
-        }
-        return true;
-    }
-    case OPT_FD:
-        if (!parse_u64(val, &n, INT_MAX)) {
-            *err = g_strdup_printf("invalid file descriptor '%s'", val);
-            return false;
-        }
-        o->fd = n;
-        return true;
-    case OPT_SHARED_DIR:
-        return set_shared_dir(o, val, err);
-    case OPT_CACHE:
-        return parse_cache(o, val, err);
-    case OPT_SANDBOX:
-        return parse_sandbox(o, val, err);
-    case OPT_SECCOMP:
-        return parse_seccomp(o, val, err);
-    case OPT_THREAD_POOL_SIZE:
-        if (!parse_u64(val, &n, VFSD_MAX_THREAD_POOL)) {
-            *err = g_strdup_printf("invalid thread pool size '%s' (0 to %d)",
-                                   val, VFSD_MAX_THREAD_POOL);
-            return false;
-        }
-        o->thread_pool_size = n;
-        return true;
-    case OPT_RLIMIT_NOFILE:
-        if (!parse_u64(val, &n, INT_MAX) || n == 0) {
-            *err = g_strdup_printf("invalid file limit '%s'", val);
-            return false;
-        }
-        o->rlimit_nofile = n;
-        return true;
-    case OPT_LOG_LEVEL:
-        return parse_log_level(o, val, err);
-    case OPT_DAX_POLICY:
-        return parse_dax_policy(o, val, err);
-    case OPT_UID_MAP:
-    case OPT_GID_MAP: {
-        bool uids = id == OPT_UID_MAP;
-        g_autofree char *why = NULL;
-
-        if (!vfsd_idmap_add(uids ? &o->uid_map : &o->gid_map, val, &why)) {
-            *err = g_strdup_printf("invalid %s '%s': %s",
-                                   uids ? "--uid-map" : "--gid-map", val,
-                                   why);
-            return false;
-        }
-        return true;
-    }
-    case OPT_O: {
-        g_auto(GStrv) items = g_strsplit(val, ",", -1);
-        unsigned int i;
-
-        for (i = 0; items[i]; i++) {
-            if (*items[i] && !parse_legacy(o, items[i], err)) {
-                return false;
-            }
-        }
-        return true;
-    }
     case OPT_XATTR:
         o->xattr = true;
         return true;
@@ -539,6 +457,53 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     case OPT_STATS:
         o->stats = true;
         return true;
+    }
+    return false;
+}
+
+/* Options whose value is a number */
+static bool apply_number(VfsdOptions *o, int id, const char *val, char **err)
+{
+    uint64_t n;
+
+    switch (id) {
+    case OPT_SOCKET_GROUP: {
+        /* Resolved now: an unknown group is a usage error like any other */
+        struct group *gr = getgrnam(val);
+
+        if (gr) {
+            o->socket_gid = gr->gr_gid;
+        } else if (parse_u64(val, &n, INT_MAX)) {
+            o->socket_gid = n;
+        } else {
+            *err = g_strdup_printf("unknown group '%s' for --socket-group",
+                                   val);
+            return false;
+        }
+        return true;
+    }
+    case OPT_FD:
+        if (!parse_u64(val, &n, INT_MAX)) {
+            *err = g_strdup_printf("invalid file descriptor '%s'", val);
+            return false;
+        }
+        o->fd = n;
+        return true;
+    case OPT_THREAD_POOL_SIZE:
+        if (!parse_u64(val, &n, VFSD_MAX_THREAD_POOL)) {
+            *err = g_strdup_printf("invalid thread pool size '%s' (0 to %d)",
+                                   val, VFSD_MAX_THREAD_POOL);
+            return false;
+        }
+        o->thread_pool_size = n;
+        return true;
+    case OPT_RLIMIT_NOFILE:
+        if (!parse_u64(val, &n, INT_MAX) || n == 0) {
+            *err = g_strdup_printf("invalid file limit '%s'", val);
+            return false;
+        }
+        o->rlimit_nofile = n;
+        return true;
     case OPT_DAX_UNMAP_DELAY:
         if (!parse_u64(val, &n, VFSD_MAX_DAX_UNMAP_DELAY)) {
             *err = g_strdup_printf("invalid DAX unmap delay '%s' (0 to %d "
@@ -546,16 +511,6 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
             return false;
         }
         o->dax_unmap_delay_ms = n;
-        return true;
-    case OPT_TAG:
-        /* The guest sees the tag as it is: the Rust daemon's limits */
-        if (!*val || strlen(val) > VFSD_TAG_MAX) {
-            *err = g_strdup_printf("invalid tag '%s' (1 to %d bytes)", val,
-                                   VFSD_TAG_MAX);
-            return false;
-        }
-        g_free(o->tag);
-        o->tag = g_strdup(val);
         return true;
     case OPT_CACHE_SIZE:
         if (!parse_size(val, &n) || !n || (n & (n - 1)) ||
@@ -568,6 +523,70 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return true;
     }
     g_assert_not_reached();
+}
+
+static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
+{
+    if (apply_flag(o, id)) {
+        return true;
+    }
+    switch (id) {
+    case OPT_SOCKET_PATH:
+        if (!*val) {
+            *err = g_strdup("the socket path must not be empty");
+            return false;
+        }
+        g_free(o->socket_path);
+        o->socket_path = g_strdup(val);
+        return true;
+    case OPT_SHARED_DIR:
+        return set_shared_dir(o, val, err);
+    case OPT_CACHE:
+        return parse_cache(o, val, err);
+    case OPT_SANDBOX:
+        return parse_sandbox(o, val, err);
+    case OPT_SECCOMP:
+        return parse_seccomp(o, val, err);
+    case OPT_LOG_LEVEL:
+        return parse_log_level(o, val, err);
+    case OPT_DAX_POLICY:
+        return parse_dax_policy(o, val, err);
+    case OPT_UID_MAP:
+    case OPT_GID_MAP: {
+        bool uids = id == OPT_UID_MAP;
+        g_autofree char *why = NULL;
+
+        if (!vfsd_idmap_add(uids ? &o->uid_map : &o->gid_map, val, &why)) {
+            *err = g_strdup_printf("invalid %s '%s': %s",
+                                   uids ? "--uid-map" : "--gid-map", val,
+                                   why);
+            return false;
+        }
+        return true;
+    }
+    case OPT_O: {
+        g_auto(GStrv) items = g_strsplit(val, ",", -1);
+        unsigned int i;
+
+        for (i = 0; items[i]; i++) {
+            if (*items[i] && !parse_legacy(o, items[i], err)) {
+                return false;
+            }
+        }
+        return true;
+    }
+    case OPT_TAG:
+        /* The guest sees the tag as it is: the Rust daemon's limits */
+        if (!*val || strlen(val) > VFSD_TAG_MAX) {
+            *err = g_strdup_printf("invalid tag '%s' (1 to %d bytes)", val,
+                                   VFSD_TAG_MAX);
+            return false;
+        }
+        g_free(o->tag);
+        o->tag = g_strdup(val);
+        return true;
+    }
+    return apply_number(o, id, val, err);
 }
 
 bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)

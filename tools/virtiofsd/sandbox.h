@@ -25,11 +25,5 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
                         int *proc_fd, char **err);
 /* Keeps the capabilities a passthrough server needs, drops the rest */
 bool vfsd_drop_capabilities(char **err);
-/*
- * seccomp.c: the system call allow-list, for every thread of the process;
- * @action says what a call outside it does (VFSD_SECCOMP_NONE: nothing is
- * installed).  @syslog (--syslog) adds what logging to syslog needs.
- */
-bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err);
 
 #endif /* VIRTIOFSD_SANDBOX_H */

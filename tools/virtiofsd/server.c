@@ -21,12 +21,18 @@
 #include "server.h"
 #include "capture.h"
 #include "dax.h"
+#include "fs-dir.h"
+#include "fs-entry.h"
+#include "fs-file.h"
+#include "fs-xattr.h"
+#include "fs.h"
+#include "inode.h"
+#include "intr.h"
 #include "log.h"
+#include "opnames.h"
 #include "stats.h"
 
-/* Same as fs-file.c: what INIT announces */
-#define VFSD_MAX_WRITE (1024 * 1024)
-#define VFSD_MAX_PAGES (VFSD_MAX_WRITE / 4096)
+#define VFSD_MAX_PAGES (VFSD_MAX_IO / VFSD_PAGE_SIZE)
 #define VFSD_MAX_XATTR_SIZE (64 * 1024)
 /* FUSE_REMOVEMAPPING_MAX_ENTRY of a 4 KiB-page guest */
 #define VFSD_MAX_REMOVEMAPPING 256
@@ -49,40 +55,6 @@ typedef struct VfsdReq {
     size_t written;
 } VfsdReq;
 
-static const char *opname(uint32_t op)
-{
-    static const char *const names[] = {
-        [FUSE_LOOKUP] = "LOOKUP", [FUSE_FORGET] = "FORGET",
-        [FUSE_GETATTR] = "GETATTR", [FUSE_SETATTR] = "SETATTR",
-        [FUSE_READLINK] = "READLINK", [FUSE_SYMLINK] = "SYMLINK",
-        [FUSE_MKNOD] = "MKNOD", [FUSE_MKDIR] = "MKDIR",
-        [FUSE_UNLINK] = "UNLINK", [FUSE_RMDIR] = "RMDIR",
-        [FUSE_RENAME] = "RENAME", [FUSE_LINK] = "LINK",
-        [FUSE_OPEN] = "OPEN", [FUSE_READ] = "READ", [FUSE_WRITE] = "WRITE",
-        [FUSE_STATFS] = "STATFS", [FUSE_RELEASE] = "RELEASE",
-        [FUSE_FSYNC] = "FSYNC", [FUSE_SETXATTR] = "SETXATTR",
-        [FUSE_GETXATTR] = "GETXATTR", [FUSE_LISTXATTR] = "LISTXATTR",
-        [FUSE_REMOVEXATTR] = "REMOVEXATTR", [FUSE_FLUSH] = "FLUSH",
-        [FUSE_INIT] = "INIT", [FUSE_OPENDIR] = "OPENDIR",
-        [FUSE_READDIR] = "READDIR", [FUSE_RELEASEDIR] = "RELEASEDIR",
-        [FUSE_FSYNCDIR] = "FSYNCDIR", [FUSE_GETLK] = "GETLK",
-        [FUSE_SETLK] = "SETLK", [FUSE_SETLKW] = "SETLKW",
-        [FUSE_ACCESS] = "ACCESS", [FUSE_CREATE] = "CREATE",
-        [FUSE_INTERRUPT] = "INTERRUPT", [FUSE_BMAP] = "BMAP",
-        [FUSE_DESTROY] = "DESTROY", [FUSE_IOCTL] = "IOCTL",
-        [FUSE_POLL] = "POLL", [FUSE_NOTIFY_REPLY] = "NOTIFY_REPLY",
-        [FUSE_BATCH_FORGET] = "BATCH_FORGET",
-        [FUSE_FALLOCATE] = "FALLOCATE", [FUSE_READDIRPLUS] = "READDIRPLUS",
-        [FUSE_RENAME2] = "RENAME2", [FUSE_LSEEK] = "LSEEK",
-        [FUSE_COPY_FILE_RANGE] = "COPY_FILE_RANGE",
-        [FUSE_SETUPMAPPING] = "SETUPMAPPING",
-        [FUSE_REMOVEMAPPING] = "REMOVEMAPPING", [FUSE_SYNCFS] = "SYNCFS",
-        [FUSE_TMPFILE] = "TMPFILE", [FUSE_STATX] = "STATX",
-    };
-
-    return op < G_N_ELEMENTS(names) && names[op] ? names[op] : "unknown";
-}
-
 /*
  * Sends the reply: a header and up to two pieces of payload.  An error
  * carries no payload.  A reply that does not fit the guest's buffer
@@ -102,7 +74,7 @@ static bool reply_full(VfsdReq *r, int err, const void *a, size_t alen,
         alen = blen = 0;
     } else if (vfsd_buf_remaining(out) < sizeof(oh) + alen + blen) {
         vfsd_guest_error("%s: reply of %zu bytes does not fit in %zu",
-                         opname(r->h.opcode), sizeof(oh) + alen + blen,
+                         vfsd_opname(r->h.opcode), sizeof(oh) + alen + blen,
                          vfsd_buf_remaining(out));
         err = -EIO;
         alen = blen = 0;
@@ -113,7 +85,7 @@ static bool reply_full(VfsdReq *r, int err, const void *a, size_t alen,
         (alen && !vfsd_buf_write(out, a, alen)) ||
         (blen && !vfsd_buf_write(out, b, blen))) {
         vfsd_guest_error("%s: cannot write the reply (%zu bytes of room)",
-                         opname(r->h.opcode), vfsd_buf_remaining(out));
+                         vfsd_opname(r->h.opcode), vfsd_buf_remaining(out));
         r->written = 0;
         return false;
     }
@@ -142,7 +114,7 @@ static bool get_arg(VfsdReq *r, void *p, size_t len)
 {
     if (!vfsd_buf_read(r->in, p, len)) {
         vfsd_guest_error("%s: truncated request (%zu of %zu argument bytes)",
-                         opname(r->h.opcode), vfsd_buf_remaining(r->in), len);
+                         vfsd_opname(r->h.opcode), vfsd_buf_remaining(r->in), len);
         reply_err(r, -EINVAL);
         return false;
     }
@@ -197,7 +169,7 @@ static bool get_string(VfsdReq *r, char *buf, size_t max, int toolong)
         return false;
     }
     vfsd_guest_error("%s: string argument is not terminated within the "
-                     "request", opname(r->h.opcode));
+                     "request", vfsd_opname(r->h.opcode));
     reply_err(r, -EINVAL);
     return false;
 }
@@ -214,7 +186,7 @@ static bool get_name(VfsdReq *r, char *buf)
         return false;
     }
     if (!vfsd_valid_name(buf)) {
-        vfsd_guest_error("%s: refused name \"%.64s\"", opname(r->h.opcode),
+        vfsd_guest_error("%s: refused name \"%.64s\"", vfsd_opname(r->h.opcode),
                          buf);
         reply_err(r, -EINVAL);
         return false;
@@ -232,52 +204,16 @@ static void reply_entry(VfsdReq *r, int ret, const struct fuse_entry_out *e)
     }
 }
 
-static void do_init(VfsdReq *r)
+/* What INIT offers the guest, from the options and the transport */
+static uint64_t init_supported(VfsdFs *fs)
 {
-    VfsdFs *fs = r->fs;
-    struct fuse_init_in in = { 0 };
-    struct fuse_init_out out = { 0 };
-    uint64_t flags, supported, want;
-    size_t compat = offsetof(struct fuse_init_in, flags2);
+    uint64_t supported =
+        FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
+        FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
+        FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
+        FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO |
+        FUSE_CREATE_SUPP_GROUP;
 
-    if (!get_arg(r, &in, compat)) {
-        return;
-    }
-    if (vfsd_buf_remaining(r->in) >= sizeof(in) - compat) {
-        vfsd_buf_read(r->in, (uint8_t *)&in + compat, sizeof(in) - compat);
-    }
-    if (fs->initialized) {
-        /*
-         * A guest that rebooted, or reset the device, without unmounting
-         * sends no DESTROY: its INIT starts a new session, as after one.
-         */
-        vfsd_info("the guest started a new FUSE session: the old one's "
-                  "inodes, handles and DAX mappings are dropped");
-        vfsd_fs_reset(fs);
-    }
-    if (in.major != FUSE_KERNEL_VERSION || in.minor < VFSD_MIN_MINOR) {
-        vfsd_err("guest speaks FUSE %u.%u, we need %u.%u or later",
-                 in.major, in.minor, FUSE_KERNEL_VERSION, VFSD_MIN_MINOR);
-        if (in.major > FUSE_KERNEL_VERSION) {
-            /* The guest retries with our major version */
-            out.major = FUSE_KERNEL_VERSION;
-            out.minor = FUSE_KERNEL_MINOR_VERSION;
-            reply(r, &out, sizeof(out));
-        } else {
-            reply_err(r, -EPROTO);
-        }
-        return;
-    }
-
-    flags = in.flags;
-    if (flags & FUSE_INIT_EXT) {
-        flags |= (uint64_t)in.flags2 << 32;
-    }
-    supported = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
-                FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
-                FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
-                FUSE_MAP_ALIGNMENT | FUSE_INIT_EXT | FUSE_ASYNC_DIO |
-                FUSE_CREATE_SUPP_GROUP;
     if (fs->opts->posix_lock) {
         supported |= FUSE_POSIX_LOCKS;
     }
@@ -319,7 +255,51 @@ static void do_init(VfsdReq *r)
         /* Shared mmap of FOPEN_DIRECT_IO files, through the page cache */
         supported |= FUSE_DIRECT_IO_ALLOW_MMAP;
     }
-    want = flags & supported;
+    return supported;
+}
+
+static void do_init(VfsdReq *r)
+{
+    VfsdFs *fs = r->fs;
+    struct fuse_init_in in = { 0 };
+    struct fuse_init_out out = { 0 };
+    uint64_t flags, want;
+    size_t compat = offsetof(struct fuse_init_in, flags2);
+
+    if (!get_arg(r, &in, compat)) {
+        return;
+    }
+    if (vfsd_buf_remaining(r->in) >= sizeof(in) - compat) {
+        vfsd_buf_read(r->in, (uint8_t *)&in + compat, sizeof(in) - compat);
+    }
+    if (fs->initialized) {
+        /*
+         * A guest that rebooted, or reset the device, without unmounting
+         * sends no DESTROY: its INIT starts a new session, as after one.
+         */
+        vfsd_info("the guest started a new FUSE session: the old one's "
+                  "inodes, handles and DAX mappings are dropped");
+        vfsd_fs_reset(fs);
+    }
+    if (in.major != FUSE_KERNEL_VERSION || in.minor < VFSD_MIN_MINOR) {
+        vfsd_err("guest speaks FUSE %u.%u, we need %u.%u or later",
+                 in.major, in.minor, FUSE_KERNEL_VERSION, VFSD_MIN_MINOR);
+        if (in.major > FUSE_KERNEL_VERSION) {
+            /* The guest retries with our major version */
+            out.major = FUSE_KERNEL_VERSION;
+            out.minor = FUSE_KERNEL_MINOR_VERSION;
+            reply(r, &out, sizeof(out));
+        } else {
+            reply_err(r, -EPROTO);
+        }
+        return;
+    }
+
+    flags = in.flags;
+    if (flags & FUSE_INIT_EXT) {
+        flags |= (uint64_t)in.flags2 << 32;
+    }
+    want = flags & init_supported(fs);
 
     fs->proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
     fs->conn_flags = want;
@@ -332,11 +312,11 @@ static void do_init(VfsdReq *r)
     out.flags2 = want >> 32;
     out.max_background = 64;
     out.congestion_threshold = 48;
-    out.max_write = VFSD_MAX_WRITE;
+    out.max_write = VFSD_MAX_IO;
     out.time_gran = 1;
     out.max_pages = VFSD_MAX_PAGES;
     /* log2 of the alignment SETUPMAPPING offsets need: the page size */
-    out.map_alignment = 12;
+    out.map_alignment = VFSD_PAGE_SHIFT;
     vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64, in.major, in.minor, want);
     reply(r, &out, sizeof(out));
 }
@@ -874,7 +854,8 @@ static void do_copy_file_range(VfsdReq *r)
         return;
     }
     /* fuse_write_out.size is 32 bits: the guest loops for the rest */
-    out.size = MIN((uint64_t)n, (uint64_t)UINT32_MAX & ~4095ULL);
+    out.size = MIN((uint64_t)n,
+                   (uint64_t)UINT32_MAX & ~(uint64_t)(VFSD_PAGE_SIZE - 1));
     reply(r, &out, sizeof(out));
 }
 
@@ -942,7 +923,7 @@ static void get_extensions(VfsdReq *r)
         if (xh.size < sizeof(xh) || xh.size % 8 ||
             xh.size - sizeof(xh) > vfsd_buf_remaining(&ext)) {
             vfsd_guest_error("%s: extension of %u bytes in %zu",
-                             opname(r->h.opcode), xh.size,
+                             vfsd_opname(r->h.opcode), xh.size,
                              vfsd_buf_remaining(&ext) + sizeof(xh));
             return;
         }
@@ -956,7 +937,7 @@ static void get_extensions(VfsdReq *r)
         if (!vfsd_buf_read(&body, &sg, sizeof(sg)) || sg.nr_groups != 1 ||
             !vfsd_buf_read(&body, &gid, sizeof(gid))) {
             vfsd_guest_error("%s: malformed supplementary groups",
-                             opname(r->h.opcode));
+                             vfsd_opname(r->h.opcode));
             continue;
         }
         r->ctx.supp_gid = vfsd_idmap_to_host(&r->fs->opts->gid_map, gid);
@@ -973,9 +954,95 @@ void vfsd_request_head(VfsdBuf *in, VfsdReqHead *head)
     }
 }
 
-bool vfsd_request_may_block(const VfsdReqHead *head)
+/* The variants of one handler, as rows of the table below take them */
+static void do_rmdir(VfsdReq *r)
 {
-    return head->valid && head->h.opcode == FUSE_SETLKW;
+    do_unlink(r, true);
+}
+
+static void do_unlink_file(VfsdReq *r)
+{
+    do_unlink(r, false);
+}
+
+static void do_rename1(VfsdReq *r)
+{
+    do_rename(r, false);
+}
+
+static void do_rename2(VfsdReq *r)
+{
+    do_rename(r, true);
+}
+
+static void do_open_file(VfsdReq *r)
+{
+    do_open(r, false);
+}
+
+static void do_opendir(VfsdReq *r)
+{
+    do_open(r, true);
+}
+
+static void do_create_file(VfsdReq *r)
+{
+    do_create(r, false);
+}
+
+static void do_tmpfile(VfsdReq *r)
+{
+    do_create(r, true);
+}
+
+static void do_release_file(VfsdReq *r)
+{
+    do_release(r, false);
+}
+
+static void do_releasedir(VfsdReq *r)
+{
+    do_release(r, true);
+}
+
+static void do_fsync_file(VfsdReq *r)
+{
+    do_fsync(r, false);
+}
+
+static void do_fsyncdir(VfsdReq *r)
+{
+    do_fsync(r, true);
+}
+
+static void do_getxattr_one(VfsdReq *r)
+{
+    do_getxattr(r, false);
+}
+
+static void do_listxattr(VfsdReq *r)
+{
+    do_getxattr(r, true);
+}
+
+static void do_readdir_names(VfsdReq *r)
+{
+    do_readdir(r, false);
+}
+
+static void do_readdirplus(VfsdReq *r)
+{
+    do_readdir(r, true);
+}
+
+static void do_setlk_now(VfsdReq *r)
+{
+    do_setlk(r, false);
+}
+
+static void do_setlkw(VfsdReq *r)
+{
+    do_setlk(r, true);
 }
 
 /*
@@ -983,10 +1050,92 @@ bool vfsd_request_may_block(const VfsdReqHead *head)
  * the queue's thread: anything else there (a SETLKW, a slow FSYNC) would
  * hold up that thread and the forgets behind it.
  */
-static bool hiprio_opcode(uint32_t opcode)
+#define VFSD_OP_HIPRIO          (1u << 0)
+/*
+ * May block indefinitely (SETLKW): the transport runs it where it cannot
+ * hold up its queue (see vfsd_request_may_block()).
+ */
+#define VFSD_OP_MAY_BLOCK       (1u << 1)
+/* Gets no reply, and is not counted by --stats */
+#define VFSD_OP_NO_REPLY        (1u << 2)
+/* Served before INIT */
+#define VFSD_OP_BEFORE_INIT     (1u << 3)
+/*
+ * Its payload is not copied out of the request with the arguments: WRITE's
+ * data is read once, by pwritev() straight from guest memory.
+ */
+#define VFSD_OP_DATA_IN_PLACE   (1u << 4)
+
+typedef struct VfsdOp {
+    void (*handler)(VfsdReq *r);
+    unsigned int flags;
+} VfsdOp;
+
+/*
+ * Every opcode we serve, and how.  Names come from opnames.c, which the
+ * layers below this one use too.  An opcode without a row (BMAP, IOCTL,
+ * POLL, STATX...) gets ENOSYS: the guest has fallbacks.
+ */
+static const VfsdOp ops[VFSD_OPCODE_LIMIT] = {
+    [FUSE_INIT] = { do_init, VFSD_OP_BEFORE_INIT },
+    [FUSE_DESTROY] = { do_destroy },
+    [FUSE_LOOKUP] = { do_lookup },
+    [FUSE_FORGET] = { do_forget, VFSD_OP_HIPRIO | VFSD_OP_NO_REPLY },
+    [FUSE_BATCH_FORGET] = { do_batch_forget,
+                            VFSD_OP_HIPRIO | VFSD_OP_NO_REPLY },
+    [FUSE_INTERRUPT] = { do_interrupt, VFSD_OP_HIPRIO | VFSD_OP_NO_REPLY },
+    [FUSE_GETATTR] = { do_getattr },
+    [FUSE_SETATTR] = { do_setattr },
+    [FUSE_READLINK] = { do_readlink },
+    [FUSE_SYMLINK] = { do_symlink },
+    [FUSE_MKNOD] = { do_mknod },
+    [FUSE_MKDIR] = { do_mkdir },
+    [FUSE_UNLINK] = { do_unlink_file },
+    [FUSE_RMDIR] = { do_rmdir },
+    [FUSE_RENAME] = { do_rename1 },
+    [FUSE_RENAME2] = { do_rename2 },
+    [FUSE_LINK] = { do_link },
+    [FUSE_OPEN] = { do_open_file },
+    [FUSE_OPENDIR] = { do_opendir },
+    [FUSE_CREATE] = { do_create_file },
+    [FUSE_TMPFILE] = { do_tmpfile },
+    [FUSE_READ] = { do_read },
+    [FUSE_WRITE] = { do_write, VFSD_OP_DATA_IN_PLACE },
+    [FUSE_STATFS] = { do_statfs },
+    [FUSE_RELEASE] = { do_release_file },
+    [FUSE_RELEASEDIR] = { do_releasedir },
+    [FUSE_FSYNC] = { do_fsync_file },
+    [FUSE_FSYNCDIR] = { do_fsyncdir },
+    [FUSE_FLUSH] = { do_flush },
+    [FUSE_SETXATTR] = { do_setxattr },
+    [FUSE_GETXATTR] = { do_getxattr_one },
+    [FUSE_LISTXATTR] = { do_listxattr },
+    [FUSE_REMOVEXATTR] = { do_removexattr },
+    [FUSE_READDIR] = { do_readdir_names },
+    [FUSE_READDIRPLUS] = { do_readdirplus },
+    [FUSE_GETLK] = { do_getlk },
+    [FUSE_SETLK] = { do_setlk_now },
+    [FUSE_SETLKW] = { do_setlkw, VFSD_OP_MAY_BLOCK },
+    [FUSE_ACCESS] = { do_access },
+    [FUSE_FALLOCATE] = { do_fallocate },
+    [FUSE_LSEEK] = { do_lseek },
+    [FUSE_COPY_FILE_RANGE] = { do_copy_file_range },
+    [FUSE_SYNCFS] = { do_syncfs },
+    [FUSE_SETUPMAPPING] = { do_setupmapping },
+    [FUSE_REMOVEMAPPING] = { do_removemapping },
+};
+
+/* The opcode's row; an empty one for an opcode we do not serve */
+static const VfsdOp *op_of(uint32_t opcode)
 {
-    return opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET ||
-           opcode == FUSE_INTERRUPT;
+    static const VfsdOp unserved;
+
+    return opcode < G_N_ELEMENTS(ops) ? &ops[opcode] : &unserved;
+}
+
+bool vfsd_request_may_block(const VfsdReqHead *head)
+{
+    return head->valid && (op_of(head->h.opcode)->flags & VFSD_OP_MAY_BLOCK);
 }
 
 typedef enum VfsdRunMode {
@@ -994,6 +1143,83 @@ typedef enum VfsdRunMode {
     VFSD_RUN_HIPRIO,
     VFSD_RUN_NO_WAIT,
 } VfsdRunMode;
+
+/*
+ * Checks the header against the request, copies the arguments out of
+ * guest memory (into @args, for the caller to free) and finds the
+ * extensions and the caller's ids.  False when the request got an error
+ * reply instead.
+ */
+static bool decode(VfsdReq *r, const VfsdReqHead *head, uint8_t **args,
+                   VfsdSeg *args_seg, VfsdBuf *args_buf)
+{
+    VfsdBuf *in = r->in;
+    size_t avail = head->avail;
+    size_t ext_len;
+
+    if (!head->valid) {
+        vfsd_guest_error("request of %zu bytes has no FUSE header", avail);
+        reply_err(r, -EINVAL);
+        return false;
+    }
+    /* @in is all that is left of the request: never claim more than it */
+    if (r->h.len < sizeof(r->h) || r->h.len > avail ||
+        r->h.len - sizeof(r->h) > vfsd_buf_remaining(in)) {
+        vfsd_guest_error("%s: header says %u bytes, request has %zu",
+                         vfsd_opname(r->h.opcode), r->h.len, avail);
+        reply_err(r, -EINVAL);
+        return false;
+    }
+    /* Nothing past the length the guest announced belongs to the request */
+    in->remaining = r->h.len - sizeof(r->h);
+    /* Extensions come last: the arguments end where they begin */
+    ext_len = (size_t)r->h.total_extlen * 8;
+    if (ext_len > in->remaining) {
+        vfsd_guest_error("%s: %zu bytes of extensions in %zu bytes",
+                         vfsd_opname(r->h.opcode), ext_len, in->remaining);
+        reply_err(r, -EINVAL);
+        return false;
+    }
+    /*
+     * The guest can rewrite its buffers while we decode them: every
+     * argument is decoded from one private copy, so no check can be made
+     * on one value and the work done on another.  The exception is data
+     * read once straight from guest memory (VFSD_OP_DATA_IN_PLACE),
+     * whose fixed arguments are read once too, by get_arg().
+     */
+    if (!(op_of(r->h.opcode)->flags & VFSD_OP_DATA_IN_PLACE) &&
+        in->remaining) {
+        size_t n = MIN(in->remaining, (size_t)VFSD_MAX_ARGS);
+
+        *args = g_malloc(n);
+        if (!vfsd_buf_read(in, *args, n)) {
+            vfsd_guest_error("%s: cannot read the request's arguments",
+                             vfsd_opname(r->h.opcode));
+            reply_err(r, -EIO);
+            return false;
+        }
+        *args_seg = (VfsdSeg) { .base = *args, .len = n };
+        vfsd_buf_init(args_buf, args_seg, 1, NULL, NULL);
+        r->in = args_buf;
+    }
+    if (ext_len > vfsd_buf_remaining(r->in)) {
+        vfsd_guest_error("%s: extensions past the arguments copied",
+                         vfsd_opname(r->h.opcode));
+        reply_err(r, -EINVAL);
+        return false;
+    }
+    r->ext = *r->in;
+    vfsd_buf_skip(&r->ext, vfsd_buf_remaining(r->in) - ext_len);
+    r->in->remaining -= ext_len;
+
+    /* The host's ids for the caller; VFSD_NO_ID when it has none */
+    r->ctx.uid = vfsd_idmap_to_host(&r->fs->opts->uid_map, r->h.uid);
+    r->ctx.gid = vfsd_idmap_to_host(&r->fs->opts->gid_map, r->h.gid);
+    r->ctx.pid = r->h.pid;
+    r->ctx.supp_gid = VFSD_NO_ID;
+    get_extensions(r);
+    return true;
+}
 
 static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
                       VfsdBuf *out, VfsdRunMode mode)
@@ -1006,240 +1232,49 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
         .no_wait = mode == VFSD_RUN_NO_WAIT,
     };
     VfsdReq *r = &req;
-    size_t avail = head->avail;
     g_autofree uint8_t *args = NULL;
     VfsdSeg args_seg;
     VfsdBuf args_buf;
-    size_t ext_len;
+    const VfsdOp *op;
     int64_t start;
 
     if (G_UNLIKELY(vfsd_capture_fd >= 0)) {
-        vfsd_capture_request(head, in, out);
+        vfsd_capture_request(head->valid ? &head->h : NULL, in, out);
     }
-    if (!head->valid) {
-        vfsd_guest_error("request of %zu bytes has no FUSE header", avail);
-        reply_err(r, -EINVAL);
+    if (!decode(r, head, &args, &args_seg, &args_buf)) {
         return r->written;
     }
-    /* @in is all that is left of the request: never claim more than it */
-    if (r->h.len < sizeof(r->h) || r->h.len > avail ||
-        r->h.len - sizeof(r->h) > vfsd_buf_remaining(in)) {
-        vfsd_guest_error("%s: header says %u bytes, request has %zu",
-                         opname(r->h.opcode), r->h.len, avail);
-        reply_err(r, -EINVAL);
-        return r->written;
-    }
-    /* Nothing past the length the guest announced belongs to the request */
-    in->remaining = r->h.len - sizeof(r->h);
-    /* Extensions come last: the arguments end where they begin */
-    ext_len = (size_t)r->h.total_extlen * 8;
-    if (ext_len > in->remaining) {
-        vfsd_guest_error("%s: %zu bytes of extensions in %zu bytes",
-                         opname(r->h.opcode), ext_len, in->remaining);
-        reply_err(r, -EINVAL);
-        return r->written;
-    }
-    /*
-     * The guest can rewrite its buffers while we decode them: every
-     * argument is decoded from one private copy, so no check can be made
-     * on one value and the work done on another.  WRITE's data is the
-     * exception, read once by pwritev() straight from guest memory (its
-     * fixed arguments are read once too, by get_arg()).
-     */
-    if (r->h.opcode != FUSE_WRITE && in->remaining) {
-        size_t n = MIN(in->remaining, (size_t)VFSD_MAX_ARGS);
-
-        args = g_malloc(n);
-        if (!vfsd_buf_read(in, args, n)) {
-            vfsd_guest_error("%s: cannot read the request's arguments",
-                             opname(r->h.opcode));
-            reply_err(r, -EIO);
-            return r->written;
-        }
-        args_seg = (VfsdSeg) { .base = args, .len = n };
-        vfsd_buf_init(&args_buf, &args_seg, 1, NULL, NULL);
-        r->in = &args_buf;
-    }
-    if (ext_len > vfsd_buf_remaining(r->in)) {
-        vfsd_guest_error("%s: extensions past the arguments copied",
-                         opname(r->h.opcode));
-        reply_err(r, -EINVAL);
-        return r->written;
-    }
-    r->ext = *r->in;
-    vfsd_buf_skip(&r->ext, vfsd_buf_remaining(r->in) - ext_len);
-    r->in->remaining -= ext_len;
-
-    /* The host's ids for the caller; VFSD_NO_ID when it has none */
-    r->ctx.uid = vfsd_idmap_to_host(&fs->opts->uid_map, r->h.uid);
-    r->ctx.gid = vfsd_idmap_to_host(&fs->opts->gid_map, r->h.gid);
-    r->ctx.pid = r->h.pid;
-    r->ctx.supp_gid = VFSD_NO_ID;
-    get_extensions(r);
-
+    op = op_of(r->h.opcode);
     vfsd_debug("%s unique %" PRIu64 " nodeid %" PRIu64 " len %u",
-               opname(r->h.opcode), (uint64_t)r->h.unique,
+               vfsd_opname(r->h.opcode), (uint64_t)r->h.unique,
                (uint64_t)r->h.nodeid, r->h.len);
 
-    if (mode == VFSD_RUN_HIPRIO && !hiprio_opcode(r->h.opcode)) {
+    if (mode == VFSD_RUN_HIPRIO && !(op->flags & VFSD_OP_HIPRIO)) {
         vfsd_guest_error("%s on the hiprio queue, which only takes FORGET, "
-                         "BATCH_FORGET and INTERRUPT", opname(r->h.opcode));
+                         "BATCH_FORGET and INTERRUPT",
+                         vfsd_opname(r->h.opcode));
         reply_err(r, -EINVAL);
         return r->written;
     }
-
-    if (!fs->initialized && r->h.opcode != FUSE_INIT) {
-        vfsd_guest_error("%s before INIT", opname(r->h.opcode));
+    if (!fs->initialized && !(op->flags & VFSD_OP_BEFORE_INIT)) {
+        vfsd_guest_error("%s before INIT", vfsd_opname(r->h.opcode));
         reply_err(r, -EIO);
         return r->written;
     }
 
     start = fs->stats ? vfsd_stats_now() : 0;
-    switch (r->h.opcode) {
-    case FUSE_INIT:
-        do_init(r);
-        break;
-    case FUSE_DESTROY:
-        do_destroy(r);
-        break;
-    case FUSE_LOOKUP:
-        do_lookup(r);
-        break;
-    case FUSE_FORGET:
-        do_forget(r);
-        return 0;
-    case FUSE_BATCH_FORGET:
-        do_batch_forget(r);
-        return 0;
-    case FUSE_INTERRUPT:
-        do_interrupt(r);
-        return 0;
-    case FUSE_GETATTR:
-        do_getattr(r);
-        break;
-    case FUSE_SETATTR:
-        do_setattr(r);
-        break;
-    case FUSE_READLINK:
-        do_readlink(r);
-        break;
-    case FUSE_SYMLINK:
-        do_symlink(r);
-        break;
-    case FUSE_MKNOD:
-        do_mknod(r);
-        break;
-    case FUSE_MKDIR:
-        do_mkdir(r);
-        break;
-    case FUSE_UNLINK:
-        do_unlink(r, false);
-        break;
-    case FUSE_RMDIR:
-        do_unlink(r, true);
-        break;
-    case FUSE_RENAME:
-        do_rename(r, false);
-        break;
-    case FUSE_RENAME2:
-        do_rename(r, true);
-        break;
-    case FUSE_LINK:
-        do_link(r);
-        break;
-    case FUSE_OPEN:
-        do_open(r, false);
-        break;
-    case FUSE_OPENDIR:
-        do_open(r, true);
-        break;
-    case FUSE_CREATE:
-        do_create(r, false);
-        break;
-    case FUSE_TMPFILE:
-        do_create(r, true);
-        break;
-    case FUSE_READ:
-        do_read(r);
-        break;
-    case FUSE_WRITE:
-        do_write(r);
-        break;
-    case FUSE_STATFS:
-        do_statfs(r);
-        break;
-    case FUSE_RELEASE:
-        do_release(r, false);
-        break;
-    case FUSE_RELEASEDIR:
-        do_release(r, true);
-        break;
-    case FUSE_FSYNC:
-        do_fsync(r, false);
-        break;
-    case FUSE_FSYNCDIR:
-        do_fsync(r, true);
-        break;
-    case FUSE_FLUSH:
-        do_flush(r);
-        break;
-    case FUSE_SETXATTR:
-        do_setxattr(r);
-        break;
-    case FUSE_GETXATTR:
-        do_getxattr(r, false);
-        break;
-    case FUSE_LISTXATTR:
-        do_getxattr(r, true);
-        break;
-    case FUSE_REMOVEXATTR:
-        do_removexattr(r);
-        break;
-    case FUSE_READDIR:
-        do_readdir(r, false);
-        break;
-    case FUSE_READDIRPLUS:
-        do_readdir(r, true);
-        break;
-    case FUSE_GETLK:
-        do_getlk(r);
-        break;
-    case FUSE_SETLK:
-        do_setlk(r, false);
-        break;
-    case FUSE_SETLKW:
-        do_setlk(r, true);
-        break;
-    case FUSE_ACCESS:
-        do_access(r);
-        break;
-    case FUSE_FALLOCATE:
-        do_fallocate(r);
-        break;
-    case FUSE_LSEEK:
-        do_lseek(r);
-        break;
-    case FUSE_COPY_FILE_RANGE:
-        do_copy_file_range(r);
-        break;
-    case FUSE_SYNCFS:
-        do_syncfs(r);
-        break;
-    case FUSE_SETUPMAPPING:
-        do_setupmapping(r);
-        break;
-    case FUSE_REMOVEMAPPING:
-        do_removemapping(r);
-        break;
-    default:
-        /* BMAP, IOCTL, POLL, STATX...: the guest has fallbacks */
+    if (!op->handler) {
         vfsd_debug("unsupported opcode %u (%s)", r->h.opcode,
-                   opname(r->h.opcode));
+                   vfsd_opname(r->h.opcode));
         reply_err(r, -ENOSYS);
-        break;
+    } else if (op->flags & VFSD_OP_NO_REPLY) {
+        op->handler(r);
+        return 0;
+    } else {
+        op->handler(r);
     }
     if (fs->stats) {
-        vfsd_stats_record(fs->stats, r->h.opcode, start);
+        vfsd_stats_record_op(fs->stats, r->h.opcode, start);
     }
     return r->written;
 }
@@ -1260,9 +1295,4 @@ size_t vfsd_process_no_wait(VfsdFs *fs, const VfsdReqHead *head,
                             VfsdBuf *in, VfsdBuf *out)
 {
     return process(fs, head, in, out, VFSD_RUN_NO_WAIT);
-}
-
-const char *vfsd_opname(uint32_t opcode)
-{
-    return opname(opcode);
 }

@@ -9,7 +9,8 @@
 #ifndef VIRTIOFSD_SERVER_H
 #define VIRTIOFSD_SERVER_H
 
-#include "fs.h"
+#include "buf.h"
+#include "fs-types.h"
 
 /* The FUSE protocol minor versions we serve; virtio-fs started at 7.31 */
 #define VFSD_MIN_MINOR 31
@@ -62,8 +63,5 @@ size_t vfsd_process_no_wait(VfsdFs *fs, const VfsdReqHead *head,
  * runs it where it cannot hold up its queue.
  */
 bool vfsd_request_may_block(const VfsdReqHead *head);
-
-/* The opcode's name without FUSE_, for log lines */
-const char *vfsd_opname(uint32_t opcode);
 
 #endif /* VIRTIOFSD_SERVER_H */

@@ -16,7 +16,7 @@
 #include <time.h>
 
 #include "log.h"
-#include "server.h"
+#include "opnames.h"
 #include "stats.h"
 
 typedef struct {
@@ -47,17 +47,12 @@ int64_t vfsd_stats_now(void)
     return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-void vfsd_stats_record(VfsdStats *stats, uint32_t slot, int64_t start)
+static void record(VfsdStats *stats, uint32_t slot, int64_t start)
 {
     uint64_t ns = vfsd_stats_now() - start;
-    VfsdStatsSlot *s;
+    VfsdStatsSlot *s = &stats->slot[slot];
     uint64_t max;
 
-    if (slot >= VFSD_STATS_SLOTS) {
-        /* Opcodes we do not serve are not worth a slot of their own */
-        slot = 0;
-    }
-    s = &stats->slot[slot];
     __atomic_add_fetch(&s->count, 1, __ATOMIC_RELAXED);
     __atomic_add_fetch(&s->total_ns, ns, __ATOMIC_RELAXED);
     max = __atomic_load_n(&s->max_ns, __ATOMIC_RELAXED);
@@ -66,6 +61,18 @@ void vfsd_stats_record(VfsdStats *stats, uint32_t slot, int64_t start)
                                         __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
         /* max now holds the value another thread stored */
     }
+}
+
+void vfsd_stats_record_op(VfsdStats *stats, uint32_t opcode, int64_t start)
+{
+    /* Opcodes we do not know are not worth a slot of their own */
+    record(stats, opcode < VFSD_OPCODE_LIMIT ? opcode : 0, start);
+}
+
+void vfsd_stats_record(VfsdStats *stats, uint32_t slot, int64_t start)
+{
+    g_assert(slot >= VFSD_OPCODE_LIMIT && slot < VFSD_STATS_SLOTS);
+    record(stats, slot, start);
 }
 
 static const char *slot_name(uint32_t slot)

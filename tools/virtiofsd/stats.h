@@ -11,12 +11,15 @@
 
 #include <stdint.h>
 
+#include "opnames.h"
+
 /*
  * Slots past the FUSE opcodes, for the waits on the front-end that DAX
  * requests include: they tell how much of a SETUPMAPPING is QEMU's.
+ * Opcodes past VFSD_OPCODE_LIMIT count as "other" (slot 0), never here.
  */
 enum {
-    VFSD_STATS_FE_MAP = 62,
+    VFSD_STATS_FE_MAP = VFSD_OPCODE_LIMIT,
     VFSD_STATS_FE_UNMAP,
     /* Lazy unmaps: how long removed ranges stayed mapped, by fate */
     VFSD_STATS_DAX_TAKEN_OVER,
@@ -30,7 +33,9 @@ VfsdStats *vfsd_stats_new(void);
 void vfsd_stats_free(VfsdStats *stats);
 /* Monotonic nanoseconds, for vfsd_stats_record()'s @start */
 int64_t vfsd_stats_now(void);
-/* Counts one @slot (opcode or VFSD_STATS_FE_*) that began at @start */
+/* Counts one request of @opcode that began at @start */
+void vfsd_stats_record_op(VfsdStats *stats, uint32_t opcode, int64_t start);
+/* Counts one wait of ours, @slot (VFSD_STATS_FE_*, _DAX_*), from @start */
 void vfsd_stats_record(VfsdStats *stats, uint32_t slot, int64_t start);
 /* One log line per slot that saw any request */
 void vfsd_stats_report(VfsdStats *stats);

@@ -30,6 +30,8 @@
 
 #include "vhost.h"
 #include "dax.h"
+#include "fs.h"
+#include "intr.h"
 #include "log.h"
 #include "server.h"
 
@@ -85,6 +87,12 @@ struct VfsdDev {
     pthread_t watch_thread;
     int watch_stop_fd;          /* -1: no such thread */
 };
+
+/* The device whose libvhost-user state is @vu */
+static VfsdDev *dev_of(VuDev *vu)
+{
+    return (VfsdDev *)((char *)vu - offsetof(VfsdDev, vu));
+}
 
 typedef struct VfsdElem {
     VuVirtqElement elem;
@@ -499,7 +507,7 @@ static void queue_stop(VfsdDev *dev, int qidx)
 
 static void queue_set_started(VuDev *vu, int qidx, bool started)
 {
-    VfsdDev *dev = (VfsdDev *)vu;   /* vu is the first member */
+    VfsdDev *dev = dev_of(vu);
     VfsdQueue *q;
     int err;
 
@@ -615,7 +623,7 @@ static uint64_t get_features(VuDev *vu)
 
 static uint64_t get_protocol_features(VuDev *vu)
 {
-    VfsdDev *dev = (VfsdDev *)vu;
+    VfsdDev *dev = dev_of(vu);
     uint64_t features = 1ULL << VHOST_USER_PROTOCOL_F_SHMEM |
                         1ULL << VHOST_USER_PROTOCOL_F_SHMEM_REPLACE |
                         1ULL << VHOST_USER_PROTOCOL_F_MEM_RW;
@@ -639,7 +647,7 @@ static uint64_t get_protocol_features(VuDev *vu)
 
 static int get_config(VuDev *vu, uint8_t *config, uint32_t len)
 {
-    VfsdDev *dev = (VfsdDev *)vu;
+    VfsdDev *dev = dev_of(vu);
     const char *tag = dev->fs->opts->tag;
     uint8_t cfg[VFSD_CONFIG_SIZE] = { 0 };
     uint32_t queues = GUINT32_TO_LE(1);
@@ -730,7 +738,7 @@ static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req)
  */
 static void panic_cb(VuDev *vu, const char *err)
 {
-    VfsdDev *dev = (VfsdDev *)vu;
+    VfsdDev *dev = dev_of(vu);
 
     vfsd_err("vhost-user: %s", err ? err : "unknown error");
     eventfd_write(dev->panic_fd, 1);
@@ -752,7 +760,7 @@ static void remove_watch(VuDev *vu, int fd)
  */
 static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
 {
-    VfsdDev *dev = (VfsdDev *)vu;
+    VfsdDev *dev = dev_of(vu);
 
     switch (vmsg->request) {
     case VHOST_USER_SET_MEM_TABLE:
@@ -881,7 +889,8 @@ static bool dax_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)
     return vu_shmem_unmap_nowait(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
 }
 
-bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
+/* The device on @conn_fd, its pools and DAX window; NULL if it fails */
+static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
 {
     VfsdDev *dev = g_new0(VfsdDev, 1);
     VfsdDaxBackend be = {
@@ -893,8 +902,6 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
         .opaque = dev,
     };
     pthread_rwlockattr_t attr;
-    bool ok = true;
-    unsigned int i;
 
     dev->fs = fs;
     dev->watch_stop_fd = -1;
@@ -902,7 +909,7 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     if (dev->panic_fd < 0) {
         vfsd_err("eventfd: %s", strerror(errno));
         g_free(dev);
-        return false;
+        return NULL;
     }
     /* The main thread must not starve behind busy queues */
     pthread_rwlockattr_init(&attr);
@@ -915,7 +922,7 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
         vfsd_err("cannot initialize the vhost-user device");
         close(dev->panic_fd);
         g_free(dev);
-        return false;
+        return NULL;
     }
     vu_set_unmapped_buffers_allowed(&dev->vu, true);
     fs->dax = vfsd_dax_new(&be);
@@ -926,6 +933,15 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     }
     dev->blocking_pool = g_thread_pool_new(blocking_worker, dev,
                                            VFSD_MAX_BLOCKING, FALSE, NULL);
+    return dev;
+}
+
+/* The DAX window's helpers; false if one asked for cannot start */
+static bool serve_start_dax(VfsdDev *dev)
+{
+    VfsdFs *fs = dev->fs;
+    bool ok = true;
+
     /* Asked for explicitly: not serving beats serving without it */
     if (fs->opts->watch_truncate && !watch_start(dev)) {
         ok = false;
@@ -939,8 +955,18 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
             vfsd_warn("%s", err);
         }
     }
+    return ok;
+}
 
-    while (ok) {
+/*
+ * Serves vhost-user messages and the lazy unmaps until the front-end
+ * disconnects (true) or something breaks (false)
+ */
+static bool serve_loop(VfsdDev *dev, int conn_fd)
+{
+    VfsdFs *fs = dev->fs;
+
+    for (;;) {
         /* A negative fd (lazy unmaps off) is left out by poll() */
         struct pollfd pfd[3] = {
             { .fd = conn_fd, .events = POLLIN },
@@ -954,13 +980,11 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
                 continue;
             }
             vfsd_err("poll: %s", strerror(errno));
-            ok = false;
-            break;
+            return false;
         }
         if (pfd[1].revents) {
             vfsd_err("vhost-user device broken, disconnecting");
-            ok = false;
-            break;
+            return false;
         }
         if (pfd[2].revents & POLLIN) {
             /* Unmaps talk to the front-end, like a worker's */
@@ -976,14 +1000,20 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
         pthread_rwlock_unlock(&dev->dispatch_lock);
         if (!more) {
             vfsd_info("front-end disconnected");
-            break;
+            return true;
         }
         if (dev->vu.broken) {
             vfsd_err("vhost-user device broken, disconnecting");
-            ok = false;
-            break;
+            return false;
         }
     }
+}
+
+/* Stops the queues and pools, and drops the session's state */
+static void serve_teardown(VfsdDev *dev)
+{
+    VfsdFs *fs = dev->fs;
+    unsigned int i;
 
     pthread_rwlock_wrlock(&dev->dispatch_lock);
     for (i = 0; i < VFSD_MAX_QUEUES; i++) {
@@ -1010,5 +1040,17 @@ bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
     pthread_rwlock_destroy(&dev->dispatch_lock);
     close(dev->panic_fd);
     g_free(dev);
+}
+
+bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
+{
+    VfsdDev *dev = serve_setup(fs, conn_fd);
+    bool ok;
+
+    if (!dev) {
+        return false;
+    }
+    ok = serve_start_dax(dev) && serve_loop(dev, conn_fd);
+    serve_teardown(dev);
     return ok;
 }

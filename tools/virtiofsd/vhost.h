@@ -9,7 +9,7 @@
 #ifndef VIRTIOFSD_VHOST_H
 #define VIRTIOFSD_VHOST_H
 
-#include "fs.h"
+#include "fs-types.h"
 
 /*
  * Serves the front-end connected on @conn_fd until it disconnects.

@@ -2,7 +2,7 @@
  * virtiofsd tests: the system call filter really stops what it must
  *
  * Each case forks a child that installs the daemon's own filter
- * (vfsd_seccomp_install() from seccomp.c) with one --seccomp action, then
+ * (vfsd_seccomp_install() from seccomp-filter.c) with one --seccomp action, then
  * makes one call.  For the actions, getppid(): a call the daemon never
  * needs once serving, harmless whatever happens, and its result shows
  * whether it ran.  Under the default action (kill), the calls the filter
@@ -29,8 +29,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "fs.h"
 #include "sandbox.h"
+#include "seccomp-filter.h"
 
 /* What the child reports on its pipe, one line each */
 #define MSG_INSTALLED "installed\n"

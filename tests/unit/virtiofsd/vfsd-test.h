@@ -11,8 +11,16 @@
 
 #include <glib.h>
 
-#include "fs.h"
+#include "creds.h"
 #include "dax.h"
+#include "fd.h"
+#include "fs-dir.h"
+#include "fs-entry.h"
+#include "fs-file.h"
+#include "fs-xattr.h"
+#include "fs.h"
+#include "inode.h"
+#include "intr.h"
 #include "server.h"
 
 typedef struct TestFs {

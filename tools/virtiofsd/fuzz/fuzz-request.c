@@ -43,7 +43,7 @@
  *   check could pass on one value and the work be done on another.
  *
  * What makes the daemon's confinement inert here: no sandbox and no
- * seccomp filter are set up (sandbox.c and seccomp.c are not linked);
+ * seccomp filter are set up (sandbox.c and seccomp-filter.c are not linked);
  * instead the process gets a private mount namespace with a small tmpfs
  * as the scratch directory when it can (as root), and RLIMIT_FSIZE
  * bounds file growth in any case.  SETLKW is skipped: the daemon runs it
@@ -74,8 +74,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "fs.h"
+#include "creds.h"
 #include "dax.h"
+#include "fs.h"
+#include "inode.h"
 #include "server.h"
 #include "fuzz-request.h"
 

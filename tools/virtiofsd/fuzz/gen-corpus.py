@@ -377,6 +377,18 @@ def seeds():
     m.req(REMOVEMAPPING, 2, removemapping_in((6 * MiB, 1 * MiB)))
     s["dax-ranges"] = m
 
+    # DAX: one REMOVEMAPPING of 70 ranges, in reverse order.  Sorting more
+    # than a kilobyte of them makes glibc's qsort() call sysinfo(), which
+    # the seccomp filter must allow (replay-seccomp.c replays this seed).
+    m = Session(cfg=0x40)
+    m.req(LOOKUP, ROOT, name("big"))
+    for i in range(70):
+        m.req(SETUPMAPPING, 2, setupmapping_in(i * 4096, 4096, MAP_R,
+                                               i * 4096))
+    m.req(REMOVEMAPPING, 2,
+          removemapping_in(*[(i * 4096, 4096) for i in reversed(range(70))]))
+    s["dax-remove-many"] = m
+
     # DAX with dax=inode policies: the attr flag, then a mapping
     for cfg, n in ((0x20, "size"), (0x30, "xattr")):
         m = Session(cfg=cfg)

@@ -21,7 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "seccomp-filter.h"
 
 /*
  * What clone() must share for a thread: anything less makes a process,
@@ -151,37 +151,12 @@ static bool install_sigsys_handler(char **err)
     return true;
 }
 
-bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err)
+/* The allow-list's rules; 0 or a negative errno from libseccomp */
+static int add_rules(scmp_filter_ctx ctx, bool syslog)
 {
-    scmp_filter_ctx ctx;
-    uint32_t def;
     unsigned int i;
     int ret = 0;
 
-    switch (action) {
-    case VFSD_SECCOMP_KILL:
-        def = SCMP_ACT_KILL_PROCESS;
-        break;
-    case VFSD_SECCOMP_LOG:
-        def = SCMP_ACT_LOG;
-        break;
-    case VFSD_SECCOMP_TRAP:
-        def = SCMP_ACT_TRAP;
-        if (!install_sigsys_handler(err)) {
-            return false;
-        }
-        break;
-    case VFSD_SECCOMP_NONE:
-        return true;
-    default:
-        *err = g_strdup_printf("seccomp: unknown action %d", action);
-        return false;
-    }
-    ctx = seccomp_init(def);
-    if (!ctx) {
-        *err = g_strdup("seccomp: cannot create a filter");
-        return false;
-    }
     for (i = 0; i < G_N_ELEMENTS(allowed) && ret == 0; i++) {
         /* A call this kernel and libseccomp do not know is skipped */
         if (allowed[i] < 0) {
@@ -264,6 +239,40 @@ bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err)
                                SCMP_A0(SCMP_CMP_EQ, PR_CAP_AMBIENT),
                                SCMP_A1(SCMP_CMP_EQ, PR_CAP_AMBIENT_IS_SET));
     }
+    return ret;
+}
+
+bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err)
+{
+    scmp_filter_ctx ctx;
+    uint32_t def;
+    int ret;
+
+    switch (action) {
+    case VFSD_SECCOMP_KILL:
+        def = SCMP_ACT_KILL_PROCESS;
+        break;
+    case VFSD_SECCOMP_LOG:
+        def = SCMP_ACT_LOG;
+        break;
+    case VFSD_SECCOMP_TRAP:
+        def = SCMP_ACT_TRAP;
+        if (!install_sigsys_handler(err)) {
+            return false;
+        }
+        break;
+    case VFSD_SECCOMP_NONE:
+        return true;
+    default:
+        *err = g_strdup_printf("seccomp: unknown action %d", action);
+        return false;
+    }
+    ctx = seccomp_init(def);
+    if (!ctx) {
+        *err = g_strdup("seccomp: cannot create a filter");
+        return false;
+    }
+    ret = add_rules(ctx, syslog);
     /* The filter applies to every thread, including glib's */
     if (ret == 0) {
         ret = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);

@@ -1,0 +1,28 @@
+/*
+ * virtiofsd: acting with the guest's credentials
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#ifndef VIRTIOFSD_CREDS_H
+#define VIRTIOFSD_CREDS_H
+
+#include "fs-types.h"
+
+typedef struct VfsdSavedCreds {
+    uid_t uid;
+    gid_t gid;
+    bool supp;                  /* a supplementary group was set */
+} VfsdSavedCreds;
+bool vfsd_creds_init(char **err);
+int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old);
+void vfsd_creds_restore(const VfsdSavedCreds *old);
+int vfsd_drop_fsetid(bool *dropped);
+void vfsd_restore_fsetid(bool dropped);
+bool vfsd_umask_enter(VfsdFs *fs, mode_t *mode, mode_t umask);
+void vfsd_umask_leave(VfsdFs *fs, bool entered);
+
+
+#endif /* VIRTIOFSD_CREDS_H */

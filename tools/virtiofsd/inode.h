@@ -1,0 +1,35 @@
+/*
+ * virtiofsd: the inodes the guest knows
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#ifndef VIRTIOFSD_INODE_H
+#define VIRTIOFSD_INODE_H
+
+#include "fs-types.h"
+
+void vfsd_inodes_init(VfsdInodeStore *st);
+bool vfsd_inodes_set_root(VfsdFs *fs, int fd);
+void vfsd_inodes_destroy(VfsdFs *fs);
+VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid);
+void vfsd_inode_ref(VfsdInode *inode);
+void vfsd_inode_unref(VfsdInode *inode);
+/*
+ * Takes over @fd, an O_PATH fd accounted with vfsd_fd_reserve(), whose
+ * attributes are @stx: the inode behind it, with one more lookup and a
+ * reference for the caller.
+ */
+VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx);
+void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner);
+void vfsd_inode_forget(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup);
+void vfsd_inodes_forget_all(VfsdFs *fs);
+
+/* The attributes of @fd (an O_PATH fd will do), or a negative errno */
+int vfsd_statx(int fd, struct statx *stx);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(VfsdInode, vfsd_inode_unref)
+
+#endif /* VIRTIOFSD_INODE_H */
