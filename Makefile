@@ -5,14 +5,28 @@ TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 -include $(TOP)/config.mk
 BUILD ?= $(TOP)/build
 PREFIX ?= /usr/local
-export BUILD PREFIX
+
+# The upstream base (README "Upstream bases"): qemu.pin's release by
+# default, or QEMU_BASE=X for bases/X/, built in $(BUILD)/base-X.  The guest
+# is the same for every base and stays in $(BUILD)/guest.
+DEFAULT_BASE := $(shell sed -n 's/^QEMU_VERSION=\([0-9]*\.[0-9]*\).*/\1/p' $(TOP)/qemu.pin)
+QEMU_BASE ?= $(DEFAULT_BASE)
+ifeq ($(origin GUEST_DIR),undefined)
+GUEST_DIR := $(BUILD)/guest
+endif
+BUILD_ROOT := $(BUILD)
+ifneq ($(QEMU_BASE),$(DEFAULT_BASE))
+override BUILD := $(BUILD)/base-$(QEMU_BASE)
+endif
+OTHER_BASES := $(patsubst $(TOP)/bases/%/qemu.pin,%,$(wildcard $(TOP)/bases/*/qemu.pin))
+export BUILD PREFIX QEMU_BASE GUEST_DIR
 
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
 .PHONY: all deps prepare qemu guest rust-virtiofsd upstream-qemu demo check bench fuzz \
         refresh-patches verify-tree checkpatch install clean distclean help \
-        series bisect-check
+        port-base check-bases series bisect-check
 
 all: qemu guest
 
@@ -29,6 +43,9 @@ help:
 	@echo "make bisect-check [BISECT_PATCHES=N]  build QEMU after each patch of it"
 	@echo "make install PREFIX=...  install qemu-system-x86_64, virtiofsd and descriptors"
 	@echo "make upstream-qemu   set up Debian's unmodified QEMU 11.1 (build/upstream-qemu)"
+	@echo "make check-bases     build the other upstream bases (bases/) and run their suites"
+	@echo "make port-base QEMU_BASE=X  git am -3 the series onto base X to port it"
+	@echo "QEMU_BASE=X          any target on upstream base X (bases/X/) instead of $(DEFAULT_BASE)"
 
 deps:
 	@$(TOP)/mk/deps.sh build guest
@@ -54,11 +71,24 @@ demo: qemu guest
 
 # Without clang only the fuzz suite fails (it says what to install); without
 # upstream QEMU only the suites that need it fail, saying why.
+# On another base (QEMU_BASE=X) check runs the suites of mk/check.py's
+# EVERY_BASE, which need neither clang nor upstream QEMU.
 check: qemu guest
+ifeq ($(QEMU_BASE),$(DEFAULT_BASE))
 	@$(TOP)/mk/deps.sh fuzz || true
 	@$(TOP)/mk/deps.sh upstream || true
 	@$(TOP)/mk/upstream-qemu.sh >/dev/null || true
+endif
 	@python3 $(TOP)/mk/check.py
+
+# Every other base of bases/: build it, run its suites.  CI runs this after
+# make check (.ci/run).
+check-bases:
+	@rc=0; for b in $(OTHER_BASES); do \
+	    echo "check-bases: upstream base $$b (build/base-$$b)"; \
+	    $(MAKE) --no-print-directory QEMU_BASE=$$b BUILD=$(BUILD_ROOT) \
+	        GUEST_DIR=$(GUEST_DIR) check || rc=1; \
+	done; exit $$rc
 
 # The report's chart needs matplotlib: kept in the cache's private venv.
 BENCH_PYTHON = $(or $(VIRTIOFS_DAX_CACHE),$(HOME)/.cache/virtiofs-dax)/pyvenv/bin/python3
@@ -76,6 +106,9 @@ fuzz: prepare
 
 refresh-patches:
 	@$(TOP)/mk/refresh-patches.sh
+
+port-base:
+	@$(TOP)/mk/port-base.sh
 
 verify-tree:
 	@$(TOP)/mk/verify-tree.sh
@@ -97,7 +130,7 @@ install: qemu
 	@$(TOP)/mk/install.sh
 
 clean:
-	rm -rf $(QEMU_BUILD) $(BUILD)/guest
+	rm -rf $(QEMU_BUILD) $(if $(filter $(DEFAULT_BASE),$(QEMU_BASE)),$(GUEST_DIR))
 
 distclean:
 	rm -rf $(BUILD) $(TOP)/config.mk

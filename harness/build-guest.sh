@@ -6,7 +6,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../mk/common.sh"
 
-GUEST=$BUILD/guest
+GUEST=$GUEST_DIR
 mkdir -p "$GUEST" "$CACHE/kernel"
 
 # --- kernel -----------------------------------------------------------------

@@ -44,7 +44,13 @@ import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
-GUEST = os.path.join(BUILD, "guest")
+# Another upstream base than the default (QEMU_BASE, README "Upstream
+# bases") has its QEMU in build/base-X; the guest is the same for all.
+if os.environ.get("QEMU_BASE") and "BUILD" not in os.environ and \
+        os.path.isdir(os.path.join(TOP, "bases", os.environ["QEMU_BASE"])):
+    os.environ.setdefault("GUEST_DIR", os.path.join(BUILD, "guest"))
+    BUILD = os.path.join(BUILD, "base-" + os.environ["QEMU_BASE"])
+GUEST = os.environ.get("GUEST_DIR") or os.path.join(BUILD, "guest")
 QEMU = os.path.join(BUILD, "qemu", "qemu-system-x86_64")
 OUR_VIRTIOFSD = os.path.join(BUILD, "qemu", "tools", "virtiofsd", "virtiofsd")
 # Debian's unmodified QEMU 11.1 (mk/upstream-qemu.sh), for --upstream-device

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Configure (when the options changed) and build QEMU from build/src into
-# build/qemu.  Extra arguments are ninja targets to build as well, e.g.
+# Configure (when the options changed) and build QEMU from $BUILD/src into
+# $BUILD/qemu (build/ for the default base, build/base-X/ for base X).
+# Extra arguments are ninja targets to build as well, e.g.
 # qtest binaries.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -27,12 +28,12 @@ stamp=$QBUILD/.virtiofs-dax-configure
 if [ ! -f "$QBUILD/build.ninja" ] || [ "$(cat "$stamp" 2>/dev/null)" != "${args[*]}" ]; then
     rm -rf "$QBUILD"
     mkdir -p "$QBUILD"
-    say "configuring QEMU in build/qemu (log: build/configure.log)"
+    say "configuring QEMU in $(rel "$QBUILD") (log: $(rel "$BUILD")/configure.log)"
     : >"$BUILD/configure.log"
     (cd "$QBUILD" && "$SRC/configure" "${args[@]}") 2>&1 |
         "$TOP/mk/progress.py" "configuring QEMU" "$BUILD/configure.log" || {
         tail -n 20 "$BUILD/configure.log" >&2
-        die "QEMU's configure failed (full log: build/configure.log)"; }
+        die "QEMU's configure failed (full log: $(rel "$BUILD")/configure.log)"; }
     printf '%s' "${args[*]}" > "$stamp"
 fi
 
@@ -44,12 +45,12 @@ jobs=${JOBS:-$(nproc)}
 make -C "$QBUILD" -j"$jobs" --no-print-directory 2>&1 |
     "$TOP/mk/progress.py" "building QEMU" "$BUILD/build.log" || {
     grep -E 'error|Error' "$BUILD/build.log" | head -n 20 >&2
-    die "QEMU build failed (full log: build/build.log)"; }
+    die "QEMU build failed (full log: $(rel "$BUILD")/build.log)"; }
 if [ $# -gt 0 ]; then
     ninja -C "$QBUILD" -j"$jobs" "$@" 2>&1 |
         "$TOP/mk/progress.py" "building $*" "$BUILD/build.log" || {
         grep -E 'error|Error' "$BUILD/build.log" | tail -n 20 >&2
-        die "building $* failed (full log: build/build.log)"; }
+        die "building $* failed (full log: $(rel "$BUILD")/build.log)"; }
 fi
 # Run from the build tree, QEMU looks for firmware in qemu-bundle/ only.  With
 # Debian's tarball there is none: link Debian's seabios, ipxe and option ROMs

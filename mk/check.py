@@ -18,7 +18,10 @@ past its limit is sent SIGTERM, then SIGKILL, with every process it left,
 QEMU and daemons in sessions of their own included; a suite that ends
 and leaves processes running fails.
 
-    mk/check.py [-k SUBSTRING] [--list] [-v]
+    [QEMU_BASE=X] mk/check.py [-k SUBSTRING] [--list] [-v]
+
+On a base X other than the default (bases/X/), built in build/base-X,
+only the EVERY_BASE suites run unless -k picks others.
 """
 
 import argparse
@@ -32,7 +35,32 @@ import tempfile
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def default_base():
+    """The default upstream base, X.Y of qemu.pin's QEMU_VERSION."""
+    with open(os.path.join(TOP, "qemu.pin")) as f:
+        m = re.search(r"^QEMU_VERSION=(\d+\.\d+)", f.read(), re.M)
+    return m.group(1)
+
+
+# The upstream base (README "Upstream bases"): QEMU_BASE=X builds and
+# tests in build/base-X, with the one guest of build/guest.  The Makefile
+# passes BUILD (the base's own directory) and GUEST_DIR; run by hand
+# without BUILD, they follow from QEMU_BASE.
+DEFAULT_BASE = default_base()
+QEMU_BASE = os.environ.get("QEMU_BASE") or DEFAULT_BASE
+if QEMU_BASE != DEFAULT_BASE and \
+        not os.path.isfile(os.path.join(TOP, "bases", QEMU_BASE, "qemu.pin")):
+    sys.exit(f"check: no upstream base {QEMU_BASE} (bases/{QEMU_BASE}/qemu.pin)")
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
+if QEMU_BASE != DEFAULT_BASE and "BUILD" not in os.environ:
+    os.environ.setdefault("GUEST_DIR", os.path.join(BUILD, "guest"))
+    BUILD = os.path.join(BUILD, f"base-{QEMU_BASE}")
+GUEST_DIR = os.environ.get("GUEST_DIR", os.path.join(BUILD, "guest"))
+INITRAMFS = os.path.join(GUEST_DIR, "initramfs.cpio.gz")
+# What the suites (vm.py, mk/verify-tree.sh) must see
+os.environ.update(QEMU_BASE=QEMU_BASE, BUILD=BUILD, GUEST_DIR=GUEST_DIR)
 QBUILD = os.path.join(BUILD, "qemu")
 QEMU = os.path.join(QBUILD, "qemu-system-x86_64")
 VM = os.path.join(TOP, "harness", "vm.py")
@@ -56,6 +84,8 @@ class Suite:
     def __init__(self, name, cmd, tap=False, env=None, needs=(), ninja=(),
                  timeout=600, must_run=()):
         self.name, self.cmd, self.tap = name, cmd, tap
+        # run on every base, not only the default one (see EVERY_BASE)
+        self.every_base = False
         self.env = env or {}
         self.needs = list(needs)        # files that must exist to run
         self.ninja = list(ninja)        # ninja targets in build/qemu to build first
@@ -90,8 +120,7 @@ def guest(name, script, *vm_args, timeout=600):
     guest through harness/vm.py (given VM_ARGS) and gives the verdict."""
     return Suite(name, ["bash", os.path.join(TOP, "harness", "tests", script),
                         "--timeout", str(timeout - 30), *vm_args],
-                 needs=[QEMU, os.path.join(BUILD, "guest", "initramfs.cpio.gz")],
-                 timeout=timeout)
+                 needs=[QEMU, INITRAMFS], timeout=timeout)
 
 
 def unit(name, target, timeout=120):
@@ -294,7 +323,7 @@ SUITES = [
     Suite("libvirt: virtio-fs through a private libvirtd",
           [sys.executable, os.path.join(TOP, "harness", "libvirt", "test_libvirt.py"),
            "--daemon", "ours"],
-          tap=True, needs=[QEMU, os.path.join(BUILD, "guest", "initramfs.cpio.gz")],
+          tap=True, needs=[QEMU, INITRAMFS],
           timeout=600),
     # The back-end dies under live DAX mappings: QEMU survives and clears
     # the window; a restarted daemon gets the device back (reconnect-ms).
@@ -306,10 +335,32 @@ SUITES = [
     # its generic vhost-user device: DAX served by our virtiofsd alone.
     Suite("guest: DAX through unmodified upstream QEMU 11.1",
           ["bash", os.path.join(TOP, "harness", "tests", "upstream-dax.sh")],
-          needs=[UPSTREAM_QEMU, VIRTIOFSD,
-                 os.path.join(BUILD, "guest", "initramfs.cpio.gz")],
+          needs=[UPSTREAM_QEMU, VIRTIOFSD, INITRAMFS],
           timeout=1100),
 ]
+
+# On a base other than the default (make check QEMU_BASE=X, make
+# check-bases) these run: what the patches that differ between bases
+# touch (the device and its reconnect, vhost-user, libvhost-user, the
+# window under TCG).
+EVERY_BASE = [
+    "tree: patches/ and our files reproduce build/src",
+    "qos: vhost-user",
+    "qtest: vhost-user-fs DAX window",
+    "qtest: vhost-user-fs DAX window with our virtiofsd",
+    "libvhost-user: shared memory requests",
+    "guest: virtio-fs smoke (our virtiofsd)",
+    "guest: DAX (our virtiofsd)",
+    "guest: DAX fsx, 100,000 random operations, 32 MiB window",
+    "guest: DAX survives host truncate",
+    "guest: DAX remap flushes TCG code",
+    "guest: TCG, MMIO while the memory map changes",
+    "guest: virtiofsd killed, restarted, new mount works",
+]
+for _s in SUITES:
+    _s.every_base = _s.name in EVERY_BASE
+assert sum(s.every_base for s in SUITES) == len(EVERY_BASE), \
+    "EVERY_BASE names a suite that is not in SUITES"
 
 
 def tap_results(output, must_run=()):
@@ -567,7 +618,10 @@ def main():
     ap.add_argument("-v", action="store_true", help="print every suite's output")
     args = ap.parse_args()
 
-    suites = [s for s in SUITES if not args.k or args.k in s.name]
+    # On another base, the EVERY_BASE suites; -k picks from all of them
+    suites = [s for s in SUITES
+              if (args.k in s.name if args.k else
+                  QEMU_BASE == DEFAULT_BASE or s.every_base)]
     if args.list:
         for s in suites:
             print(s.name)
@@ -617,7 +671,8 @@ def main():
                 print("    --- stderr\n    "
                       + "\n    ".join(err.rstrip().splitlines()[-20:]))
     total = time.monotonic() - start
-    print(f"check: {len(suites)} suites in {total:.0f}s")
+    base = "" if QEMU_BASE == DEFAULT_BASE else f" on upstream base {QEMU_BASE}"
+    print(f"check: {len(suites)} suites{base} in {total:.0f}s")
     print(f"{passed} passed, {failed} failed" +
           (f", {skipped} skipped" if skipped else ""))
     return 1 if failed or not passed else 0

@@ -5,7 +5,8 @@
 # Sources, first match wins:
 #   1. QEMU_SOURCE=/path/to/qemu-X.tar.xz or an extracted tree;
 #   2. the upstream release tarball, when qemu.pin pins its sha256;
-#   3. Debian's source package (pinned revision, else the newest 10.0.y),
+#   3. Debian's source package (pinned revision, else the newest of the
+#      base's X.Y.z),
 #      extracted with Debian's patch series applied.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -79,15 +80,15 @@ from_debian() {
     id=debian-${ver//:/_}
     if [ -d "$CACHE/trees/$id.git" ]; then echo "$CACHE/trees/$id.git"; return 0; fi
     command -v dpkg-source >/dev/null || die "dpkg-source is missing: apt-get install dpkg-dev"
-    apt_private_setup
+    apt_private_setup source
     local avail
     avail=$(apt-cache "${APT_OPTS[@]}" showsrc qemu 2>/dev/null |
             sed -n 's/^Version: //p' | sort -u)
     if ! grep -qxF "$ver" <<<"$avail"; then
         local newest
-        newest=$(grep -E '^1:10\.0\.[0-9]+' <<<"$avail" | sort -V | tail -n1)
-        [ -n "$newest" ] || die "Debian $DEBIAN_SUITE carries no qemu 10.0.y source (has: $(echo $avail))"
-        say "note: Debian no longer has qemu $ver; using the newest 10.0.y it has, $newest"
+        newest=$(grep -E "^1:${QEMU_BASE//./\\.}\\.[0-9]+" <<<"$avail" | sort -V | tail -n1)
+        [ -n "$newest" ] || die "Debian ${DEBIAN_SOURCE_SUITES:-$DEBIAN_SUITE} carries no qemu $QEMU_BASE.y source (has: $(echo $avail))"
+        say "note: Debian no longer has qemu $ver; using the newest $QEMU_BASE.y it has, $newest"
         ver=$newest
         id=debian-${ver//:/_}
         if [ -d "$CACHE/trees/$id.git" ]; then echo "$CACHE/trees/$id.git"; return 0; fi

@@ -19,9 +19,9 @@ if [ -d "$SRC/.git" ]; then
     if [ "$have" != "$want" ]; then
         if [ -z "${FORCE:-}" ] && [ -n "$(state_get head)" ] &&
            { tree_dirty || [ "$(git -C "$SRC" rev-parse HEAD)" != "$(state_get head)" ]; }; then
-            die "build/src holds edits and the upstream source changed; save them with 'make refresh-patches' or drop them with FORCE=1"
+            die "$(rel "$SRC") holds edits and the upstream source changed; save them with 'make refresh-patches$BASE_ARG' or drop them with FORCE=1"
         fi
-        say "upstream source changed; preparing build/src afresh"
+        say "upstream source changed; preparing $(rel "$SRC") afresh"
         rm -rf "$SRC"
     fi
 fi
@@ -38,16 +38,19 @@ git -C "$SRC" config user.name "virtiofs-dax developers"
 git -C "$SRC" config user.email "dev@virtiofs-dax.invalid"
 cp "$pristine/virtiofs-dax-source" "$BUILD/qemu-source.txt"
 
+stale=$(stale_variants)
+[ -z "$stale" ] || say "warning: patches/ changed since these variants of bases/$QEMU_BASE/patches/ were ported from them: $(echo $stale); port them again (make port-base$BASE_ARG)"
+
 key=$(inputs_key "$pristine")
 head=$(git -C "$SRC" rev-parse HEAD)
 if [ "$(state_get key)" = "$key" ] && [ "$(state_get head)" = "$head" ] && ! tree_dirty; then
-    say "build/src is up to date ($(head -n1 "$BUILD/qemu-source.txt"))"
+    say "$(rel "$SRC") is up to date ($(head -n1 "$BUILD/qemu-source.txt"))"
     exit 0
 fi
 if [ -z "${FORCE:-}" ] && [ -n "$(state_get head)" ] &&
    { tree_dirty || [ "$head" != "$(state_get head)" ]; }; then
     git -C "$SRC" status --short | head -20 >&2
-    die "build/src has edits that are not in patches/ or the overlay; save them with 'make refresh-patches' or drop them with 'make prepare FORCE=1'"
+    die "$(rel "$SRC") has edits that are not in patches/ or the overlay; save them with 'make refresh-patches$BASE_ARG' or drop them with 'make prepare FORCE=1$BASE_ARG'"
 fi
 
 new=$(wanted_history tag)
@@ -55,4 +58,4 @@ n=$(git -C "$SRC" rev-list --count overlay.."$new")
 git -C "$SRC" reset -q --hard "$new"
 git -C "$SRC" clean -q -fdx
 printf 'key=%s\nhead=%s\n' "$key" "$new" > "$STATE"
-say "build/src prepared: $(head -n1 "$BUILD/qemu-source.txt"), $(overlay_files | wc -l) new files, $n patches"
+say "$(rel "$SRC") prepared: $(head -n1 "$BUILD/qemu-source.txt"), $(overlay_files | wc -l) new files, $n patches"

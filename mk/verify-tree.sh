@@ -5,7 +5,7 @@
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
-[ -d "$SRC/.git" ] || die "no build/src: run 'make prepare' first"
+[ -d "$SRC/.git" ] || die "no $(rel "$SRC"): run 'make prepare$BASE_ARG' first"
 
 have_idx=$(mktemp)
 trap 'rm -f "$have_idx"' EXIT
@@ -17,12 +17,19 @@ GIT_INDEX_FILE=$have_idx git -C "$SRC" add -A
 have=$(GIT_INDEX_FILE=$have_idx git -C "$SRC" write-tree)
 
 # The tree the repository describes: upstream, our files, the patches.
-want=$(git -C "$SRC" rev-parse "$(wanted_history)^{tree}")
+tip=$(wanted_history)
+want=$(git -C "$SRC" rev-parse "$tip^{tree}")
 
 if [ "$have" != "$want" ]; then
-    say "build/src differs from patches/ + the repository's files:"
+    say "$(rel "$SRC") differs from patches/ + the repository's files:"
     git -C "$SRC" diff --stat "$want" "$have" >&2
-    say "save the edits with 'make refresh-patches' (or drop them with 'make prepare FORCE=1')"
+    say "save the edits with 'make refresh-patches$BASE_ARG' (or drop them with 'make prepare FORCE=1$BASE_ARG')"
     exit 1
 fi
-echo "build/src matches patches/ and the repository's files ($(patch_files | wc -l) patches, $(overlay_files | wc -l) files)"
+stale=$(stale_variants)
+if [ -n "$stale" ]; then
+    say "patches/ changed since these variants of bases/$QEMU_BASE/patches/ were ported from them: $(echo $stale)"
+    say "port them again: make port-base$BASE_ARG, then make refresh-patches$BASE_ARG"
+    exit 1
+fi
+echo "$(rel "$SRC") matches patches/ and the repository's files ($(patch_files | wc -l) patches, $(overlay_files | wc -l) files)"

@@ -11,10 +11,18 @@
 
 #include "chardev/char-fe.h"
 #include "hw/virtio/virtio.h"
+#include "hw/virtio/virtiofs-dax-compat.h"
 
-/* vhost-user-fs.c: start and stop the vhost half of the device */
+/*
+ * vhost-user-fs.c: start and stop the vhost half of the device.  From
+ * 10.2 on upstream's vuf_stop() returns vhost_dev_stop()'s result.
+ */
 void vuf_start(VirtIODevice *vdev);
+#if VIRTIOFS_DAX_QEMU_AT_LEAST(10, 2)
+int vuf_stop(VirtIODevice *vdev);
+#else
 void vuf_stop(VirtIODevice *vdev);
+#endif
 
 /*
  * vhost-user-fs-reconnect.c: set up the vhost half for a back-end that

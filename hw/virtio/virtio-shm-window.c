@@ -19,7 +19,8 @@
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
 #include "qemu/madvise.h"
-#include "exec/exec-all.h"
+#include "hw/virtio/virtiofs-dax-compat.h"
+#include VIRTIOFS_DAX_TB_H
 #include "system/tcg.h"
 #include "system/cpus.h"
 #include "hw/virtio/virtio-shm-window.h"
@@ -319,7 +320,7 @@ static void shm_window_invalidate_code(VirtioShmWindow *win, uint64_t offset,
     if (tcg_enabled()) {
         ram_addr_t base = memory_region_get_ram_addr(&win->mr) + offset;
 
-        tb_invalidate_phys_range(base, base + len - 1);
+        virtiofs_dax_tb_invalidate_phys_range(base, base + len - 1);
     }
 #endif
 }

@@ -11,7 +11,7 @@
 #define HW_VIRTIO_SHM_WINDOW_H
 
 #include "qemu/units.h"
-#include "exec/memory.h"
+#include "hw/virtio/virtiofs-dax-compat.h"
 #include "qemu/interval-tree.h"
 
 /* Limits on the size of a window, checked by virtio_shm_window_init(). */
