@@ -225,6 +225,34 @@ tree_dirty() { [ -n "$(git -C "$SRC" status --porcelain --untracked-files=all)" 
 git_src() { git -C "$SRC" -c user.name="${GIT_AUTHOR_NAME:-virtiofs-dax}" \
                 -c user.email="${GIT_AUTHOR_EMAIL:-virtiofs-dax@invalid}" "$@"; }
 
+# index_info: for the file names on stdin (this repository's files),
+# the lines "git update-index --index-info" takes, their blobs written
+# into build/src's object store.
+index_info() {
+    local f mode
+    while read -r f; do
+        mode=100644
+        [ -x "$TOP/$f" ] && mode=100755
+        printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$TOP/$f")" "$f"
+    done
+}
+
+# commit_mail TREE PARENT DIR: commit TREE on PARENT in build/src with the
+# author, date and message of the patch that git mailinfo split into
+# DIR/info and DIR/msg, committer the same as author so the commit is
+# the same on every run; prints the commit.
+commit_mail() {
+    local tree=$1 parent=$2 dir=$3 author email date subject
+    author=$(sed -n 's/^Author: //p' "$dir/info")
+    email=$(sed -n 's/^Email: //p' "$dir/info")
+    date=$(sed -n 's/^Date: //p' "$dir/info")
+    subject=$(sed -n 's/^Subject: //p' "$dir/info")
+    { printf '%s\n\n' "$subject"; cat "$dir/msg"; } |
+        GIT_AUTHOR_NAME=$author GIT_AUTHOR_EMAIL=$email GIT_AUTHOR_DATE=$date \
+        GIT_COMMITTER_NAME=$author GIT_COMMITTER_EMAIL=$email GIT_COMMITTER_DATE=$date \
+        git -C "$SRC" commit-tree "$tree" -p "$parent" -F -
+}
+
 # Build, without touching any work tree, the history the repository
 # describes on top of the "upstream" tag of build/src (or of $WH_UPSTREAM):
 # one commit with our
@@ -240,11 +268,7 @@ wanted_history() {
     gi() { GIT_INDEX_FILE=$idx git -C "$SRC" "$@"; }
     local up=${WH_UPSTREAM:-upstream}
     gi read-tree "$up"
-    overlay_files | while read -r f; do
-        local mode=100644
-        [ -x "$TOP/$f" ] && mode=100755
-        printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$TOP/$f")" "$f"
-    done | gi update-index --add --index-info
+    overlay_files | index_info | gi update-index --add --index-info
     parent=$(git -C "$SRC" rev-parse "$up^{commit}")
     tree=$(gi write-tree)
     if [ "$tree" != "$(git -C "$SRC" rev-parse "$up^{tree}")" ]; then
@@ -267,16 +291,7 @@ wanted_history() {
                 hint=" (port it: make port-base QEMU_BASE=$QEMU_BASE, README \"Upstream bases\")"
             die "$(rel "$p") does not apply to $(head -n1 "$BUILD/qemu-source.txt"): $(head -n1 <<<"$err")$hint"
         fi
-        tree=$(gi write-tree)
-        local author email date subject
-        author=$(sed -n 's/^Author: //p' "$tmp/info")
-        email=$(sed -n 's/^Email: //p' "$tmp/info")
-        date=$(sed -n 's/^Date: //p' "$tmp/info")
-        subject=$(sed -n 's/^Subject: //p' "$tmp/info")
-        parent=$( { printf '%s\n\n' "$subject"; cat "$tmp/msg"; } |
-            GIT_AUTHOR_NAME=$author GIT_AUTHOR_EMAIL=$email GIT_AUTHOR_DATE=$date \
-            GIT_COMMITTER_NAME=$author GIT_COMMITTER_EMAIL=$email GIT_COMMITTER_DATE=$date \
-            git -C "$SRC" commit-tree "$tree" -p "$parent" -F -)
+        parent=$(commit_mail "$(gi write-tree)" "$parent" "$tmp")
         n=$((n + 1))
     done <<<"$series"
     echo "$parent"

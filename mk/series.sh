@@ -62,25 +62,13 @@ build_history() {
     parent=$(git -C "$SRC" rev-parse 'upstream^{commit}')
     while read -r p; do
         s=$(slug "$p")
-        awk -F'\t' -v s="$s" '$1 == s { print $2 }' "$assign" | while read -r f; do
-            local mode=100644
-            [ -x "$TOP/$f" ] && mode=100755
-            printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$TOP/$f")" "$f"
-        done | gi update-index --add --index-info
+        awk -F'\t' -v s="$s" '$1 == s { print $2 }' "$assign" | index_info |
+            gi update-index --add --index-info
         git mailinfo "$tmp/msg" "$tmp/diff" < "$p" > "$tmp/info" ||
             die "patches/${p##*/} is not a patch in mail format"
         gi apply --cached "$tmp/diff" ||
             die "patches/${p##*/} does not apply in the series"
-        tree=$(gi write-tree)
-        local author email date subject
-        author=$(sed -n 's/^Author: //p' "$tmp/info")
-        email=$(sed -n 's/^Email: //p' "$tmp/info")
-        date=$(sed -n 's/^Date: //p' "$tmp/info")
-        subject=$(sed -n 's/^Subject: //p' "$tmp/info")
-        parent=$( { printf '%s\n\n' "$subject"; cat "$tmp/msg"; } |
-            GIT_AUTHOR_NAME=$author GIT_AUTHOR_EMAIL=$email GIT_AUTHOR_DATE=$date \
-            GIT_COMMITTER_NAME=$author GIT_COMMITTER_EMAIL=$email GIT_COMMITTER_DATE=$date \
-            git -C "$SRC" commit-tree "$tree" -p "$parent" -F -)
+        parent=$(commit_mail "$(gi write-tree)" "$parent" "$tmp")
     done < <(patch_files)
     # The series must describe the same tree as patches/ plus the overlay
     [ "$(git -C "$SRC" rev-parse "$parent^{tree}")" = \
