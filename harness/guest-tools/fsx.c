@@ -25,6 +25,12 @@
  *              that grow a file end on a page boundary, truncates go to
  *              one (upstream QEMU's DAX can map only such files)
  *
+ * A read() or write() that fails with EBUSY, having done nothing, is tried
+ * again (up to EBUSY_TRIES times, counted and reported): under DAX, Linux
+ * 6.12 gives EBUSY when its inline reclaim of one of the file's own ranges
+ * finds page entries it cannot drop (fs/fuse/dax.c), instead of waiting.
+ * fsx.sh checks that the back-end refused no mapping meanwhile.
+ *
  * Every read is compared with the model at once.  On the first difference
  * the tool prints where, what it expected, the last operations it did and
  * exits with status 1.  The files are created (truncated) at start.
@@ -104,7 +110,8 @@ static uint64_t opno;
 static uint64_t beats;
 static unsigned watchdog_s;
 static bool whole_pages;
-static uint64_t op_count[OP_NR], short_copies;
+static uint64_t op_count[OP_NR], short_copies, ebusy_retries;
+#define EBUSY_TRIES 100
 
 /* splitmix64: tiny, and the same sequence everywhere for a given seed */
 static uint64_t rnd64(void)
@@ -296,6 +303,11 @@ static int64_t do_read(struct file *f, uint64_t off, uint64_t len)
 
     want = want < len ? want : len;
     n = pread(f->fd, buf, len, off);
+    for (int t = 1; n < 0 && errno == EBUSY && t < EBUSY_TRIES; t++) {
+        ebusy_retries++;
+        usleep(10000);
+        n = pread(f->fd, buf, len, off);
+    }
     if (n < 0 || (uint64_t)n != want) {
         die("pread %s off 0x%" PRIx64 " len 0x%" PRIx64 ": %zd, want 0x%"
             PRIx64 " (%s)", f->path, off, len, n, want,
@@ -311,6 +323,11 @@ static int64_t do_write(struct file *f, uint64_t off, uint64_t len)
 
     fill_random(buf, len);
     n = pwrite(f->fd, buf, len, off);
+    for (int t = 1; n < 0 && errno == EBUSY && t < EBUSY_TRIES; t++) {
+        ebusy_retries++;
+        usleep(10000);
+        n = pwrite(f->fd, buf, len, off);
+    }
     if (n != (ssize_t)len) {
         die("pwrite %s off 0x%" PRIx64 " len 0x%" PRIx64 ": %zd (%s)",
             f->path, off, len, n, n < 0 ? strerror(errno) : "short");
@@ -721,7 +738,8 @@ int main(int argc, char **argv)
     for (i = 0; i < OP_NR; i++) {
         printf(" %s %" PRIu64, op_name[i], op_count[i]);
     }
-    printf("; %" PRIu64 " short copies\n", short_copies);
+    printf("; %" PRIu64 " short copies; %" PRIu64 " EBUSY retries\n",
+           short_copies, ebusy_retries);
     for (i = 0; i < nfiles; i++) {
         printf("fsx: %s: %" PRIu64 " bytes\n", files[i].path, files[i].size);
     }
