@@ -25,10 +25,11 @@
  *              that grow a file end on a page boundary, truncates go to
  *              one (upstream QEMU's DAX can map only such files)
  *
- * A read() or write() that fails with EBUSY, having done nothing, is tried
- * again (up to EBUSY_TRIES times, counted and reported): under DAX, Linux
- * 6.12 gives EBUSY when its inline reclaim of one of the file's own ranges
- * finds page entries it cannot drop (fs/fuse/dax.c), instead of waiting.
+ * Reads and writes go on after a short transfer, and a read() or write()
+ * that fails with EBUSY is tried again (up to EBUSY_TRIES times in a row;
+ * both counted and reported): under DAX, Linux 6.12 stops a transfer with
+ * EBUSY when its inline reclaim of one of the file's own ranges finds page
+ * entries it cannot drop (fs/fuse/dax.c), instead of waiting.
  * fsx.sh checks that the back-end refused no mapping meanwhile.
  *
  * Every read is compared with the model at once.  On the first difference
@@ -110,7 +111,7 @@ static uint64_t opno;
 static uint64_t beats;
 static unsigned watchdog_s;
 static bool whole_pages;
-static uint64_t op_count[OP_NR], short_copies, ebusy_retries;
+static uint64_t op_count[OP_NR], short_copies, ebusy_retries, short_transfers;
 #define EBUSY_TRIES 100
 
 /* splitmix64: tiny, and the same sequence everywhere for a given seed */
@@ -296,18 +297,50 @@ static void set_size(struct file *f, uint64_t size)
     f->size = size;
 }
 
+/*
+ * pread()/pwrite() of the whole of [off, off + len), as a careful program
+ * does it: a short transfer goes on from where it stopped, and EBUSY (the
+ * guest's DAX reclaim, see the top of this file) is tried again, up to
+ * EBUSY_TRIES times in a row.  Returns the bytes moved (fewer only at the
+ * end of the file) or -1 with errno.
+ */
+static ssize_t full_io(bool write, int fd, uint8_t *p, uint64_t len,
+                       uint64_t off)
+{
+    uint64_t done = 0;
+    int busy = 0;
+
+    while (done < len) {
+        ssize_t n = write ? pwrite(fd, p + done, len - done, off + done)
+                          : pread(fd, p + done, len - done, off + done);
+
+        if (n < 0 && errno == EBUSY && ++busy < EBUSY_TRIES) {
+            ebusy_retries++;
+            usleep(10000);
+            continue;
+        }
+        if (n < 0) {
+            return -1;
+        }
+        if (n == 0) {
+            break;
+        }
+        busy = 0;
+        done += n;
+        if (done < len) {
+            short_transfers++;
+        }
+    }
+    return done;
+}
+
 static int64_t do_read(struct file *f, uint64_t off, uint64_t len)
 {
     uint64_t want = off < f->size ? f->size - off : 0;
     ssize_t n;
 
     want = want < len ? want : len;
-    n = pread(f->fd, buf, len, off);
-    for (int t = 1; n < 0 && errno == EBUSY && t < EBUSY_TRIES; t++) {
-        ebusy_retries++;
-        usleep(10000);
-        n = pread(f->fd, buf, len, off);
-    }
+    n = full_io(false, f->fd, buf, len, off);
     if (n < 0 || (uint64_t)n != want) {
         die("pread %s off 0x%" PRIx64 " len 0x%" PRIx64 ": %zd, want 0x%"
             PRIx64 " (%s)", f->path, off, len, n, want,
@@ -322,12 +355,7 @@ static int64_t do_write(struct file *f, uint64_t off, uint64_t len)
     ssize_t n;
 
     fill_random(buf, len);
-    n = pwrite(f->fd, buf, len, off);
-    for (int t = 1; n < 0 && errno == EBUSY && t < EBUSY_TRIES; t++) {
-        ebusy_retries++;
-        usleep(10000);
-        n = pwrite(f->fd, buf, len, off);
-    }
+    n = full_io(true, f->fd, buf, len, off);
     if (n != (ssize_t)len) {
         die("pwrite %s off 0x%" PRIx64 " len 0x%" PRIx64 ": %zd (%s)",
             f->path, off, len, n, n < 0 ? strerror(errno) : "short");
@@ -738,8 +766,9 @@ int main(int argc, char **argv)
     for (i = 0; i < OP_NR; i++) {
         printf(" %s %" PRIu64, op_name[i], op_count[i]);
     }
-    printf("; %" PRIu64 " short copies; %" PRIu64 " EBUSY retries\n",
-           short_copies, ebusy_retries);
+    printf("; %" PRIu64 " short copies; %" PRIu64 " EBUSY retries, %" PRIu64
+           " short reads/writes continued\n", short_copies, ebusy_retries,
+           short_transfers);
     for (i = 0; i < nfiles; i++) {
         printf("fsx: %s: %" PRIu64 " bytes\n", files[i].path, files[i].size);
     }
