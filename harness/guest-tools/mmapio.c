@@ -82,7 +82,9 @@ static volatile uint8_t *map_checked(const char *file, unsigned seed,
         fail("open", file);
         return NULL;
     }
-    volatile uint8_t *p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    /* volatile: every load must reach the window, never a register copy */
+    volatile uint8_t *p = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED,
+                               fd, 0);
     if (p == MAP_FAILED) {
         fail("mmap", file);
         return NULL;
@@ -205,10 +207,7 @@ int main(int argc, char **argv)
     if (!strcmp(op, "coherence") && argc == 7) {
         uint64_t size = strtoull(argv[3], NULL, 0);
         unsigned seed1 = atoi(argv[4]), seed2 = atoi(argv[5]);
-        char phase[4096];
-        struct stat st;
         int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
-        int waited;
 
         if (fd < 0 || ftruncate(fd, size) < 0) {
             return fail("open and size", file);
@@ -225,17 +224,8 @@ int main(int argc, char **argv)
         for (uint64_t i = 0; i < size; i++) {
             p[i] = pattern(i, seed1);
         }
-        snprintf(phase, sizeof(phase), "%s/phase1", argv[6]);
-        if (close(open(phase, O_WRONLY | O_CREAT, 0644)) < 0) {
-            return fail("create", phase);
-        }
-        snprintf(phase, sizeof(phase), "%s/phase2", argv[6]);
-        for (waited = 0; stat(phase, &st) < 0; waited++) {
-            if (waited > 600) {
-                fprintf(stderr, "mmapio: the host never answered\n");
-                return 1;
-            }
-            usleep(100000);
+        if (hand_over(argv[6])) {
+            return 1;
         }
         /* The same mapping, never remapped: the host's pwrite shows */
         for (uint64_t i = 0; i < size; i++) {

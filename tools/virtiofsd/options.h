@@ -61,8 +61,10 @@ typedef struct VfsdOptions {
     bool announce_submounts;
     bool no_readdirplus;        /* do not offer FUSE_DO_READDIRPLUS */
     bool preserve_noatime;      /* pass the guest's O_NOATIME on */
-    /* --modcaps: capabilities (bit N: capability N) added to, dropped from
-     * the daemon's default set */
+    /*
+     * --modcaps: capabilities (bit N: capability N) added to, dropped from
+     * the daemon's default set
+     */
     uint64_t caps_add;
     uint64_t caps_drop;
     bool readonly;

@@ -114,7 +114,8 @@ static bool get_arg(VfsdReq *r, void *p, size_t len)
 {
     if (!vfsd_buf_read(r->in, p, len)) {
         vfsd_guest_error("%s: truncated request (%zu of %zu argument bytes)",
-                         vfsd_opname(r->h.opcode), vfsd_buf_remaining(r->in), len);
+                         vfsd_opname(r->h.opcode), vfsd_buf_remaining(r->in),
+                         len);
         reply_err(r, -EINVAL);
         return false;
     }

@@ -2223,7 +2223,9 @@ static void test_no_readdirplus(void)
  */
 static void test_preserve_noatime(void)
 {
-    struct timespec old[2] = { { .tv_sec = 1000000 }, { .tv_nsec = UTIME_NOW } };
+    struct timespec old[2] = {
+        { .tv_sec = 1000000 }, { .tv_nsec = UTIME_NOW }
+    };
     VfsdOptions o;
     TestFs t;
     int i;

@@ -2,12 +2,12 @@
  * virtiofsd tests: the system call filter really stops what it must
  *
  * Each case forks a child that installs the daemon's own filter
- * (vfsd_seccomp_install() from seccomp-filter.c) with one --seccomp action, then
- * makes one call.  For the actions, getppid(): a call the daemon never
+ * (vfsd_seccomp_install() from seccomp-filter.c) with one --seccomp action,
+ * then makes one call.  For the actions, getppid(): a call the daemon never
  * needs once serving, harmless whatever happens, and its result shows
  * whether it ran.  Under the default action (kill), the calls the filter
- * allows only with some arguments or only with --syslog.  The parent
- * judges the child by how it ended and what it wrote.
+ * allows only with some arguments or only with --syslog.  The parent judges
+ * the child by how it ended and what it wrote.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
