@@ -700,6 +700,24 @@ static void check_fds(VfsdFs *fs, unsigned int base, const char *when)
     }
 }
 
+/*
+ * After a session, whatever harness ran it: no fd may outlive it, and the
+ * next one starts from the same working directory and an empty share.
+ * BEFORE is count_fds() from before the session.
+ */
+static void session_done(unsigned int before)
+{
+    if (count_fds() != before) {
+        fuzz_fail("%u fds leaked by the session", count_fds() - before);
+    }
+    if (fchdir(cwd_fd) < 0) {
+        fuzz_fail("cannot go back to the working directory: %s",
+                  strerror(errno));
+    }
+    empty_dir(__real_openat(scratch_fd, ".", O_RDONLY | O_DIRECTORY |
+                            O_CLOEXEC));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const VfsdCache caches[] = {
@@ -834,14 +852,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fs.fds_open != 0) {
         fuzz_fail("the session ended with fds_open %d", fs.fds_open);
     }
-    if (count_fds() != before) {
-        fuzz_fail("%u fds leaked by the session", count_fds() - before);
-    }
-    if (fchdir(cwd_fd) < 0) {
-        fuzz_fail("cannot go back to the working directory: %s",
-                  strerror(errno));
-    }
-    empty_dir(__real_openat(scratch_fd, ".", O_RDONLY | O_DIRECTORY |
-                            O_CLOEXEC));
+    session_done(before);
     return 0;
 }

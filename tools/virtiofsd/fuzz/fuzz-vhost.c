@@ -394,14 +394,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     close(call);
     munmap(mem, GUEST_SIZE);
     close(memfd);
-    if (count_fds() != before) {
-        fuzz_fail("%u fds leaked by the session", count_fds() - before);
-    }
-    if (fchdir(cwd_fd) < 0) {
-        fuzz_fail("cannot go back to the working directory: %s",
-                  strerror(errno));
-    }
-    empty_dir(__real_openat(scratch_fd, ".", O_RDONLY | O_DIRECTORY |
-                            O_CLOEXEC));
+    session_done(before);
     return 0;
 }
