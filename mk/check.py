@@ -327,6 +327,8 @@ SUITES = [
     # --migration-on-error.
     guest("guest: live migration carries open files, a lock, a listing",
           "migrate.sh", "basic", timeout=300),
+    guest("guest: live migration by file handles",
+          "migrate.sh", "file-handles", timeout=300),
     guest("guest: live migration refused without back-end state transfer",
           "migrate.sh", "refused", timeout=300),
     guest("guest: live migration, file gone, --migration-on-error=abort",

@@ -10,6 +10,8 @@
 #
 # CASE:
 #   basic          the migration completes, everything carries over
+#   file-handles   the same with --migration-mode=file-handles on the
+#                  source (the destination opens each inode by handle)
 #   refused        the source daemon offers no state transfer
 #                  (--no-migration): QEMU fails the migration with a clear
 #                  message and the guest goes on on the source
@@ -28,7 +30,8 @@ case_=
 args=()
 for a in "$@"; do
     case $a in
-    basic|refused|missing-abort|missing-guest-error) case_=$a ;;
+    basic|file-handles|refused|missing-abort|missing-guest-error)
+        case_=$a ;;
     *) args+=("$a") ;;
     esac
 done
@@ -51,6 +54,9 @@ extra=()
 gone=
 case $case_ in
 basic) ;;
+file-handles)
+    daemon_args="--posix-lock --flock --migration-mode=file-handles"
+    ;;
 refused)
     daemon_args="--posix-lock --flock --no-migration"
     expect=failed

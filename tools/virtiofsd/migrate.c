@@ -661,8 +661,13 @@ static bool valid_type(uint32_t t)
            t == S_IFBLK || t == S_IFIFO || t == S_IFSOCK;
 }
 
-/* The inode under @path and/or @handle, checked: an O_PATH fd or -errno */
-static int find_inode(VfsdFs *fs, uint32_t flags, const char *path,
+/*
+ * The inode under @path and/or @handle, checked: an O_PATH fd or -errno.
+ * @mount_fd: the shared directory opened for real (open_by_handle_at()
+ * does not take an O_PATH fd), or a negative errno.
+ */
+static int find_inode(VfsdFs *fs, int mount_fd, uint32_t flags,
+                      const char *path,
                       int handle_type, const uint8_t *hbytes, uint32_t hlen,
                       const char **why)
 {
@@ -693,18 +698,24 @@ static int find_inode(VfsdFs *fs, uint32_t flags, const char *path,
         return fd;
     }
     *why = "cannot open its file handle";
-    fd = open_by_handle_at(fs->inodes.root->fd, fh, O_PATH | O_CLOEXEC);
+    if (mount_fd < 0) {
+        return mount_fd;
+    }
+    fd = open_by_handle_at(mount_fd, fh, O_PATH | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
 }
 
 static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
 {
     uint64_t count, i;
+    bool ok = false;
+    int mount_fd;
 
     if (!vfsd_mig_get_count(r, MIG_INODE_MIN, &count)) {
         *err = g_strdup("bad inode count");
         return false;
     }
+    mount_fd = vfsd_reopen(fs, fs->inodes.root, O_RDONLY | O_DIRECTORY);
     for (i = 0; i < count; i++) {
         uint64_t nodeid = vfsd_mig_get_u64(r);
         uint64_t nlookup = vfsd_mig_get_u64(r);
@@ -737,7 +748,7 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
         if (r->bad || nodeid <= FUSE_ROOT_ID || nodeid == UINT64_MAX ||
             !nlookup || !valid_type(type) || (flags & ~MIG_INODE_FLAGS)) {
             *err = g_strdup_printf("bad inode record %" PRIu64, i);
-            return false;
+            goto out;
         }
         if (!flags) {
             fd = -ENOENT;
@@ -746,7 +757,8 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
             fd = -ENFILE;
             why = "too many open files";
         } else {
-            fd = find_inode(fs, flags, path, htype, hbytes, hlen, &why);
+            fd = find_inode(fs, mount_fd, flags, path, htype, hbytes, hlen,
+                            &why);
             if (fd < 0) {
                 vfsd_fd_release(fs);
             }
@@ -768,16 +780,21 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
         /* A nodeid twice is a corrupt stream whatever the policy */
         if (!vfsd_inode_restore(fs, nodeid, nlookup, -1, NULL, type)) {
             *err = g_strdup_printf("nodeid %" PRIu64 " given twice", nodeid);
-            return false;
+            goto out;
         }
         if (!restore_failed(fs, nodeid, err, "%s%s%s: %s", why,
                             path ? " " : "", path ? path : "",
                             strerror(-fd))) {
-            return false;
+            goto out;
         }
     }
     mig_of(fs)->inodes = count;
-    return true;
+    ok = true;
+out:
+    if (mount_fd >= 0) {
+        close(mount_fd);
+    }
+    return ok;
 }
 
 /*

@@ -342,6 +342,49 @@ static void test_find_paths(void)
     test_fs_teardown(&s);
 }
 
+/*
+ * --migration-mode=file-handles: inodes go by file handle alone, and are
+ * found even where no path leads (an open file unlinked on the host).
+ * --migration-verify-handles: a file replaced under its path is found out.
+ */
+static void test_file_handles(void)
+{
+    g_autoptr(GByteArray) buf = NULL;
+    g_autofree char *err = NULL;
+    TestFs s, d;
+    Held h;
+    char data[16];
+    size_t len;
+
+    test_fs_setup(&s, NULL);
+    s.opts.migration_mode = VFSD_MIG_FILE_HANDLES;
+    buf = source_state(&s, &h);
+    /* Still open on the source, so its handle still opens */
+    g_assert_cmpint(unlinkat(s.dir_fd, "d/f", 0), ==, 0);
+    dest_setup(&d, &s, VFSD_MIG_ABORT);
+    g_assert_true(vfsd_migrate_load(&d.fs, buf->data, buf->len, &err));
+    g_assert_cmpint(read_fh(&d, h.file, h.file_fh, data, sizeof(data), &len),
+                    ==, 0);
+    g_assert_cmpmem(data, len, "hello", 5);
+    g_assert_cmpint(getattr(&d, h.other), ==, 0);
+    dest_teardown(&d);
+    test_fs_teardown(&s);
+
+    test_fs_setup(&s, NULL);
+    s.opts.migration_verify_handles = true;
+    g_clear_pointer(&buf, g_byte_array_unref);
+    buf = source_state(&s, &h);
+    /* "other" is replaced by a new file of the same name */
+    g_assert_cmpint(unlinkat(s.dir_fd, "other", 0), ==, 0);
+    g_assert_cmpint(close(openat(s.dir_fd, "other", O_CREAT | O_WRONLY,
+                                 0644)), ==, 0);
+    dest_setup(&d, &s, VFSD_MIG_ABORT);
+    g_assert_false(vfsd_migrate_load(&d.fs, buf->data, buf->len, &err));
+    g_assert_nonnull(strstr(err, "another file"));
+    dest_teardown(&d);
+    test_fs_teardown(&s);
+}
+
 /* Every truncation of a good stream is refused, none crashes */
 static void test_truncated(void)
 {
@@ -545,6 +588,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/migrate/round-trip", test_round_trip);
     g_test_add_func("/virtiofsd/migrate/missing-file", test_missing_file);
     g_test_add_func("/virtiofsd/migrate/find-paths", test_find_paths);
+    g_test_add_func("/virtiofsd/migrate/file-handles", test_file_handles);
     g_test_add_func("/virtiofsd/migrate/truncated", test_truncated);
     g_test_add_func("/virtiofsd/migrate/corrupt", test_corrupt);
     g_test_add_func("/virtiofsd/migrate/hostile", test_hostile);
