@@ -255,6 +255,22 @@ def run(args):
                                       f"{args.timeout:g}s\n" +
                                       logs("dst" if on is dst else "src"))
             time.sleep(0.1)
+        # Both QEMUs end (the guest powers off, the source quit or the
+        # destination gave up), and each back-end must notice and exit
+        for end in ("src", "dst"):
+            for what in ("qemu", "daemon"):
+                p = ends[end][what]
+                try:
+                    p.wait(args.exit_limit)
+                except subprocess.TimeoutExpired:
+                    raise vm.HarnessError(
+                        f"the {end} {what} still runs {args.exit_limit:g}s "
+                        f"after the guest finished\n" + logs(end))
+            if ends[end]["daemon"].returncode != 0:
+                raise vm.HarnessError(
+                    f"the {end} virtiofsd ended with "
+                    f"{vm.describe_status(ends[end]['daemon'].returncode)}"
+                    f"\n" + logs(end))
         if args.show_logs:
             for end in ("src", "dst"):
                 sys.stderr.write(logs(end))
@@ -264,12 +280,17 @@ def run(args):
                   f"{args.expect_migration}: {stats['error']}")
             return 1
         if args.expect_error:
-            # QEMU reports why on its stderr; query-migrate has a summary
-            with open(src["qlog"]) as f:
-                said = [ln.strip() for ln in f if args.expect_error in ln]
+            # query-migrate has a summary; why is in the logs of QEMU
+            # (its stderr) or of the daemon that refused
+            said = []
+            for end in ("src", "dst"):
+                for key in ("qlog", "dlog"):
+                    with open(ends[end][key], errors="replace") as f:
+                        said += [ln.strip() for ln in f
+                                 if args.expect_error in ln]
             if not said:
                 print(f"FAIL: neither the migration's error "
-                      f"({stats['error']}) nor the source QEMU says "
+                      f"({stats['error']}) nor a log says "
                       f"\"{args.expect_error}\"")
                 return 1
             print(f"ok: migration refused: {said[0]}")
@@ -297,7 +318,8 @@ def build_parser():
     p.add_argument("--expect-migration", default="completed",
                    choices=["completed", "failed"])
     p.add_argument("--expect-error", default="",
-                   help="text the failed migration's error must contain")
+                   help="text a log of QEMU or of a daemon must contain "
+                   "(why the migration failed)")
     p.add_argument("--migrate-timeout", type=float, default=120)
     p.add_argument("--stats-file", help="write the outcome and times as JSON")
     p.add_argument("--show-logs", action="store_true",

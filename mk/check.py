@@ -329,6 +329,8 @@ SUITES = [
           "migrate.sh", "basic", timeout=300),
     guest("guest: live migration by file handles",
           "migrate.sh", "file-handles", timeout=300),
+    guest("guest: live migration from the Rust virtiofsd to ours, refused",
+          "migrate.sh", "from-rust", timeout=300),
     guest("guest: live migration refused without back-end state transfer",
           "migrate.sh", "refused", timeout=300),
     guest("guest: live migration, file gone, --migration-on-error=abort",

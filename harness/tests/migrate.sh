@@ -12,6 +12,10 @@
 #   basic          the migration completes, everything carries over
 #   file-handles   the same with --migration-mode=file-handles on the
 #                  source (the destination opens each inode by handle)
+#   from-rust      the Rust virtiofsd on the source, ours on the
+#                  destination: ours refuses the Rust daemon's stream
+#                  (another format), the migration fails cleanly and the
+#                  guest goes on on the source
 #   refused        the source daemon offers no state transfer
 #                  (--no-migration): QEMU fails the migration with a clear
 #                  message and the guest goes on on the source
@@ -30,7 +34,7 @@ case_=
 args=()
 for a in "$@"; do
     case $a in
-    basic|file-handles|refused|missing-abort|missing-guest-error)
+    basic|file-handles|from-rust|refused|missing-abort|missing-guest-error)
         case_=$a ;;
     *) args+=("$a") ;;
     esac
@@ -56,6 +60,14 @@ case $case_ in
 basic) ;;
 file-handles)
     daemon_args="--posix-lock --flock --migration-mode=file-handles"
+    ;;
+from-rust)
+    # The Rust daemon passes no locks to the host: the guest keeps them
+    daemon_args=
+    dest_args=
+    expect=failed
+    extra=(--daemon rust --dest-daemon ours
+           --expect-error "not a virtiofsd state stream of ours")
     ;;
 refused)
     daemon_args="--posix-lock --flock --no-migration"
