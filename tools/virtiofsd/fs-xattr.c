@@ -189,7 +189,7 @@ int vfsd_xattr_drop_capability(VfsdFs *fs, VfsdInode *inode, int fd)
 
 int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                      const void *value, size_t size, uint32_t flags,
-                     uint32_t setxattr_flags)
+                     bool kill_sgid)
 {
     g_autofree void *mapped = NULL;
     char host[VFSD_XATTR_NAME_MAX + 1];
@@ -223,11 +223,7 @@ int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
     }
     ret = xattr_call(fs, nodeid, XATTR_SET, host_name, (void *)value, size,
                      flags);
-    /*
-     * Other setxattr_flags bits are ignored: none is defined, and the
-     * guest sends this one without asking whether we know it.
-     */
-    if (ret == 0 && (setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID) &&
+    if (ret == 0 && kill_sgid &&
         (fs->conn_flags & FUSE_POSIX_ACL) &&
         !strcmp(name, "system.posix_acl_access")) {
         ret = acl_kill_sgid(fs, nodeid);
