@@ -9,12 +9,15 @@
 #include <cap-ng.h>
 #include <errno.h>
 #include <grp.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "creds.h"
 #include "log.h"
+#include "xattrmap.h"
 
 /*
  * Files created for the guest must never pick up a supplementary group of
@@ -123,6 +126,44 @@ void vfsd_restore_fsetid(bool dropped)
         capng_apply(CAPNG_SELECT_CAPS) < 0) {
         vfsd_err("cannot restore CAP_FSETID");
     }
+}
+
+/*
+ * With the guest's security.capability stored under another name, the
+ * host kernel no longer drops it where it drops the real one (a write,
+ * a truncation, a change of owner of a regular file), and a guest user
+ * could change a file that keeps its capabilities (CVE-2021-20263).  So
+ * the daemon drops it there, as the Rust daemon does, and before every
+ * setxattr as it does too.  @fd is open on the file, or -1 to reach it
+ * through the O_PATH fd of @inode; with no @inode, @fd is a regular file.
+ *
+ * It sits here, next to vfsd_drop_fsetid(), the other privilege a write
+ * takes away, so that fs-entry.c, fs-file.c and fs-xattr.c all reach it
+ * below them rather than one operation file calling into another.
+ */
+int vfsd_drop_mapped_capability(VfsdFs *fs, VfsdInode *inode, int fd)
+{
+    const char *cap;
+    char procname[32];
+    int ret;
+
+    if (!fs->opts->xattrmap || (inode && inode->type != S_IFREG)) {
+        return 0;
+    }
+    cap = vfsd_xattrmap_capability_name(fs->opts->xattrmap);
+    if (!cap) {
+        return 0;
+    }
+    if (fd >= 0) {
+        ret = fremovexattr(fd, cap);
+    } else {
+        snprintf(procname, sizeof(procname), "%d", inode->fd);
+        ret = removexattr(procname, cap);
+    }
+    if (ret < 0 && errno != ENODATA && errno != ENOTSUP) {
+        return -errno;
+    }
+    return 0;
 }
 
 /*

@@ -20,7 +20,6 @@
 #include "dax.h"
 #include "fd.h"
 #include "fs.h"
-#include "fs-xattr.h"
 #include "inode.h"
 #include "log.h"
 
@@ -102,7 +101,7 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode, const VfsdSetattr *in)
     }
     ret = kill ? vfsd_drop_fsetid(&dropped) : 0;
     if (ret == 0) {
-        ret = vfsd_xattr_drop_capability(fs, inode, fd);
+        ret = vfsd_drop_mapped_capability(fs, inode, fd);
     }
     if (ret == 0) {
         vfsd_dax_truncate_begin(fs, inode->dev, inode->ino, inode->fd,
@@ -171,7 +170,7 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
              vfsd_idmap_active(&fs->opts->gid_map))) {
             return -EINVAL;
         }
-        ret = vfsd_xattr_drop_capability(fs, inode, -1);
+        ret = vfsd_drop_mapped_capability(fs, inode, -1);
         if (ret < 0) {
             return ret;
         }

@@ -21,7 +21,6 @@
 #include "dax.h"
 #include "fd.h"
 #include "fs.h"
-#include "fs-xattr.h"
 #include "inode.h"
 #include "intr.h"
 #include "log.h"
@@ -175,7 +174,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         vfsd_fd_release(fs);
         return fd;
     }
-    ret = (f & O_TRUNC) ? vfsd_xattr_drop_capability(fs, inode, fd) : 0;
+    ret = (f & O_TRUNC) ? vfsd_drop_mapped_capability(fs, inode, fd) : 0;
     if (ret < 0) {
         vfsd_fd_close(fs, fd);
         return ret;
@@ -287,7 +286,7 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
     }
     if (ret == 0 && (flags & O_TRUNC)) {
         /* An existing file was truncated; a new one has nothing to drop */
-        ret = vfsd_xattr_drop_capability(fs, NULL, fd);
+        ret = vfsd_drop_mapped_capability(fs, NULL, fd);
     }
     if (ret < 0) {
         close(fd);
@@ -437,7 +436,7 @@ ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
                          vfsd_buf_remaining(in));
         return -EINVAL;
     }
-    ret = vfsd_xattr_drop_capability(fs, h->inode, h->fd);
+    ret = vfsd_drop_mapped_capability(fs, h->inode, h->fd);
     if (ret < 0) {
         return ret;
     }
