@@ -178,7 +178,7 @@ int vfsd_drop_mapped_capability(VfsdFs *fs, VfsdInode *inode, int fd)
  */
 bool vfsd_umask_enter(VfsdFs *fs, mode_t *mode, mode_t umask_bits)
 {
-    if (!(fs->conn_flags & FUSE_DONT_MASK)) {
+    if (!(fs->conn.flags & FUSE_DONT_MASK)) {
         *mode &= ~(umask_bits & 07777);
         return false;
     }

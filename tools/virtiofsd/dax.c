@@ -336,7 +336,7 @@ bool vfsd_dax_wanted(VfsdFs *fs, VfsdInode *inode, const struct statx *stx)
 {
     char procname[32];
 
-    if (!(fs->conn_flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
+    if (!(fs->conn.flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
         return false;
     }
     if (!vfsd_dax_size_mappable(fs, stx->stx_size)) {

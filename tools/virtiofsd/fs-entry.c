@@ -95,7 +95,7 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode, const VfsdSetattr *in)
         }
     }
 
-    if ((fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+    if ((fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
         (in->valid & VFSD_SET_KILL_SUIDGID)) {
         kill = true;
     }

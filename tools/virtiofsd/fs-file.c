@@ -58,7 +58,7 @@ static int open_flags(VfsdFs *fs, uint32_t flags)
      * With a writeback cache the guest reads pages it writes partially,
      * and it does O_APPEND positioning itself.
      */
-    if (fs->conn_flags & FUSE_WRITEBACK_CACHE) {
+    if (fs->conn.flags & FUSE_WRITEBACK_CACHE) {
         if ((f & O_ACCMODE) == O_WRONLY) {
             f = (f & ~O_ACCMODE) | O_RDWR;
         }
@@ -162,7 +162,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         return -ENFILE;
     }
     ret = open_trunc_begin(fs, inode->dev, inode->ino, inode->fd, f,
-                           (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+                           (fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
                            kill_suidgid, &dropped);
     if (ret < 0) {
         vfsd_fd_release(fs);
@@ -303,7 +303,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     /* A file we create is empty: O_TRUNC only matters for one that exists */
     int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
-    bool kill_priv = (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
+    bool kill_priv = (fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
                      kill_suidgid;
     char procname[32];
     int fd, pfd = -1, ret;
@@ -440,7 +440,7 @@ ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
     if (ret < 0) {
         return ret;
     }
-    if ((fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) && kill_suidgid) {
+    if ((fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) && kill_suidgid) {
         ret = vfsd_drop_fsetid(&dropped);
         if (ret < 0) {
             return ret;

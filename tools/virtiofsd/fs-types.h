@@ -88,10 +88,35 @@ typedef struct VfsdHandle {
 typedef struct VfsdWaiter {
     uint64_t unique;
     pthread_t thread;
-    bool interrupted;           /* under VfsdFs.intr_lock */
+    bool interrupted;           /* under VfsdIntr.lock */
     bool done;                  /* same */
     unsigned int users;         /* same: interrupters that hold it */
 } VfsdWaiter;
+
+/* Requests that wait, by unique, for FUSE_INTERRUPT: intr.c's alone */
+typedef struct VfsdIntr {
+    GMutex lock;
+    GCond cond;
+    /*
+     * VfsdWaiter *: a list, not a table by unique, because the guest may
+     * reuse a unique that is still waiting; a SETLKW waits in a
+     * blocking-pool thread, so there are few of them.
+     */
+    GList *waiters;
+    uint64_t early[16];         /* interrupted before they came; 0: none */
+    unsigned int early_next;
+    bool closing;               /* waits end at once (disconnect) */
+} VfsdIntr;
+
+/*
+ * What FUSE_INIT agreed on with the guest: set by server.c, read by the
+ * operations whose meaning depends on it; cleared when the session ends.
+ */
+typedef struct VfsdConn {
+    bool initialized;
+    uint32_t proto_minor;
+    uint64_t flags;             /* the FUSE_* capabilities both support */
+} VfsdConn;
 
 /* Makes a blocking system call of the thread fail with EINTR */
 #define VFSD_INTR_SIGNAL SIGUSR1
@@ -130,23 +155,10 @@ struct VfsdFs {
      */
     GMutex umask_lock;
 
-    /* Requests that wait, by unique, for FUSE_INTERRUPT (intr.c) */
-    GMutex intr_lock;
-    GCond intr_cond;
-    /*
-     * VfsdWaiter *: a list, not a table by unique, because the guest may
-     * reuse a unique that is still waiting; a SETLKW waits in a
-     * blocking-pool thread, so there are few of them.
-     */
-    GList *waiters;
-    uint64_t intr_early[16];    /* interrupted before they came; 0: none */
-    unsigned int intr_early_next;
-    bool intr_closing;          /* waits end at once (disconnect) */
+    VfsdIntr intr;
+    VfsdConn conn;
 
-    /* Negotiated by FUSE_INIT */
-    bool initialized;
-    uint32_t proto_minor;
-    uint64_t conn_flags;
+    /* How long the guest may cache names and attributes (--cache) */
     double entry_timeout;
     double attr_timeout;
 };

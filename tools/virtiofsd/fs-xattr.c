@@ -191,7 +191,7 @@ int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
     ret = xattr_call(fs, nodeid, XATTR_SET, host_name, (void *)value, size,
                      flags);
     if (ret == 0 && kill_sgid &&
-        (fs->conn_flags & FUSE_POSIX_ACL) &&
+        (fs->conn.flags & FUSE_POSIX_ACL) &&
         !strcmp(name, "system.posix_acl_access")) {
         ret = acl_kill_sgid(fs, nodeid);
     }

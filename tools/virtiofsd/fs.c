@@ -85,8 +85,8 @@ void vfsd_fs_reset(VfsdFs *fs)
     g_ptr_array_free(open, true);
 
     vfsd_inodes_forget_all(fs);
-    fs->initialized = false;
-    fs->conn_flags = 0;
+    fs->conn.initialized = false;
+    fs->conn.flags = 0;
 }
 
 void vfsd_fs_cleanup(VfsdFs *fs)

@@ -363,7 +363,7 @@ static void do_init(VfsdReq *r)
     if (vfsd_buf_remaining(r->in) >= sizeof(in) - compat) {
         vfsd_buf_read(r->in, (uint8_t *)&in + compat, sizeof(in) - compat);
     }
-    if (fs->initialized) {
+    if (fs->conn.initialized) {
         /*
          * A guest that rebooted, or reset the device, without unmounting
          * sends no DESTROY: its INIT starts a new session, as after one.
@@ -392,9 +392,9 @@ static void do_init(VfsdReq *r)
     }
     want = flags & init_supported(fs);
 
-    fs->proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
-    fs->conn_flags = want;
-    fs->initialized = true;
+    fs->conn.proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
+    fs->conn.flags = want;
+    fs->conn.initialized = true;
 
     out.major = FUSE_KERNEL_VERSION;
     out.minor = FUSE_KERNEL_MINOR_VERSION;
@@ -816,7 +816,7 @@ static void do_flush(VfsdReq *r)
 static void do_setxattr(VfsdReq *r)
 {
     struct fuse_setxattr_in in = { 0 };
-    size_t insize = (r->fs->conn_flags & FUSE_SETXATTR_EXT) ?
+    size_t insize = (r->fs->conn.flags & FUSE_SETXATTR_EXT) ?
                     sizeof(in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
     char name[XATTR_NAME_MAX + 1];
     g_autofree void *value = NULL;
@@ -1189,7 +1189,7 @@ static void get_extensions(VfsdReq *r)
         body.remaining = xh.size - sizeof(xh);
         vfsd_buf_skip(&ext, xh.size - sizeof(xh));
         if (xh.type != FUSE_EXT_GROUPS ||
-            !(r->fs->conn_flags & FUSE_CREATE_SUPP_GROUP)) {
+            !(r->fs->conn.flags & FUSE_CREATE_SUPP_GROUP)) {
             continue;
         }
         /* Linux sends exactly one: the parent's group */
@@ -1515,7 +1515,7 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
         reply_err(r, -EINVAL);
         return r->written;
     }
-    if (!fs->initialized && !(op->flags & VFSD_OP_BEFORE_INIT)) {
+    if (!fs->conn.initialized && !(op->flags & VFSD_OP_BEFORE_INIT)) {
         vfsd_guest_error("%s before INIT", vfsd_opname(r->h.opcode));
         reply_err(r, -EIO);
         return r->written;
