@@ -12,22 +12,17 @@
 #include "fs-types.h"
 
 /* They return 0 or a byte count on success, a negative errno on failure */
+/*
+ * @kill_sgid: the guest asks that setting an access ACL clear the
+ * setgid bit (see acl_kill_sgid())
+ */
 int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                      const void *value, size_t size, uint32_t flags,
-                     uint32_t setxattr_flags);
+                     bool kill_sgid);
 ssize_t vfsd_op_getxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                          void *value, size_t size);
 ssize_t vfsd_op_listxattr(VfsdFs *fs, uint64_t nodeid, char *list,
                           size_t size);
 int vfsd_op_removexattr(VfsdFs *fs, uint64_t nodeid, const char *name);
-
-/*
- * Where the host kernel would drop security.capability (a write, a
- * truncation, a change of owner), drop the name --xattrmap stores the
- * guest's under instead; nothing without such a map.  @fd is open on the
- * file, or -1 for @inode's O_PATH fd; with no @inode, @fd is a regular
- * file.  Returns 0 or -errno.
- */
-int vfsd_xattr_drop_capability(VfsdFs *fs, VfsdInode *inode, int fd);
 
 #endif /* VIRTIOFSD_FS_XATTR_H */

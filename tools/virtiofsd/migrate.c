@@ -313,10 +313,10 @@ static void find_paths_by_walk(VfsdFs *fs, GHashTable *wanted)
 
 static bool save_session(VfsdFs *fs, VfsdMigWriter *w, char **err)
 {
-    vfsd_mig_put_u32(w, fs->proto_minor);
+    vfsd_mig_put_u32(w, fs->conn.proto_minor);
     vfsd_mig_put_u32(w, 0);
-    vfsd_mig_put_u64(w, fs->conn_flags);
-    vfsd_mig_put_u8(w, fs->initialized);
+    vfsd_mig_put_u64(w, fs->conn.flags);
+    vfsd_mig_put_u8(w, fs->conn.initialized);
     return true;
 }
 
@@ -649,9 +649,9 @@ static bool load_session(VfsdFs *fs, VfsdMigReader *r, char **err)
         *err = g_strdup("bad session section");
         return false;
     }
-    fs->proto_minor = minor;
-    fs->conn_flags = flags;
-    fs->initialized = initialized;
+    fs->conn.proto_minor = minor;
+    fs->conn.flags = flags;
+    fs->conn.initialized = initialized;
     return true;
 }
 
@@ -1026,7 +1026,7 @@ bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err)
     char magic[VFSD_MIG_MAGIC_LEN];
     VfsdMig *m;
 
-    if (fs->initialized) {
+    if (fs->conn.initialized) {
         *err = g_strdup("the destination serves a guest already");
         return false;
     }

@@ -795,9 +795,9 @@ static unsigned int count_waiters(TestFs *t)
 {
     unsigned int n;
 
-    g_mutex_lock(&t->fs.intr_lock);
-    n = g_list_length(t->fs.waiters);
-    g_mutex_unlock(&t->fs.intr_lock);
+    g_mutex_lock(&t->fs.intr.lock);
+    n = g_list_length(t->fs.intr.waiters);
+    g_mutex_unlock(&t->fs.intr.lock);
     return n;
 }
 
@@ -896,12 +896,12 @@ static void test_interrupt_setlkw(TestFs *t, gconstpointer data)
          * it give up, and is done before the INTERRUPT is answered.
          */
         send_interrupt(t, 999);
-        g_mutex_lock(&t->fs.intr_lock);
-        g_assert_cmpuint(g_list_length(t->fs.waiters), ==, 1);
-        waiter = t->fs.waiters->data;
+        g_mutex_lock(&t->fs.intr.lock);
+        g_assert_cmpuint(g_list_length(t->fs.intr.waiters), ==, 1);
+        waiter = t->fs.intr.waiters->data;
         g_assert_cmpuint(waiter->unique, ==, 1000 + pass);
         g_assert_false(waiter->interrupted);
-        g_mutex_unlock(&t->fs.intr_lock);
+        g_mutex_unlock(&t->fs.intr.lock);
         g_assert_cmpuint(count_waiters(t), ==, 1);
         send_interrupt(t, 1000 + pass);
         g_thread_join(th);
@@ -1002,9 +1002,9 @@ static void test_interrupt_waiter_lifetime(TestFs *t, gconstpointer data)
     if (!g_atomic_int_get(&it.finished)) {
         g_test_message("the interrupter still looks at an ended waiter");
         g_test_fail();
-        g_mutex_lock(&t->fs.intr_lock);
+        g_mutex_lock(&t->fs.intr.lock);
         w->done = true;
-        g_mutex_unlock(&t->fs.intr_lock);
+        g_mutex_unlock(&t->fs.intr.lock);
     }
     g_thread_join(th);
 }
@@ -1249,7 +1249,7 @@ static void test_posix_acl(void)
     test_fs_setup(&t, &o);
     test_fs_init_session(&t, FUSE_POSIX_ACL | FUSE_DONT_MASK |
                          FUSE_SETXATTR_EXT | FUSE_DO_READDIRPLUS);
-    g_assert_cmphex(t.fs.conn_flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
+    g_assert_cmphex(t.fs.conn.flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
                     FUSE_POSIX_ACL | FUSE_DONT_MASK);
 
     g_assert_cmpint(mkdirat(t.dir_fd, "withacl", 0755), ==, 0);
@@ -1303,7 +1303,7 @@ static void test_posix_acl(void)
     test_fs_setup(&t, &o);
     test_fs_init_session(&t, FUSE_POSIX_ACL | FUSE_DONT_MASK |
                          FUSE_SETXATTR_EXT);
-    g_assert_cmphex(t.fs.conn_flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
+    g_assert_cmphex(t.fs.conn.flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
                     0);
     g_assert_cmpint(mkdirat(t.dir_fd, "withacl", 0755), ==, 0);
     {

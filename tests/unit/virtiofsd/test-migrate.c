@@ -218,8 +218,8 @@ static void test_round_trip(void)
     dest_setup(&d, &s, VFSD_MIG_ABORT);
     g_assert_true(vfsd_migrate_load(&d.fs, buf->data, buf->len, &err));
     g_assert_null(err);
-    g_assert_true(d.fs.initialized);
-    g_assert_true(d.fs.conn_flags & FUSE_POSIX_LOCKS);
+    g_assert_true(d.fs.conn.initialized);
+    g_assert_true(d.fs.conn.flags & FUSE_POSIX_LOCKS);
 
     /* The same nodeids and handles reach the same files */
     g_assert_cmpint(getattr(&d, h.dir), ==, 0);
