@@ -329,6 +329,9 @@ SUITES = [
           "migrate.sh", "basic", timeout=300),
     guest("guest: live migration by file handles",
           "migrate.sh", "file-handles", timeout=300),
+    # Prints the state's size, save and restore times and the downtime
+    guest("guest: live migration with 10,000 known inodes",
+          "migrate-inodes.sh", timeout=400),
     guest("guest: live migration from the Rust virtiofsd to ours, refused",
           "migrate.sh", "from-rust", timeout=300),
     guest("guest: live migration refused without back-end state transfer",
