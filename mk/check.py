@@ -179,6 +179,8 @@ SUITES = [
     unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
+    unit("virtiofsd: migration state stream",
+         "tests/unit/virtiofsd/test-migrate"),
     unit("virtiofsd: --xattrmap rules", "tests/unit/virtiofsd/test-xattrmap"),
     unit("virtiofsd: --xattrmap through the request path",
          "tests/unit/virtiofsd/test-xattrmap-fs"),

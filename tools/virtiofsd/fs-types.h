@@ -31,6 +31,7 @@ typedef struct VfsdDax VfsdDax;
 typedef struct VfsdDaxInode VfsdDaxInode;
 
 typedef struct VfsdFs VfsdFs;
+typedef struct VfsdMig VfsdMig;
 
 /*
  * A host inode the guest knows by nodeid.  It is held by an O_PATH fd, so
@@ -58,6 +59,11 @@ typedef struct VfsdInode {
      * inode is first mapped, so always without a DAX window.
      */
     VfsdDaxInode *dax;
+    /*
+     * Not found again after a migration (--migration-on-error=guest-error):
+     * fd is -1, and every request on it gets EIO until the guest forgets it
+     */
+    bool lost;
 } VfsdInode;
 
 typedef struct VfsdInodeStore {
@@ -66,6 +72,7 @@ typedef struct VfsdInodeStore {
     GHashTable *by_key;         /* VfsdInodeKey -> VfsdInode */
     uint64_t next_nodeid;
     VfsdInode *root;
+    gint lost;                  /* lost inodes in by_nodeid */
 } VfsdInodeStore;
 
 /* An open file or directory: the guest's fh */
@@ -122,6 +129,7 @@ struct VfsdFs {
 
     VfsdDax *dax;               /* NULL without a DAX window */
     VfsdStats *stats;           /* NULL without --stats */
+    VfsdMig *mig;               /* migrate.c's; NULL until a migration */
 
     /*
      * With FUSE_DONT_MASK creations run under the guest's umask, and the

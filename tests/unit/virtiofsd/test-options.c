@@ -558,6 +558,33 @@ static void test_rust_options(void)
                     (1ULL << 19 /* CAP_SYS_PTRACE */));
     vfsd_options_free(&o);
 
+    /* The Rust daemon's migration options, defaults first */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x"));
+    g_assert_cmpint(o.migration_mode, ==, VFSD_MIG_FIND_PATHS);
+    g_assert_cmpint(o.migration_on_error, ==, VFSD_MIG_ABORT);
+    g_assert_false(o.migration_verify_handles || o.no_migration);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--migration-mode=file-handles "
+                        "--migration-on-error guest-error "
+                        "--migration-verify-handles "
+                        "--migration-confirm-paths --no-migration"));
+    g_assert_cmpint(o.migration_mode, ==, VFSD_MIG_FILE_HANDLES);
+    g_assert_cmpint(o.migration_on_error, ==, VFSD_MIG_GUEST_ERROR);
+    g_assert_true(o.migration_verify_handles && o.migration_confirm_paths &&
+                  o.no_migration);
+    vfsd_options_free(&o);
+    g_assert_false(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                         "--migration-mode=paths"));
+    g_assert_nonnull(strstr(err, "find-paths or file-handles"));
+    vfsd_options_free(&o);
+    g_clear_pointer(&err, g_free);
+    g_assert_false(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                         "--migration-on-error=ignore"));
+    g_assert_nonnull(strstr(err, "abort or guest-error"));
+    vfsd_options_free(&o);
+    g_clear_pointer(&err, g_free);
+
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x -o "
                         "no_readdirplus,modcaps=-fowner"));
     g_assert_true(o.no_readdirplus);
