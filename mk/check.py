@@ -320,6 +320,20 @@ SUITES = [
     # vhost-user serve-while-waiting patch).
     guest("guest: DAX stop/cont while the guest maps", "dax-stop-cont.sh",
           timeout=600),
+    # Live migration without DAX: two QEMUs, two of our daemons on one
+    # directory (harness/migrate.py).  The guest keeps files open, a lock
+    # and a half-read directory across; a source that offers no state
+    # transfer is refused; a file gone from the directory follows
+    # --migration-on-error.
+    guest("guest: live migration carries open files, a lock, a listing",
+          "migrate.sh", "basic", timeout=300),
+    guest("guest: live migration refused without back-end state transfer",
+          "migrate.sh", "refused", timeout=300),
+    guest("guest: live migration, file gone, --migration-on-error=abort",
+          "migrate.sh", "missing-abort", timeout=300),
+    guest("guest: live migration, file gone, "
+          "--migration-on-error=guest-error",
+          "migrate.sh", "missing-guest-error", timeout=300),
     # libvirt 9.0 drives the fork: a private libvirtd in its own mount
     # namespace starts domains with our QEMU and virtiofsd, DAX included.
     Suite("libvirt: virtio-fs through a private libvirtd",

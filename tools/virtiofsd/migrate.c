@@ -103,12 +103,12 @@ static bool same_file(const VfsdInode *inode, const struct statx *stx)
  * ".." component, so that nothing but openat2()'s own checks stands
  * between it and the outside of the shared directory.
  */
-static bool valid_rel_path(const char *p, size_t len)
+static bool valid_rel_path(const char *p)
 {
     g_auto(GStrv) parts = NULL;
     unsigned int i;
 
-    if (!len || len >= PATH_MAX || memchr(p, 0, len) || p[0] == '/') {
+    if (!*p || strlen(p) >= PATH_MAX || p[0] == '/') {
         return false;
     }
     parts = g_strsplit(p, "/", -1);
@@ -198,7 +198,7 @@ static char *path_from_proc(VfsdFs *fs, VfsdInode *inode, const char *root)
     } else {
         return NULL;
     }
-    if (buf[0] != '/' || !valid_rel_path(rel, strlen(rel)) ||
+    if (buf[0] != '/' || !valid_rel_path(rel) ||
         !path_confirmed(fs, inode, rel)) {
         return NULL;
     }
@@ -670,9 +670,11 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
 
         if (flags & MIG_INODE_PATH) {
             p = vfsd_mig_get_blob(r, PATH_MAX - 1, &len);
-            if (p && valid_rel_path((const char *)p, len)) {
+            /* Checked as the string it becomes: no NUL inside */
+            if (p && !memchr(p, 0, len)) {
                 path = g_strndup((const char *)p, len);
-            } else {
+            }
+            if (!path || !valid_rel_path(path)) {
                 r->bad = true;
             }
         }

@@ -473,6 +473,12 @@ static void test_hostile(void)
         { "mandatory unknown section", rec_good, 77, 0, false },
         { "dax section unsupported", rec_good, VFSD_MIG_SEC_DAX, 0, false },
         { "section out of order", rec_good, VFSD_MIG_SEC_SESSION, 0, false },
+        /*
+         * A path is checked as the bytes it has: the stream after it (here
+         * "/..", then a NUL) is not part of it
+         */
+        { "bytes after a path", rec_good, 0x002e2e2f,
+          VFSD_MIG_SEC_OPTIONAL, true },
     };
     unsigned int i;
 
