@@ -1433,10 +1433,40 @@ static void dax_restoring_free(VfsdDax *dax)
     dax->restoring = NULL;
 }
 
+/*
+ * What the guest wrote through writable mappings is in the host's page
+ * cache of each file.  A destination on another host reaches the files
+ * through shared storage and must find it there: write it back now,
+ * while the guest is stopped.  On one host this costs only the writeback
+ * the kernel would do anyway.
+ */
+static bool dax_write_back(VfsdFs *fs, GPtrArray *inodes, char **err)
+{
+    unsigned int i;
+
+    for (i = 0; i < inodes->len; i++) {
+        VfsdInode *inode = g_ptr_array_index(inodes, i);
+        int fd = vfsd_fd_open(fs, inode, O_RDONLY);
+        int ret = fd < 0 ? fd : fdatasync(fd) < 0 ? -errno : 0;
+
+        if (fd >= 0) {
+            vfsd_fd_close(fs, fd);
+        }
+        if (ret) {
+            *err = g_strdup_printf("DAX: cannot write back node %" PRIu64
+                                   ", mapped writable: %s", inode->nodeid,
+                                   strerror(-ret));
+            return false;
+        }
+    }
+    return true;
+}
+
 bool vfsd_dax_save(VfsdFs *fs, VfsdMigWriter *w, char **err)
 {
     VfsdDax *dax = fs->dax;
     g_autoptr(GPtrArray) all = NULL;
+    g_autoptr(GPtrArray) written = NULL;
     uint64_t count = 0;
     size_t count_at = 0;
     unsigned int i;
@@ -1444,6 +1474,7 @@ bool vfsd_dax_save(VfsdFs *fs, VfsdMigWriter *w, char **err)
     if (!dax) {
         return true;
     }
+    written = g_ptr_array_new_with_free_func((GDestroyNotify)vfsd_inode_unref);
     g_mutex_lock(&dax->lock);
     all = dax_all_maps(dax);
     for (i = 0; i < all->len; i++) {
@@ -1464,13 +1495,22 @@ bool vfsd_dax_save(VfsdFs *fs, VfsdMigWriter *w, char **err)
         vfsd_mig_put_u32(w, m->writable ? VFSD_DAX_STATE_RW : 0);
         vfsd_mig_put_u32(w, 0);
         count++;
+        if (m->writable && !g_ptr_array_find(written, m->inode, NULL)) {
+            vfsd_inode_ref(m->inode);
+            g_ptr_array_add(written, m->inode);
+        }
     }
     g_mutex_unlock(&dax->lock);
     /* Nothing mapped, no section: the stream of a guest without DAX */
-    if (count) {
-        vfsd_mig_patch_u64(w, count_at, count);
-        vfsd_info("migration: %" PRIu64 " DAX mappings saved", count);
+    if (!count) {
+        return true;
     }
+    vfsd_mig_patch_u64(w, count_at, count);
+    if (!dax_write_back(fs, written, err)) {
+        return false;
+    }
+    vfsd_info("migration: %" PRIu64 " DAX mappings saved, %u files mapped "
+              "writable written back", count, written->len);
     return true;
 }
 

@@ -1188,6 +1188,37 @@ static void test_migrate_roundtrip(DaxFixture *d, gconstpointer data)
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
 }
 
+/*
+ * A file mapped writable is written back when the state is saved (for a
+ * destination on another host); when that cannot be done, the save fails
+ * rather than leave the guest's writes behind.  A read-only one is not.
+ */
+static void test_migrate_write_back(DaxFixture *d, gconstpointer data)
+{
+    VfsdMigWriter w = { .buf = g_byte_array_new() };
+    g_autoptr(GByteArray) buf = w.buf;
+    g_autofree char *err = NULL;
+    int fds_max = d->t.fs.fds_max;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    /* No fd to spare: fine while nothing is mapped writable */
+    d->t.fs.fds_max = d->t.fs.fds_open;
+    g_assert_true(vfsd_dax_save(&d->t.fs, &w, &err));
+    d->t.fs.fds_max = fds_max;
+
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ |
+                                  FUSE_SETUPMAPPING_FLAG_WRITE), ==, 0);
+    g_byte_array_set_size(buf, 0);
+    g_assert_true(vfsd_dax_save(&d->t.fs, &w, &err));
+    d->t.fs.fds_max = d->t.fs.fds_open;
+    g_byte_array_set_size(buf, 0);
+    g_assert_false(vfsd_dax_save(&d->t.fs, &w, &err));
+    d->t.fs.fds_max = fds_max;
+    g_assert_nonnull(strstr(err, "cannot write back"));
+}
+
 /* Ranges the guest removed and we keep mapped for a while do not move */
 static void test_migrate_skips_released(DaxFixture *d, gconstpointer data)
 {
@@ -1396,6 +1427,7 @@ int main(int argc, char **argv)
     ADD("truncate-other-inode", test_truncate_other_inode, 0);
     ADD("migrate/roundtrip", test_migrate_roundtrip, 0);
     ADD("migrate/skips-released", test_migrate_skips_released, FAKE_LAZY);
+    ADD("migrate/write-back", test_migrate_write_back, 0);
     ADD("migrate/bad-streams", test_migrate_bad_streams, 0);
     ADD("migrate/restore-fails", test_migrate_restore_fails, 0);
     ADD("migrate/cannot-reopen", test_migrate_cannot_reopen, 0);
