@@ -27,6 +27,10 @@
 #            VIRTIOFSD_TEST_NO_SHMEM_MIGRATE): QEMU refuses the migration
 #            with its blocker's message, and the guest goes on on the
 #            source, its mapping intact.
+#   dest-fails  the destination daemon cannot map the table again (its
+#            --cache-size says the window ends at 2 MiB): it fails
+#            CHECK_DEVICE_STATE, the migration fails and the guest goes
+#            on on the source, its mapping intact and read all along.
 #   full     a 1 GiB window mapped by 1 GiB of files: prints the
 #            migration's downtime, RAM and state sizes (docs).
 set -euo pipefail
@@ -37,7 +41,7 @@ case_=
 args=()
 for a in "$@"; do
     case $a in
-    mmap|fsx|refused|full) case_=$a ;;
+    mmap|fsx|refused|dest-fails|full) case_=$a ;;
     *) args+=("$a") ;;
     esac
 done
@@ -82,6 +86,19 @@ pass "the guest went on on the source"
 GUEST
     expect=failed
     extra=(--expect-error "does not carry the window's mappings")
+    ;;
+dest-fails)
+    cat > "$work/guest.sh" <<'GUEST'
+. /lib/vfsdax.sh
+mount_virtiofs "$VFS_TAG" /mnt dax=always
+dax_active /mnt || fail "dax=always requested, DAX not active"
+mmapio migrate /mnt/mapped 8388608 7 9 /mnt || fail "the mapping across the failed migration"
+cat /mnt/.migrate-done > /mnt/post.txt
+umount /mnt || fail umount
+pass "the guest went on on the source"
+GUEST
+    expect=failed
+    extra=(--dest-daemon-args=--cache-size=2M)
     ;;
 fsx)
     cache=32M
@@ -171,6 +188,19 @@ mmap)
     python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 ||
         { echo "FAIL: the host does not see what the guest wrote after the migration"; exit 1; }
     echo "ok: the host sees the pattern the guest wrote through the mapping after the migration"
+    ;;
+dest-fails)
+    python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 ||
+        { echo "FAIL: the host does not see what the guest wrote after the failure"; exit 1; }
+    echo "ok: the host sees what the guest wrote on the source after the failure"
+    grep -m1 "DAX mapping table" "$logs/virtiofsd-dst.log" ||
+        { echo "FAIL: the destination daemon did not refuse the table"; exit 1; }
+    grep -q "vuf_migration_saved" "$logs/qemu-src.log" ||
+        { echo "FAIL: the source never saved its back-end state"; exit 1; }
+    ! grep -q "vuf_migration_loaded" "$logs/qemu-dst.log" ||
+        { echo "FAIL: the destination loaded the state"; exit 1; }
+    echo "ok: the source saved, the destination refused the table"
+    exit 0
     ;;
 refused)
     python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 ||
