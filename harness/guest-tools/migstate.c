@@ -1,8 +1,9 @@
 /*
  * migstate DIR [gone]: holds what a live migration must carry (files open
- * for reading and for writing, a POSIX lock, a directory half read, and
- * with "gone" one more file), signals DIR/.migrate-ready, waits for the
- * harness's DIR/.migrate-done, then uses all of it again and checks.
+ * for reading and for writing, a POSIX lock, a BSD lock, a directory half
+ * read, and with "gone" one more file), signals DIR/.migrate-ready, waits
+ * for the harness's DIR/.migrate-done, then uses all of it again and
+ * checks.
  * With "gone", DIR/gone.txt must give EIO afterwards when .migrate-done
  * says "completed" (the destination lost it), and read right otherwise.
  * Prints "ok: ..." per check and exits 1 at the first failure.
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,12 +65,33 @@ static int lock_seen_by_other(const char *path)
     return WEXITSTATUS(status);
 }
 
+/* In a child: whether a new open file cannot take an exclusive flock */
+static int flock_seen_by_other(const char *path)
+{
+    pid_t pid = fork();
+    int status;
+
+    if (pid == 0) {
+        int fd = open(path, O_RDONLY);
+
+        if (fd < 0) {
+            _exit(2);
+        }
+        _exit(flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK ?
+              0 : 1);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) {
+        fail("fork");
+    }
+    return WEXITSTATUS(status);
+}
+
 int main(int argc, char **argv)
 {
     char path[4096], buf[4096], result[64] = "";
     const char *dir = argv[1];
     int gone = argc > 2 && !strcmp(argv[2], "gone");
-    int fd_r, fd_w, fd_l, fd_g = -1, i, n, seen = 0;
+    int fd_r, fd_w, fd_l, fd_f, fd_g = -1, i, n, seen = 0;
     char names[NENTRIES + 2][256];
     struct dirent *de;
     DIR *d;
@@ -98,6 +121,15 @@ int main(int argc, char **argv)
         printf("FAIL: another process does not see the lock before\n");
         return 1;
     }
+    snprintf(path, sizeof(path), "%s/flock.txt", dir);
+    fd_f = open(path, O_RDONLY);
+    if (fd_f < 0 || flock(fd_f, LOCK_EX | LOCK_NB) < 0) {
+        fail("flock.txt: flock");
+    }
+    if (flock_seen_by_other(path)) {
+        printf("FAIL: another open file can take the flock before\n");
+        return 1;
+    }
     if (gone) {
         snprintf(path, sizeof(path), "%s/gone.txt", dir);
         fd_g = open(path, O_RDONLY);
@@ -114,8 +146,8 @@ int main(int argc, char **argv)
     while (seen < NENTRIES / 2 && (de = readdir(d))) {
         snprintf(names[seen++], sizeof(names[0]), "%s", de->d_name);
     }
-    printf("ok: holding 3 files, a lock and a listing read to %d entries\n",
-           seen);
+    printf("ok: holding 4 files, a POSIX lock, a BSD lock and a listing "
+           "read to %d entries\n", seen);
 
     snprintf(path, sizeof(path), "%s/.migrate-ready", dir);
     close(open(path, O_CREAT | O_WRONLY, 0644));
@@ -159,6 +191,21 @@ int main(int argc, char **argv)
     }
     close(fd_l);
     printf("ok: the lock held across, then released\n");
+
+    snprintf(path, sizeof(path), "%s/flock.txt", dir);
+    if (flock_seen_by_other(path)) {
+        printf("FAIL: another open file can take the flock after\n");
+        return 1;
+    }
+    if (flock(fd_f, LOCK_UN) < 0) {
+        fail("flock LOCK_UN");
+    }
+    if (flock_seen_by_other(path) != 1) {
+        printf("FAIL: the flock is still there after LOCK_UN\n");
+        return 1;
+    }
+    close(fd_f);
+    printf("ok: the BSD lock held across, then released\n");
 
     while ((de = readdir(d))) {
         if (seen >= NENTRIES + 2) {

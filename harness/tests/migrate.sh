@@ -18,7 +18,8 @@
 #                  destination fails the migration, the source goes on
 #   missing-guest-error  the same with guest-error: the migration
 #                  completes and only that file gives EIO
-# Our daemon runs with --posix-lock (so the lock is the host's).
+# Our daemon runs with --posix-lock and --flock (so the locks are the
+# host's).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # The case is the one word among the options (mk/check.py puts its
@@ -39,30 +40,31 @@ shared=$work/shared
 mkdir -p "$shared/dir"
 printf 0000111111 > "$shared/read.txt"
 printf 'lock me\n' > "$shared/lock.txt"
+printf 'flock me\n' > "$shared/flock.txt"
 printf 'gone\n' > "$shared/gone.txt"
 for i in $(seq -w 0 199); do : > "$shared/dir/e$i"; done
 
-daemon_args="--posix-lock"
-dest_args="--posix-lock"
+daemon_args="--posix-lock --flock"
+dest_args="--posix-lock --flock"
 expect=completed
 extra=()
 gone=
 case $case_ in
 basic) ;;
 refused)
-    daemon_args="--posix-lock --no-migration"
+    daemon_args="--posix-lock --flock --no-migration"
     expect=failed
     extra=(--expect-error "does not support migration")
     ;;
 missing-abort)
     gone=gone
-    dest_args="--posix-lock --migration-on-error=abort"
+    dest_args="--posix-lock --flock --migration-on-error=abort"
     expect=failed
     extra=(--host-step 'rm "$SHARED/gone.txt"')
     ;;
 missing-guest-error)
     gone=gone
-    dest_args="--posix-lock --migration-on-error=guest-error"
+    dest_args="--posix-lock --flock --migration-on-error=guest-error"
     extra=(--host-step 'rm "$SHARED/gone.txt"')
     ;;
 *) echo "unknown case $case_" >&2; exit 2 ;;

@@ -18,6 +18,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -42,18 +43,23 @@
 
 /* Smallest encoded record of each section, for checking counts */
 #define MIG_INODE_MIN 24
-#define MIG_HANDLE_MIN 21
+#define MIG_HANDLE_MIN 22
 #define MIG_LOCK_MIN 36
 
 /* Open flags carried for a file handle; creation flags never reopen */
 #define MIG_OPEN_FLAGS (O_ACCMODE | O_APPEND | O_NONBLOCK | O_DSYNC | \
                         O_SYNC | O_DIRECT | O_NOATIME | O_LARGEFILE)
 
-/* A guest lock released on the source when the state was saved */
+/*
+ * A guest lock released on the source when the state was saved: a POSIX
+ * lock of @owner on @inode, or (@handle set) a BSD lock of a handle
+ */
 typedef struct MigHandedLock {
     VfsdInode *inode;           /* holds a reference */
     uint64_t owner;
     struct flock l;
+    VfsdHandle *handle;         /* holds a reference; NULL: POSIX */
+    int flock_op;               /* LOCK_SH or LOCK_EX */
 } MigHandedLock;
 
 struct VfsdMig {
@@ -76,7 +82,10 @@ static void mig_drop_handed(VfsdMig *m)
     unsigned int i;
 
     for (i = 0; i < m->handed->len; i++) {
-        vfsd_inode_unref(g_array_index(m->handed, MigHandedLock, i).inode);
+        MigHandedLock *hl = &g_array_index(m->handed, MigHandedLock, i);
+
+        vfsd_inode_unref(hl->inode);
+        vfsd_handle_put(hl->handle);
     }
     g_array_set_size(m->handed, 0);
 }
@@ -396,6 +405,41 @@ static bool save_inodes(VfsdFs *fs, VfsdMigWriter *w, char **err)
     return true;
 }
 
+static GArray *locks_of_fd(VfsdFs *fs, int fd, const char *want);
+
+/*
+ * A handle's BSD lock (flock, on the handle's own fd) goes with it: 0
+ * none, else MIG_LOCK_READ or MIG_LOCK_WRITE.  It is let go here, as
+ * POSIX locks are in save_locks().
+ */
+static uint8_t save_flock(VfsdFs *fs, VfsdHandle *h)
+{
+    g_autoptr(GArray) held = NULL;
+    MigHandedLock hl = { 0 };
+    struct flock *l;
+
+    if (h->is_dir) {
+        return 0;
+    }
+    held = locks_of_fd(fs, h->fd, "FLOCK");
+    if (!held->len) {
+        return 0;
+    }
+    l = &g_array_index(held, struct flock, 0);
+    hl.flock_op = l->l_type == F_WRLCK ? LOCK_EX : LOCK_SH;
+    if (flock(h->fd, LOCK_UN) < 0) {
+        vfsd_warn("migration: cannot release a BSD lock of inode %" PRIu64
+                  ": %s", h->inode->nodeid, strerror(errno));
+    } else {
+        hl.handle = h;
+        g_atomic_int_inc(&h->refcount);
+        hl.inode = h->inode;
+        vfsd_inode_ref(h->inode);
+        g_array_append_val(mig_of(fs)->handed, hl);
+    }
+    return hl.flock_op == LOCK_EX ? MIG_LOCK_WRITE : MIG_LOCK_READ;
+}
+
 static bool save_handles(VfsdFs *fs, VfsdMigWriter *w, char **err)
 {
     g_autoptr(GPtrArray) all = vfsd_handles_snapshot(fs);
@@ -409,16 +453,18 @@ static bool save_handles(VfsdFs *fs, VfsdMigWriter *w, char **err)
         vfsd_mig_put_u64(w, h->inode->nodeid);
         vfsd_mig_put_u32(w, h->is_dir ? O_RDONLY : h->flags & MIG_OPEN_FLAGS);
         vfsd_mig_put_u8(w, h->is_dir);
+        vfsd_mig_put_u8(w, save_flock(fs, h));
     }
     mig_of(fs)->handles = all->len;
     return true;
 }
 
 /*
- * The OFD locks on @fd, from /proc/self/fdinfo (the kernel lists them
- * there, and nowhere else by open file).  Waiters ("->") are not held.
+ * The locks of class @want (OFDLCK, FLOCK) on @fd, from
+ * /proc/self/fdinfo (the kernel lists them there, and nowhere else by
+ * open file).  Waiters ("->") are not held.
  */
-static GArray *locks_of_fd(VfsdFs *fs, int fd)
+static GArray *locks_of_fd(VfsdFs *fs, int fd, const char *want)
 {
     GArray *out = g_array_new(false, false, sizeof(struct flock));
     char name[48], buf[8192];
@@ -448,7 +494,7 @@ static GArray *locks_of_fd(VfsdFs *fs, int fd)
             strstr(lines[i], "->") ||
             sscanf(lines[i], "lock: %*d: %15s %15s %15s %*d %*s %llu %31s",
                    cls, kind, type, &start, end) != 5 ||
-            strcmp(cls, "OFDLCK")) {
+            strcmp(cls, want)) {
             continue;
         }
         l.l_type = !strcmp(type, "WRITE") ? F_WRLCK : F_RDLCK;
@@ -473,7 +519,6 @@ static bool save_locks(VfsdFs *fs, VfsdMigWriter *w, char **err)
     uint64_t count = 0;
     unsigned int i, j;
 
-    mig_drop_handed(m);
     count_at = vfsd_mig_tell(w);
     vfsd_mig_put_u64(w, 0);
     for (i = 0; i < all->len; i++) {
@@ -489,7 +534,7 @@ static bool save_locks(VfsdFs *fs, VfsdMigWriter *w, char **err)
         g_hash_table_iter_init(&it, inode->plocks);
         while (g_hash_table_iter_next(&it, &owner, &fdp)) {
             int fd = GPOINTER_TO_INT(fdp) - 1;
-            g_autoptr(GArray) held = locks_of_fd(fs, fd);
+            g_autoptr(GArray) held = locks_of_fd(fs, fd, "OFDLCK");
 
             for (j = 0; j < held->len; j++) {
                 struct flock l = g_array_index(held, struct flock, j);
@@ -539,15 +584,20 @@ void vfsd_migrate_resume(VfsdFs *fs)
         gpointer fdp = NULL;
         int ret = -EBADF;
 
-        g_mutex_lock(&inode->plock_lock);
-        if (inode->plocks) {
-            fdp = g_hash_table_lookup(inode->plocks, &hl->owner);
+        if (hl->handle) {
+            ret = flock(hl->handle->fd, hl->flock_op | LOCK_NB) < 0 ?
+                  -errno : 0;
+        } else {
+            g_mutex_lock(&inode->plock_lock);
+            if (inode->plocks) {
+                fdp = g_hash_table_lookup(inode->plocks, &hl->owner);
+            }
+            if (fdp) {
+                ret = fcntl(GPOINTER_TO_INT(fdp) - 1, F_OFD_SETLK, &hl->l);
+                ret = ret < 0 ? -errno : 0;
+            }
+            g_mutex_unlock(&inode->plock_lock);
         }
-        if (fdp) {
-            ret = fcntl(GPOINTER_TO_INT(fdp) - 1, F_OFD_SETLK, &hl->l);
-            ret = ret < 0 ? -errno : 0;
-        }
-        g_mutex_unlock(&inode->plock_lock);
         if (ret < 0) {
             vfsd_err("migration failed and a guest lock of inode %" PRIu64
                      " cannot be taken back: %s", inode->nodeid,
@@ -757,12 +807,14 @@ static bool load_handles(VfsdFs *fs, VfsdMigReader *r, char **err)
         uint64_t nodeid = vfsd_mig_get_u64(r);
         uint32_t flags = vfsd_mig_get_u32(r);
         uint8_t is_dir = vfsd_mig_get_u8(r);
+        uint8_t flock_type = vfsd_mig_get_u8(r);
         g_autoptr(VfsdInode) inode = NULL;
         bool skip;
         int fd;
 
         if (r->bad || !fh || fh == UINT64_MAX || is_dir > 1 ||
-            (flags & ~MIG_OPEN_FLAGS)) {
+            (flags & ~MIG_OPEN_FLAGS) || flock_type > MIG_LOCK_WRITE ||
+            (is_dir && flock_type)) {
             *err = g_strdup_printf("bad handle record %" PRIu64, i);
             return false;
         }
@@ -787,6 +839,14 @@ static bool load_handles(VfsdFs *fs, VfsdMigReader *r, char **err)
         if (!vfsd_handle_restore(fs, fh, fd, (int)flags, inode, is_dir)) {
             vfsd_fd_close(fs, fd);
             *err = g_strdup_printf("handle %" PRIu64 " given twice", fh);
+            return false;
+        }
+        if (flock_type &&
+            flock(fd, (flock_type == MIG_LOCK_WRITE ? LOCK_EX : LOCK_SH) |
+                      LOCK_NB) < 0 &&
+            !restore_failed(fs, nodeid, err, "cannot take the guest's BSD "
+                            "lock of handle %" PRIu64 " again: %s", fh,
+                            strerror(errno))) {
             return false;
         }
     }
@@ -904,6 +964,8 @@ GByteArray *vfsd_migrate_save(VfsdFs *fs, char **err)
     int64_t t0 = g_get_monotonic_time();
     unsigned int i;
 
+    /* Locks let go by an earlier attempt came back when queues started */
+    mig_drop_handed(mig_of(fs));
     vfsd_mig_put_bytes(&w, VFSD_MIG_MAGIC, VFSD_MIG_MAGIC_LEN);
     vfsd_mig_put_u32(&w, VFSD_MIG_VERSION);
     vfsd_mig_put_u32(&w, 0);

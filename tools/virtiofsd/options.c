@@ -29,6 +29,7 @@ static const char capabilities[] =
     "{\n"
     "  \"type\": \"fs\",\n"
     "  \"features\": [\n"
+    "    \"migrate-precopy\",\n"
     "    \"separate-options\"\n"
     "  ]\n"
     "}\n";

@@ -395,8 +395,8 @@ static void test_capabilities(void)
     g_assert_true(o.print_capabilities);
     g_assert_nonnull(strstr(caps, "\"type\": \"fs\""));
     g_assert_nonnull(strstr(caps, "\"separate-options\""));
-    /* We do not migrate */
-    g_assert_null(strstr(caps, "migrate"));
+    /* As the Rust daemon says it: back-end state for precopy migration */
+    g_assert_nonnull(strstr(caps, "\"migrate-precopy\""));
     vfsd_options_free(&o);
 }
 
