@@ -1509,8 +1509,8 @@ bool vfsd_dax_save(VfsdFs *fs, VfsdMigWriter *w, char **err)
     if (!dax_write_back(fs, written, err)) {
         return false;
     }
-    vfsd_info("migration: %" PRIu64 " DAX mappings saved, %u files mapped "
-              "writable written back", count, written->len);
+    vfsd_info("migration: %" PRIu64 " DAX mappings saved; files mapped "
+              "writable, written back: %u", count, written->len);
     return true;
 }
 
