@@ -112,7 +112,11 @@ def migrate(args, src_qmp, dst_qmp, uri):
     dst_qmp.cmd("migrate-set-capabilities", capabilities=caps)
     src_qmp.cmd("migrate-set-capabilities", capabilities=caps)
     dst_qmp.cmd("migrate-incoming", uri=uri)
-    src_qmp.cmd("migrate", uri=uri)
+    try:
+        src_qmp.cmd("migrate", uri=uri)
+    except vm.HarnessError as e:
+        # Refused before it began (a migration blocker): a failed one
+        return {"status": "failed", "error-desc": str(e)}
     deadline = time.monotonic() + args.migrate_timeout
     while time.monotonic() < deadline:
         info = src_qmp.cmd("query-migrate")
@@ -215,7 +219,8 @@ def run(args):
                  "total_ms": info.get("total-time"),
                  "downtime_ms": info.get("downtime"),
                  "setup_ms": info.get("setup-time"),
-                 "ram_transferred": info.get("ram", {}).get("transferred")}
+                 "ram_transferred": info.get("ram", {}).get("transferred"),
+                 "ram_total": info.get("ram", {}).get("total")}
         vm.log("migration " + ", ".join(f"{k} {v}" for k, v in stats.items()
                                         if v not in (None, "")))
         if args.stats_file:
@@ -288,6 +293,8 @@ def run(args):
                     with open(ends[end][key], errors="replace") as f:
                         said += [ln.strip() for ln in f
                                  if args.expect_error in ln]
+            if args.expect_error in stats["error"]:
+                said.insert(0, stats["error"])
             if not said:
                 print(f"FAIL: neither the migration's error "
                       f"({stats['error']}) nor a log says "

@@ -341,6 +341,21 @@ SUITES = [
     guest("guest: live migration, file gone, "
           "--migration-on-error=guest-error",
           "migrate.sh", "missing-guest-error", timeout=300),
+    # Live migration with the DAX window in use: the daemon carries its
+    # mapping table, the destination maps it again before the guest runs
+    # (QEMU's traces prove the order).  A process keeps a file mapped
+    # across, read all along by another; fsx runs through a 32 MiB window
+    # across; a back-end without VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE is
+    # refused by QEMU's blocker, and a destination that cannot map the
+    # table again fails the migration: the guest goes on on the source.
+    guest("guest: live migration with a DAX mmap, re-mapped before resume",
+          "migrate-dax.sh", "mmap", timeout=300),
+    guest("guest: live migration with DAX refused without SHMEM_MIGRATE",
+          "migrate-dax.sh", "refused", timeout=300),
+    guest("guest: live migration with DAX, destination cannot re-map, "
+          "source goes on", "migrate-dax.sh", "dest-fails", timeout=300),
+    guest("guest: live migration in the middle of DAX fsx, 20,000 ops",
+          "migrate-dax.sh", "fsx", timeout=900),
     # libvirt 9.0 drives the fork: a private libvirtd in its own mount
     # namespace starts domains with our QEMU and virtiofsd, DAX included.
     Suite("libvirt: virtio-fs through a private libvirtd",

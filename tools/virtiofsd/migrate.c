@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "migrate.h"
+#include "dax.h"
 #include "fd.h"
 #include "fs.h"
 #include "inode.h"
@@ -969,8 +970,8 @@ static const struct {
     { VFSD_MIG_SEC_INODES, "inodes", save_inodes, load_inodes },
     { VFSD_MIG_SEC_HANDLES, "handles", save_handles, load_handles },
     { VFSD_MIG_SEC_LOCKS, "locks", save_locks, load_locks },
-    /* Reserved for dax.c: a stream with mappings fails here until then */
-    { VFSD_MIG_SEC_DAX, "dax mappings", NULL, NULL },
+    /* Checked on load, mapped only once the whole stream is */
+    { VFSD_MIG_SEC_DAX, "dax mappings", vfsd_dax_save, vfsd_dax_load },
 };
 
 GByteArray *vfsd_migrate_save(VfsdFs *fs, char **err)
@@ -1195,6 +1196,18 @@ bool vfsd_migrate_end(VfsdMigXfer *x, char **err)
         *err = g_steal_pointer(&x->err);
     } else if (x->dir == VFSD_MIG_LOAD) {
         ok = vfsd_migrate_load(x->fs, x->buf->data, x->buf->len, err);
+        /*
+         * The DAX window's mappings, now that all of the stream is read
+         * and checked: the front-end serves our map requests while it
+         * waits for our answer to CHECK_DEVICE_STATE, and runs the guest
+         * only after it.  A mapping that fails fails the migration
+         * whatever --migration-on-error says: the guest would read zeros.
+         */
+        if (ok) {
+            ok = vfsd_dax_restore(x->fs, err);
+        } else {
+            vfsd_dax_load_cancel(x->fs);
+        }
     }
     g_byte_array_unref(x->buf);
     g_free(x);

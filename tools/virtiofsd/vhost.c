@@ -638,6 +638,12 @@ static uint64_t get_features(VuDev *vu)
 #define VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE 19
 #define VFSD_VHOST_USER_SET_DEVICE_STATE_FD 42
 #define VFSD_VHOST_USER_CHECK_DEVICE_STATE 43
+/*
+ * A fork extension (docs/interop/vhost-user-shmem-migrate.rst.inc): the
+ * DAX window's mappings travel in the state, and the destination maps
+ * them again before it answers CHECK_DEVICE_STATE.
+ */
+#define VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE 42
 /* SET_DEVICE_STATE_FD's reply: no fd of ours comes back */
 #define VFSD_DEVICE_STATE_NO_FD (1ULL << 8)
 /* The only phase there is: the device stopped, after the RAM went */
@@ -662,6 +668,15 @@ static uint64_t get_protocol_features(VuDev *vu)
     /* Without it QEMU refuses to migrate the guest, as asked */
     if (!dev->fs->opts->no_migration) {
         features |= 1ULL << VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE;
+        /*
+         * dax.c carries the window's mappings in the state and maps them
+         * again on the destination (vfsd_dax_restore()).  The variable
+         * plays a back-end without it, whose guest QEMU must refuse to
+         * migrate while it has a DAX window: for the tests.
+         */
+        if (!g_getenv("VIRTIOFSD_TEST_NO_SHMEM_MIGRATE")) {
+            features |= 1ULL << VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE;
+        }
     }
     return features;
 }
