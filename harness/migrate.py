@@ -243,6 +243,14 @@ def run(args):
             if src_qmp.cmd("query-status")["status"] != "running":
                 raise vm.HarnessError("the source guest does not run after "
                                       "the failed migration\n" + logs("src"))
+            # A migration refused before it began (a blocker) never reached
+            # the destination, which would wait for it forever: end it, as
+            # libvirt does
+            if dst["qemu"].poll() is None:
+                try:
+                    dst_qmp.cmd("quit")
+                except (OSError, vm.HarnessError):
+                    pass
         vm.write_state(shared, ".migrate-done", status)
 
         while rc is None:
