@@ -285,6 +285,7 @@ def run_guest(args, sink=None):
     logdir = args.log_dir or tmp
     os.makedirs(logdir, exist_ok=True)
     daemon = qemu_proc = None
+    daemon_kind = None
     try:
         if args.script:
             with open(args.script) as f:
@@ -333,7 +334,11 @@ def run_guest(args, sink=None):
                 kind, binary = "rust", args.daemon_binary or rust_virtiofsd()
             else:
                 kind, binary = "other", args.daemon
+            daemon_kind = kind
             extra = shlex.split(args.daemon_args)
+            if kind == "ours":
+                # tests/with-handles.sh: a whole test with an option more
+                extra += shlex.split(os.environ.get("VFSD_OURS_ARGS", ""))
             if args.upstream_device:
                 # The generic device asks the back-end for tag and window
                 extra = [f"--tag={args.tag}"] + extra
@@ -459,17 +464,24 @@ def run_guest(args, sink=None):
         return rc
     finally:
         stop(qemu_proc)
-        if daemon is not None and args.state_dir:
+        ours_log = os.environ.get("VFSD_OURS_LOG") if daemon_kind == "ours" \
+            else None
+        if daemon is not None and (args.state_dir or ours_log):
             # A back-end must end by itself once its front-end is gone:
             # say how it did, for tests that kill QEMU.
             try:
                 daemon.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+        if daemon is not None and args.state_dir:
             write_state(args.state_dir, "daemon.exit",
                         "running" if daemon.poll() is None
                         else str(daemon.returncode))
         stop(daemon)
+        if daemon is not None and ours_log:
+            # Its last words (what it did, at exit) for the wrapper to judge
+            with open(dlog) as f, open(ours_log, "a") as out:
+                out.write(f.read())
         # The logs are in LOG_DIR when one was given; the rest (initrd,
         # socket, default shared directory) is never needed afterwards.
         shutil.rmtree(tmp, ignore_errors=True)

@@ -851,7 +851,7 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
     }
     inode = vfsd_inode_get(fs, nodeid);
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFREG) {
         return -EINVAL;

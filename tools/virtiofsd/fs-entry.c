@@ -31,7 +31,7 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
     int ret;
 
     if (!dir) {
-        return -ENOENT;
+        return -errno;
     }
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;
@@ -53,7 +53,7 @@ int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, struct fuse_attr_out *out)
     int ret;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     memset(out, 0, sizeof(*out));
     ret = vfsd_fill_attr(fs, inode, &out->attr);
@@ -133,7 +133,7 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
     int ret;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     proc_name(inode, name, sizeof(name));
     if (fs->opts->readonly &&
@@ -228,7 +228,7 @@ int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size)
     ssize_t n;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFLNK) {
         return -EINVAL;
@@ -254,7 +254,7 @@ static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     int ret;
 
     if (!dir) {
-        return -ENOENT;
+        return -errno;
     }
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;
@@ -316,7 +316,7 @@ int vfsd_op_unlink(VfsdFs *fs, uint64_t parent, const char *name,
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
 
     if (!dir) {
-        return -ENOENT;
+        return -errno;
     }
     if (fs->opts->readonly) {
         return -EROFS;
@@ -331,10 +331,14 @@ int vfsd_op_rename(VfsdFs *fs, uint64_t parent, const char *name,
                    uint64_t newparent, const char *newname, uint32_t flags)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
-    g_autoptr(VfsdInode) newdir = vfsd_inode_get(fs, newparent);
+    g_autoptr(VfsdInode) newdir = NULL;
 
-    if (!dir || !newdir) {
-        return -ENOENT;
+    if (!dir) {
+        return -errno;
+    }
+    newdir = vfsd_inode_get(fs, newparent);
+    if (!newdir) {
+        return -errno;
     }
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) {
         return -EINVAL;
@@ -352,11 +356,15 @@ int vfsd_op_link(VfsdFs *fs, uint64_t nodeid, uint64_t newparent,
                  const char *newname, struct fuse_entry_out *e)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
-    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, newparent);
+    g_autoptr(VfsdInode) dir = NULL;
     char name[32];
 
-    if (!inode || !dir) {
-        return -ENOENT;
+    if (!inode) {
+        return -errno;
+    }
+    dir = vfsd_inode_get(fs, newparent);
+    if (!dir) {
+        return -errno;
     }
     if (inode->type == S_IFDIR) {
         return -EPERM;
@@ -384,7 +392,7 @@ int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct fuse_kstatfs *st)
     struct statfs s;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (fstatfs(inode->fd, &s) < 0) {
         return -errno;
@@ -409,7 +417,7 @@ int vfsd_op_access(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid, int mask)
     int ret;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (mask & ~(R_OK | W_OK | X_OK)) {
         return -EINVAL;
@@ -437,20 +445,21 @@ static VfsdInode *syncfs_stand_in(VfsdFs *fs, VfsdInode *inode)
 {
     VfsdInodeStore *st = &fs->inodes;
     GHashTableIter it;
-    VfsdInode *other, *found = NULL;
+    VfsdInode *other;
+    uint64_t found = 0;
 
     g_mutex_lock(&st->lock);
     g_hash_table_iter_init(&it, st->by_nodeid);
     while (g_hash_table_iter_next(&it, NULL, (gpointer *)&other)) {
         if ((other->type == S_IFDIR || other->type == S_IFREG) &&
             other->dev == inode->dev && other->mnt_id == inode->mnt_id) {
-            found = other;
-            vfsd_inode_ref(found);
+            found = other->nodeid;
             break;
         }
     }
     g_mutex_unlock(&st->lock);
-    return found;
+    /* Not under the table's lock: a handle inode is opened to be used */
+    return found ? vfsd_inode_get(fs, found) : NULL;
 }
 
 int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
@@ -459,7 +468,7 @@ int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
     int fd, ret = 0;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFREG && inode->type != S_IFDIR) {
         VfsdInode *stand_in = syncfs_stand_in(fs, inode);

@@ -154,7 +154,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
     int fd, ret;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFREG) {
         return inode->type == S_IFDIR ? -EISDIR : -ENXIO;
@@ -312,7 +312,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     int fd, pfd = -1, ret;
 
     if (!dir) {
-        return -ENOENT;
+        return -errno;
     }
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;

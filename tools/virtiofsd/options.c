@@ -65,6 +65,13 @@ void vfsd_options_usage(const char *prog)
            "  --preserve-noatime        pass the guest's O_NOATIME on (off:\n"
            "                            dropped, so that opening a file the\n"
            "                            caller does not own cannot fail)\n"
+           "  --inode-file-handles=never|prefer|mandatory  (never)\n"
+           "                            hold the inodes the guest knows by\n"
+           "                            file handle rather than by fd, so\n"
+           "                            that they do not count against the\n"
+           "                            fd limit (needs CAP_DAC_READ_SEARCH;\n"
+           "                            prefer: fds where the file system or\n"
+           "                            the privileges do not allow handles)\n"
            "  --modcaps=[+-]CAP[:[+-]CAP...]  add (+) or drop (-)\n"
            "                            capabilities, e.g. +sys_admin:-chown\n"
            "  --readonly                refuse every change\n"
@@ -211,6 +218,23 @@ static bool parse_seccomp(VfsdOptions *o, const char *v, char **err)
     } else {
         *err = g_strdup_printf("invalid seccomp action '%s' (kill, log, "
                                "trap or none)", v);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_inode_fh(VfsdOptions *o, const char *v, char **err)
+{
+    if (!strcmp(v, "never")) {
+        o->inode_file_handles = VFSD_INODE_FH_NEVER;
+    } else if (!strcmp(v, "prefer") || !strcmp(v, "fallback")) {
+        /* "fallback": the Rust daemon's older name for prefer */
+        o->inode_file_handles = VFSD_INODE_FH_PREFER;
+    } else if (!strcmp(v, "mandatory")) {
+        o->inode_file_handles = VFSD_INODE_FH_MANDATORY;
+    } else {
+        *err = g_strdup_printf("invalid --inode-file-handles '%s' (never, "
+                               "prefer or mandatory)", v);
         return false;
     }
     return true;
@@ -408,6 +432,7 @@ enum {
     OPT_TRANSLATE_UID,
     OPT_TRANSLATE_GID,
     OPT_O,
+    OPT_INODE_FILE_HANDLES,
     OPT_FLAG_FIRST,
     OPT_XATTR = OPT_FLAG_FIRST,
     OPT_NO_XATTR,
@@ -486,6 +511,7 @@ static const struct {
     { "--no-announce-submounts", OPT_NO_ANNOUNCE_SUBMOUNTS },
     { "--no-readdirplus", OPT_NO_READDIRPLUS },
     { "--preserve-noatime", OPT_PRESERVE_NOATIME },
+    { "--inode-file-handles", OPT_INODE_FILE_HANDLES },
 };
 
 /* Options without a value; false if @id is not one of them */
@@ -651,6 +677,8 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return parse_sandbox(o, val, err);
     case OPT_SECCOMP:
         return parse_seccomp(o, val, err);
+    case OPT_INODE_FILE_HANDLES:
+        return parse_inode_fh(o, val, err);
     case OPT_LOG_LEVEL:
         return parse_log_level(o, val, err);
     case OPT_DAX_POLICY:

@@ -38,6 +38,13 @@ typedef enum VfsdDaxPolicy {
 
 #define VFSD_DAX_XATTR_NAME "user.virtiofsd.dax"
 
+/* --inode-file-handles: how the inodes the guest knows are held */
+typedef enum VfsdInodeFh {
+    VFSD_INODE_FH_NEVER,        /* O_PATH fds */
+    VFSD_INODE_FH_PREFER,       /* handles where the file system has them */
+    VFSD_INODE_FH_MANDATORY,    /* handles, or no start / failed lookup */
+} VfsdInodeFh;
+
 /* What the system call filter does with a call it does not allow */
 typedef enum VfsdSeccomp {
     VFSD_SECCOMP_KILL,          /* the kernel kills the process */
@@ -54,6 +61,7 @@ typedef struct VfsdOptions {
     VfsdCache cache;
     VfsdSandbox sandbox;
     VfsdSeccomp seccomp;
+    VfsdInodeFh inode_file_handles;
     bool xattr;
     bool flock;
     bool posix_lock;

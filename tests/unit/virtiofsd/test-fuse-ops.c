@@ -24,9 +24,22 @@
 
 #include "vfsd-test.h"
 
+/* Non-NULL data: the same test with inodes held by file handle */
+static const int by_handle = 1;
+
 static void setup(TestFs *t, gconstpointer data)
 {
+    VfsdOptions o;
+
     test_fs_setup(t, NULL);
+    if (data) {
+        o = t->opts;
+        test_fs_teardown(t);
+        /* mandatory: a test that would quietly run with fds fails */
+        o.inode_file_handles = VFSD_INODE_FH_MANDATORY;
+        test_fs_setup(t, &o);
+        g_assert_true(t->fs.use_handles);
+    }
     test_fs_init_session(t, FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS |
                          FUSE_DO_READDIRPLUS | FUSE_HANDLE_KILLPRIV_V2 |
                          FUSE_SETXATTR_EXT);
@@ -334,12 +347,16 @@ static void test_dirs_and_names(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
     g_assert_cmpint(faccessat(t->dir_fd, "d", F_OK, 0), !=, 0);
 
-    /* The removed directory's inode is stale now */
+    /*
+     * The removed directory's inode is stale now: mkdirat() in it gives
+     * ENOENT, and its handle no longer opens (ESTALE)
+     */
     r = test_req_new(FUSE_MKDIR, dir);
     test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
                  sizeof(struct fuse_mkdir_in));
     test_req_add_str(r, "x");
-    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==,
+                    data ? -ESTALE : -ENOENT);
 }
 
 static void test_attrs(TestFs *t, gconstpointer data)
@@ -1129,6 +1146,71 @@ static void test_forget(TestFs *t, gconstpointer data)
     test_req_add(r, &(struct fuse_getattr_in){ 0 },
                  sizeof(struct fuse_getattr_in));
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+}
+
+/*
+ * --inode-file-handles: the inodes the guest knows hold no fd once their
+ * requests are done, each request opens its inode from the handle, and a
+ * file deleted on the host gives the guest the host's ESTALE.
+ */
+static void test_handles(TestFs *t, gconstpointer data)
+{
+    struct fuse_attr_out out;
+    uint64_t ino[50], fh;
+    char name[16];
+    int before, opened, made, i;
+    TestReq *r;
+
+    before = g_atomic_int_get(&t->fs.fds_open);
+    made = g_atomic_int_get(&t->fs.handles_made);
+    for (i = 0; i < 50; i++) {
+        snprintf(name, sizeof(name), "f%d", i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0600, 0), ==, 0);
+        ino[i] = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    }
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.handles_made), ==, made + 50);
+
+    opened = g_atomic_int_get(&t->fs.handles_opened);
+    r = test_req_new(FUSE_GETATTR, ino[7]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.handles_opened), ==, opened + 1);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+
+    /* An open file keeps its inode's fd while it is open */
+    fh = test_open(t, ino[8], O_RDWR);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before + 2);
+    g_assert_cmpint(test_write(t, ino[8], fh, 0, "x", 1), ==, 1);
+    r = test_req_new(FUSE_RELEASE, ino[8]);
+    test_req_add(r, &(struct fuse_release_in){ .fh = fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+
+    g_assert_cmpint(unlinkat(t->dir_fd, "f9", 0), ==, 0);
+    r = test_req_new(FUSE_GETATTR, ino[9]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==,
+                    -ESTALE);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+}
+
+static void test_handles_startup(void)
+{
+    VfsdOptions o;
+    TestFs t;
+
+    /* prefer: handles as root, fds without CAP_DAC_READ_SEARCH */
+    test_fs_setup(&t, NULL);
+    o = t.opts;
+    test_fs_teardown(&t);
+    o.inode_file_handles = VFSD_INODE_FH_PREFER;
+    test_fs_setup(&t, &o);
+    g_assert_cmpint(t.fs.use_handles, ==, geteuid() == 0);
+    test_fs_teardown(&t);
 }
 
 static void test_readonly(void)
@@ -2320,6 +2402,10 @@ int main(int argc, char **argv)
 
 #define ADD(path, fn) \
     g_test_add("/virtiofsd/ops/" path, TestFs, NULL, setup, fn, teardown)
+/* The same, with --inode-file-handles=mandatory */
+#define ADD_FH(path, fn) \
+    g_test_add("/virtiofsd/ops/handles/" path, TestFs, &by_handle, setup, \
+               fn, teardown)
 
     ADD("create-write-read", test_create_write_read);
     ADD("create-trunc-existing", test_create_trunc_existing);
@@ -2340,6 +2426,26 @@ int main(int argc, char **argv)
     ADD("lost-reply", test_lost_reply);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
+    ADD_FH("fds-and-stale", test_handles);
+    ADD_FH("create-write-read", test_create_write_read);
+    ADD_FH("create-trunc-existing", test_create_trunc_existing);
+    ADD_FH("guest-credentials", test_guest_credentials);
+    ADD_FH("dirs-and-names", test_dirs_and_names);
+    ADD_FH("attrs", test_attrs);
+    ADD_FH("killpriv-v2", test_killpriv);
+    ADD_FH("readdir", test_readdir);
+    ADD_FH("statfs-access-syncfs", test_statfs_access_syncfs);
+    ADD_FH("xattr", test_xattr);
+    ADD_FH("xattr-symlink", test_xattr_symlink);
+    ADD_FH("fallocate-lseek-copy", test_fallocate_lseek_copy);
+    ADD_FH("locks", test_locks);
+    ADD_FH("tmpfile", test_tmpfile);
+    ADD_FH("errno/long-names", test_errno_long_names);
+    ADD_FH("errno/symlink-times", test_errno_symlink_times);
+    ADD_FH("errno/mknod-types", test_errno_mknod_types);
+    ADD_FH("errno/syncfs-special", test_errno_syncfs_special);
+    ADD_FH("errno/offsets", test_errno_offsets);
+    g_test_add_func("/virtiofsd/ops/handles/startup", test_handles_startup);
     ADD("errno/long-names", test_errno_long_names);
     ADD("errno/long-strings", test_errno_long_strings);
     ADD("errno/symlink-times", test_errno_symlink_times);

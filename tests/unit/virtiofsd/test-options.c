@@ -193,6 +193,9 @@ static void test_errors(void)
         { "--fd=3 --shared-dir=/x --translate-uid=map:0:100:10 "
           "--translate-uid=host:105:7:1", "host ids overlap" },
         { "--fd=3 --shared-dir=/x --no-readdirplus=1", "takes no value" },
+        { "--fd=3 --shared-dir=/x --inode-file-handles=always",
+          "invalid --inode-file-handles 'always' (never, prefer or "
+          "mandatory)" },
         { "--fd=3 --shared-dir=/x --seccomp=", "invalid seccomp" },
         /* Maps: the message names the option and says why */
         { "--fd=3 --shared-dir=/x --uid-map=0:1000:1", "invalid --uid-map "
@@ -536,6 +539,7 @@ static void test_rust_options(void)
     uint32_t id;
 
     g_assert_true(parse(&o, &err, "--socket-path=/tmp/s --shared-dir=/x"));
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_NEVER);
     g_assert_false(o.no_readdirplus);
     g_assert_false(o.preserve_noatime);
     g_assert_false(o.announce_submounts);
@@ -549,6 +553,7 @@ static void test_rust_options(void)
                         "-sys_ptrace"));
     g_assert_cmpstr(o.socket_path, ==, "/tmp/s");
     g_assert_true(o.no_readdirplus);
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_NEVER);
     g_assert_true(o.preserve_noatime);
     g_assert_false(o.announce_submounts);
     /* The last word on a capability wins */
@@ -556,6 +561,21 @@ static void test_rust_options(void)
     g_assert_cmphex(o.caps_drop, ==,
                     (1ULL << 0 /* CAP_CHOWN */) |
                     (1ULL << 19 /* CAP_SYS_PTRACE */));
+    vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--inode-file-handles=prefer"));
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_PREFER);
+    vfsd_options_free(&o);
+    /* The Rust daemon's older name for prefer */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--inode-file-handles=fallback "
+                        "--inode-file-handles mandatory"));
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_MANDATORY);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--inode-file-handles=fallback"));
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_PREFER);
     vfsd_options_free(&o);
 
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x -o "

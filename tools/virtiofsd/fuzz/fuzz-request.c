@@ -756,6 +756,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opts.dax_policy = policies[(cfg >> 4) & 3];
     opts.dax_min_size = 1024 * 1024;
     opts.sandbox = VFSD_SANDBOX_NONE;
+    /*
+     * Inodes by file handle in half the inputs (cache=auto and always),
+     * where the privileges allow it
+     */
+    opts.inode_file_handles = (cfg & 2) ? VFSD_INODE_FH_PREFER :
+                              VFSD_INODE_FH_NEVER;
     opts.xattr = true;
     opts.flock = true;
     opts.posix_lock = true;
