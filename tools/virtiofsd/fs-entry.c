@@ -243,6 +243,59 @@ typedef enum VfsdNodeKind {
     VFSD_NODE_SYMLINK,
 } VfsdNodeKind;
 
+static int make_one(VfsdInode *dir, const char *name, VfsdNodeKind kind,
+                    mode_t mode, dev_t rdev, const char *link_target)
+{
+    switch (kind) {
+    case VFSD_NODE_SYMLINK:
+        return symlinkat(link_target, dir->fd, name);
+    case VFSD_NODE_MKDIR:
+        return mkdirat(dir->fd, name, mode & 07777);
+    default:
+        return mknodat(dir->fd, name, mode, rdev);
+    }
+}
+
+/*
+ * With a security label, the node is made under a name of ours, labelled,
+ * then renamed to its own name without replacing what may be there: no
+ * one sees it unlabelled under its name, and on any error it is removed.
+ * Sets errno like the calls it makes.
+ */
+static int make_labelled(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
+                         const char *name, VfsdNodeKind kind, mode_t mode,
+                         dev_t rdev, const char *link_target)
+{
+    g_autofree char *tmp = NULL;
+    unsigned int attempt = 0;
+    int fd, ret, err;
+
+    do {
+        g_free(tmp);
+        tmp = vfsd_xattr_label_tmp_name(attempt);
+        ret = make_one(dir, tmp, kind, mode, rdev, link_target);
+    } while (ret < 0 && errno == EEXIST && ++attempt < 8);
+    if (ret < 0) {
+        return -1;
+    }
+    fd = openat(dir->fd, tmp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    ret = fd < 0 ? -errno : vfsd_xattr_set_label(fs, ctx, fd);
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (ret == 0 && renameat2(dir->fd, tmp, dir->fd, name,
+                              RENAME_NOREPLACE) < 0) {
+        ret = -errno;
+    }
+    if (ret < 0) {
+        err = -ret;
+        unlinkat(dir->fd, tmp, kind == VFSD_NODE_MKDIR ? AT_REMOVEDIR : 0);
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
 static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                      const char *name, VfsdNodeKind kind, mode_t mode,
                      dev_t rdev, mode_t umask, const char *link_target,
@@ -269,16 +322,11 @@ static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (kind != VFSD_NODE_SYMLINK) {
         masked = vfsd_umask_enter(fs, &mode, umask);
     }
-    switch (kind) {
-    case VFSD_NODE_SYMLINK:
-        ret = symlinkat(link_target, dir->fd, name);
-        break;
-    case VFSD_NODE_MKDIR:
-        ret = mkdirat(dir->fd, name, mode & 07777);
-        break;
-    default:
-        ret = mknodat(dir->fd, name, mode, rdev);
-        break;
+    if (ctx->label_name) {
+        ret = make_labelled(fs, ctx, dir, name, kind, mode, rdev,
+                            link_target);
+    } else {
+        ret = make_one(dir, name, kind, mode, rdev, link_target);
     }
     ret = ret < 0 ? -errno : 0;
     vfsd_umask_leave(fs, masked);

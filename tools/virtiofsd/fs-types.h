@@ -114,6 +114,14 @@ typedef struct VfsdCtx {
      * parent directory's group when the caller is in it, else VFSD_NO_ID
      */
     gid_t supp_gid;
+    /*
+     * A creation's security label (FUSE_SECURITY_CTX, --security-label):
+     * the extended attribute the guest names, to be on the new file from
+     * the moment it has its name.  NULL: none.
+     */
+    const char *label_name;
+    const void *label;
+    uint32_t label_size;
 } VfsdCtx;
 
 struct VfsdFs {

@@ -187,6 +187,35 @@ int vfsd_xattr_drop_capability(VfsdFs *fs, VfsdInode *inode, int fd)
     return 0;
 }
 
+int vfsd_xattr_set_label(VfsdFs *fs, const VfsdCtx *ctx, int fd)
+{
+    char host[VFSD_XATTR_NAME_MAX + 1];
+    const char *host_name;
+    char procname[32];
+    int ret;
+
+    host_name = map_name(fs, VFSD_XATTR_OP_SET, ctx->label_name, host, &ret);
+    if (!host_name) {
+        return ret;
+    }
+    /* By name, so that an O_PATH fd (a symlink, a device) will do */
+    snprintf(procname, sizeof(procname), "%d", fd);
+    if (setxattr(procname, host_name, ctx->label, ctx->label_size,
+                 XATTR_CREATE) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+char *vfsd_xattr_label_tmp_name(unsigned int attempt)
+{
+    static gint next;
+
+    return g_strdup_printf(".virtiofsd-label.%d.%u.%u", (int)getpid(),
+                           (unsigned int)g_atomic_int_add(&next, 1),
+                           attempt);
+}
+
 int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                      const void *value, size_t size, uint32_t flags,
                      uint32_t setxattr_flags)

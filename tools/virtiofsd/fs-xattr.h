@@ -30,4 +30,16 @@ int vfsd_op_removexattr(VfsdFs *fs, uint64_t nodeid, const char *name);
  */
 int vfsd_xattr_drop_capability(VfsdFs *fs, VfsdInode *inode, int fd);
 
+/*
+ * Sets the creation's security label (@ctx->label_name, through
+ * --xattrmap) on @fd, a new file not yet under its name.  0 or -errno.
+ */
+int vfsd_xattr_set_label(VfsdFs *fs, const VfsdCtx *ctx, int fd);
+
+/*
+ * A name to make a labelled file under before it gets its own: unique
+ * in the daemon, @attempt makes another one.  To be g_free'd.
+ */
+char *vfsd_xattr_label_tmp_name(unsigned int attempt);
+
 #endif /* VIRTIOFSD_FS_XATTR_H */

@@ -55,8 +55,14 @@ void vfsd_options_usage(const char *prog)
            "  --xattrmap=RULES          translate extended attribute names\n"
            "                            (e.g. :map::user.virtiofs.:); turns\n"
            "                            --xattr on\n"
-           "  --posix-acl               POSIX ACLs, enforced by the guest\n"
-           "                            (needs --xattr)\n"
+           "  --posix-acl[=never|auto|always]  POSIX ACLs, enforced by the\n"
+           "                            guest; turns --xattr on (never;\n"
+           "                            bare: always, the guest must have\n"
+           "                            them; auto: if it has)\n"
+           "  --security-label[=never|auto|always]  store the security\n"
+           "                            label the guest sends with each\n"
+           "                            creation on the new file; turns\n"
+           "                            --xattr on (never; bare: always)\n"
            "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
            "  --writeback               guest writeback cache\n"
            "  --announce-submounts      tell the guest about submounts\n"
@@ -223,6 +229,24 @@ static bool parse_seccomp(VfsdOptions *o, const char *v, char **err)
     return true;
 }
 
+/* --posix-acl and --security-label: [=never|auto|always] */
+static bool parse_negotiation(const char *opt, const char *v,
+                              VfsdNegotiation *n, char **err)
+{
+    if (!strcmp(v, "never")) {
+        *n = VFSD_NEGOTIATE_NEVER;
+    } else if (!strcmp(v, "auto")) {
+        *n = VFSD_NEGOTIATE_AUTO;
+    } else if (!strcmp(v, "always")) {
+        *n = VFSD_NEGOTIATE_ALWAYS;
+    } else {
+        *err = g_strdup_printf("invalid %s '%s' (never, auto or always)",
+                               opt, v);
+        return false;
+    }
+    return true;
+}
+
 static bool parse_inode_fh(VfsdOptions *o, const char *v, char **err)
 {
     if (!strcmp(v, "never")) {
@@ -364,6 +388,9 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
           false },
         { "posix_acl", offsetof(VfsdOptions, posix_acl), true },
         { "no_posix_acl", offsetof(VfsdOptions, posix_acl), false },
+        { "security_label", offsetof(VfsdOptions, security_label_on), true },
+        { "no_security_label", offsetof(VfsdOptions, security_label_on),
+          false },
         { "watch_truncate", offsetof(VfsdOptions, watch_truncate), true },
         { "readdirplus", offsetof(VfsdOptions, no_readdirplus), false },
         { "no_readdirplus", offsetof(VfsdOptions, no_readdirplus), true },
@@ -433,6 +460,9 @@ enum {
     OPT_TRANSLATE_GID,
     OPT_O,
     OPT_INODE_FILE_HANDLES,
+    /* [=VALUE] only, as the Rust daemon has them: bare, they mean always */
+    OPT_SECURITY_LABEL,
+    OPT_POSIX_ACL,
     OPT_FLAG_FIRST,
     OPT_XATTR = OPT_FLAG_FIRST,
     OPT_NO_XATTR,
@@ -449,7 +479,6 @@ enum {
     OPT_DEBUG,
     OPT_HELP,
     OPT_VERSION,
-    OPT_POSIX_ACL,
     OPT_ALLOW_MMAP,
     OPT_ALLOW_DIRECT_IO,
     OPT_WATCH_TRUNCATE,
@@ -512,6 +541,7 @@ static const struct {
     { "--no-readdirplus", OPT_NO_READDIRPLUS },
     { "--preserve-noatime", OPT_PRESERVE_NOATIME },
     { "--inode-file-handles", OPT_INODE_FILE_HANDLES },
+    { "--security-label", OPT_SECURITY_LABEL },
 };
 
 /* Options without a value; false if @id is not one of them */
@@ -562,9 +592,6 @@ static bool apply_flag(VfsdOptions *o, int id)
         return true;
     case OPT_VERSION:
         o->version = true;
-        return true;
-    case OPT_POSIX_ACL:
-        o->posix_acl = true;
         return true;
     case OPT_ALLOW_MMAP:
         o->allow_mmap = true;
@@ -679,6 +706,20 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return parse_seccomp(o, val, err);
     case OPT_INODE_FILE_HANDLES:
         return parse_inode_fh(o, val, err);
+    case OPT_SECURITY_LABEL:
+        o->security_label_on = false;
+        return parse_negotiation("--security-label", val, &o->security_label,
+                                 err);
+    case OPT_POSIX_ACL: {
+        VfsdNegotiation n;
+
+        if (!parse_negotiation("--posix-acl", val, &n, err)) {
+            return false;
+        }
+        o->posix_acl = n != VFSD_NEGOTIATE_NEVER;
+        o->posix_acl_always = n == VFSD_NEGOTIATE_ALWAYS;
+        return true;
+    }
     case OPT_LOG_LEVEL:
         return parse_log_level(o, val, err);
     case OPT_DAX_POLICY:
@@ -772,7 +813,10 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
             *err = g_strdup_printf("unknown option '%s' (see --help)", arg);
             return false;
         }
-        if (id >= OPT_FLAG_FIRST) {
+        if (id == OPT_SECURITY_LABEL || id == OPT_POSIX_ACL) {
+            /* Never the next argument: "--posix-acl --xattr" is two */
+            val = eq ? eq + 1 : "always";
+        } else if (id >= OPT_FLAG_FIRST) {
             if (eq) {
                 *err = g_strdup_printf("option '%.*s' takes no value",
                                        (int)len, arg);
@@ -812,9 +856,25 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     if (o->xattrmap) {
         o->xattr = true;
     }
-    /* ACLs travel as extended attributes */
-    if (o->posix_acl && !o->xattr) {
-        *err = g_strdup("--posix-acl needs --xattr");
+    /* -o security_label is the Rust daemon's always */
+    if (o->security_label_on) {
+        o->security_label = VFSD_NEGOTIATE_ALWAYS;
+    }
+    /*
+     * ACLs and labels travel as extended attributes: as with the Rust
+     * daemon, they turn them on
+     */
+    if (o->posix_acl || o->security_label != VFSD_NEGOTIATE_NEVER) {
+        o->xattr = true;
+    }
+    /* As the Rust daemon: handles cannot be opened without it */
+    if (o->inode_file_handles != VFSD_INODE_FH_NEVER &&
+        (o->caps_drop & (1ULL << CAP_DAC_READ_SEARCH))) {
+        *err = g_strdup_printf("--modcaps cannot drop dac_read_search with "
+                               "--inode-file-handles=%s: file handles need "
+                               "it", o->inode_file_handles ==
+                               VFSD_INODE_FH_PREFER ? "prefer" :
+                               "mandatory");
         return false;
     }
     return true;

@@ -45,6 +45,13 @@ typedef enum VfsdInodeFh {
     VFSD_INODE_FH_MANDATORY,    /* handles, or no start / failed lookup */
 } VfsdInodeFh;
 
+/* A FUSE feature the guest may or may not offer: --security-label */
+typedef enum VfsdNegotiation {
+    VFSD_NEGOTIATE_NEVER,       /* not offered */
+    VFSD_NEGOTIATE_AUTO,        /* used if the guest has it */
+    VFSD_NEGOTIATE_ALWAYS,      /* INIT fails without it */
+} VfsdNegotiation;
+
 /* What the system call filter does with a call it does not allow */
 typedef enum VfsdSeccomp {
     VFSD_SECCOMP_KILL,          /* the kernel kills the process */
@@ -79,7 +86,10 @@ typedef struct VfsdOptions {
     bool killpriv_v2;
     bool allow_mmap;
     bool allow_direct_io;       /* honour the guest's O_DIRECT */
-    bool posix_acl;             /* FUSE_POSIX_ACL; needs xattr */
+    bool posix_acl;             /* FUSE_POSIX_ACL; turns xattr on */
+    bool posix_acl_always;      /* --posix-acl=always: INIT fails without */
+    VfsdNegotiation security_label;     /* FUSE_SECURITY_CTX */
+    bool security_label_on;     /* -o security_label: always */
     VfsdXattrMap *xattrmap;     /* name translation; NULL: none */
     VfsdIdMap uid_map;          /* guest <-> host ids; empty: identity */
     VfsdIdMap gid_map;
