@@ -25,10 +25,16 @@
 /* A range kept longer than this holds a file the guest is done with */
 #define VFSD_MAX_DAX_UNMAP_DELAY 60000
 
+/*
+ * As the Rust daemon's: the negotiation modes tell libvirt that
+ * --posix-acl and --security-label take =never|auto|always
+ */
 static const char capabilities[] =
     "{\n"
     "  \"type\": \"fs\",\n"
     "  \"features\": [\n"
+    "    \"posix-acl-negotiation-mode\",\n"
+    "    \"security-label-negotiation-mode\",\n"
     "    \"separate-options\"\n"
     "  ]\n"
     "}\n";
@@ -113,7 +119,8 @@ void vfsd_options_usage(const char *prog)
            "                            squash-guest:G:H:N, squash-host:H:G:N,\n"
            "                            forbid-guest:G:N; other ids pass\n"
            "  --thread-pool-size=N      worker threads per queue (0: none)\n"
-           "  --rlimit-nofile=N         raise RLIMIT_NOFILE to N\n"
+           "  --rlimit-nofile=N         set RLIMIT_NOFILE to N (default: its\n"
+           "                            hard limit; 0: leave it as it is)\n"
            "  --log-level=error|warn|info|debug    (info)\n"
            "  --syslog                  log to syslog\n"
            "  --print-capabilities      print what libvirt needs to know\n"
@@ -655,11 +662,13 @@ static bool apply_number(VfsdOptions *o, int id, const char *val, char **err)
         o->thread_pool_size = n;
         return true;
     case OPT_RLIMIT_NOFILE:
-        if (!parse_u64(val, &n, INT_MAX) || n == 0) {
+        if (!parse_u64(val, &n, INT_MAX)) {
             *err = g_strdup_printf("invalid file limit '%s'", val);
             return false;
         }
+        /* 0: the limit stays as it is, as with the Rust daemon */
         o->rlimit_nofile = n;
+        o->rlimit_keep = n == 0;
         return true;
     case OPT_DAX_UNMAP_DELAY:
         if (!parse_u64(val, &n, VFSD_MAX_DAX_UNMAP_DELAY)) {

@@ -94,7 +94,8 @@ typedef struct VfsdOptions {
     VfsdIdMap uid_map;          /* guest <-> host ids; empty: identity */
     VfsdIdMap gid_map;
     unsigned int thread_pool_size;
-    uint64_t rlimit_nofile;     /* 0: leave the limit alone */
+    uint64_t rlimit_nofile;     /* 0: raise it to the hard limit */
+    bool rlimit_keep;           /* --rlimit-nofile=0: leave it alone */
     VfsdLogLevel log_level;
     bool syslog;
     VfsdDaxPolicy dax_policy;

@@ -432,6 +432,8 @@ static void test_capabilities(void)
     g_assert_true(o.print_capabilities);
     g_assert_nonnull(strstr(caps, "\"type\": \"fs\""));
     g_assert_nonnull(strstr(caps, "\"separate-options\""));
+    g_assert_nonnull(strstr(caps, "\"posix-acl-negotiation-mode\""));
+    g_assert_nonnull(strstr(caps, "\"security-label-negotiation-mode\""));
     /* We do not migrate */
     g_assert_null(strstr(caps, "migrate"));
     vfsd_options_free(&o);
@@ -600,6 +602,15 @@ static void test_rust_options(void)
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
                         "--inode-file-handles=prefer"));
     g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_PREFER);
+    vfsd_options_free(&o);
+    /* 0 leaves the fd limit as it is */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--rlimit-nofile=0"));
+    g_assert_true(o.rlimit_keep);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--rlimit-nofile=100"));
+    g_assert_true(!o.rlimit_keep && o.rlimit_nofile == 100);
     vfsd_options_free(&o);
     /* The Rust daemon's older name for prefer */
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
