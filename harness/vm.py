@@ -286,6 +286,7 @@ def run_guest(args, sink=None):
     os.makedirs(logdir, exist_ok=True)
     daemon = qemu_proc = None
     daemon_kind = None
+    extras = []
     try:
         if args.script:
             with open(args.script) as f:
@@ -394,6 +395,26 @@ def run_guest(args, sink=None):
         if args.p9:
             qcmd += ["-fsdev", f"local,id=p9,path={args.p9},security_model=none",
                      "-device", "virtio-9p-pci,fsdev=p9,mount_tag=p9"]
+        # More shares, each served by one of our daemons started with the
+        # given arguments as they are (the test names its shared
+        # directory, and the socket as @SOCK@), for tests of many
+        # command lines in one boot.
+        for i, spec in enumerate(args.extra_daemon):
+            tag, _, dargs = spec.partition("=")
+            xsock = os.path.join(tmp, f"extra{i}.sock")
+            xlog = os.path.join(logdir, f"virtiofsd-{tag}.log")
+            xcmd = [args.daemon_binary or OUR_VIRTIOFSD] + \
+                [a.replace("@SOCK@", xsock) for a in shlex.split(dargs)]
+            if not args.quiet:
+                log(f"daemon {tag}: " + " ".join(shlex.quote(c) for c in xcmd))
+            xproc = subprocess.Popen(xcmd, stdout=open(xlog, "w"),
+                                     stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+            extras.append(xproc)
+            wait_for_socket(xsock, xproc, 15, f"virtiofsd for {tag}", xlog)
+            qcmd += ["-chardev", f"socket,id=x{i},path={xsock}", "-device",
+                     f"vhost-user-fs-pci,chardev=x{i},tag={tag}"]
         qcmd += shlex.split(args.qemu_args)
 
         qlog = os.path.join(logdir, "qemu.log")
@@ -478,6 +499,13 @@ def run_guest(args, sink=None):
                         "running" if daemon.poll() is None
                         else str(daemon.returncode))
         stop(daemon)
+        for x in extras:
+            # They log what they did when the front-end goes away
+            try:
+                x.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+            stop(x)
         if daemon is not None and ours_log:
             # Its last words (what it did, at exit) for the wrapper to judge
             with open(dlog) as f, open(ours_log, "a") as out:
@@ -507,6 +535,10 @@ def build_parser():
                         "(default: ours when built, else rust)")
     p.add_argument("--daemon-binary", help="binary for --daemon ours/rust")
     p.add_argument("--daemon-args", default="", help="extra daemon options")
+    p.add_argument("--extra-daemon", action="append", default=[],
+                   metavar="TAG=ARGS",
+                   help="another share, tag TAG, served by our virtiofsd "
+                        "started with ARGS (@SOCK@: its socket); repeatable")
     p.add_argument("--shared", help="host directory to share (default: a "
                    "fresh empty one)")
     p.add_argument("--tag", default="vfs")

@@ -258,6 +258,10 @@ SUITES = [
     # to where they were and stay under --rlimit-nofile's bound.
     guest("guest: our virtiofsd under a FORGET flood", "forget-flood.sh",
           timeout=900),
+    # The Rust virtiofsd's command-line forms (libvirt's, kata's, a
+    # user's), a daemon each, all seen from one guest
+    guest("guest: our virtiofsd started with the Rust virtiofsd's options",
+          "rust-options.sh", timeout=600),
     # --inode-file-handles: the suites that touch inodes, with the daemon
     # holding them by handle (shorter under TCG where they are long)
     guest_fh("guest: virtio-fs smoke, inodes by file handle", "smoke.sh",

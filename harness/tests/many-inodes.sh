@@ -17,7 +17,13 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/harness/tests/lib.sh"
-mode=${1:?usage: $0 fds|handles [vm.py args...]}
+# mk/check.py puts --timeout N first
+vm_timeout=3000
+if [ "${1:-}" = --timeout ]; then
+    vm_timeout=$2
+    shift 2
+fi
+mode=${1:?usage: $0 [--timeout N] fds|handles [vm.py args...]}
 shift
 FILES=${FILES:-200000}
 NOFILE=${NOFILE:-20000}
@@ -74,7 +80,7 @@ rc=0
 python3 "$top/harness/vm.py" --quiet --shared "$work/shared" \
     --state-dir "$work/state" --daemon ours --mem 2G \
     --daemon-args="--rlimit-nofile=$NOFILE $opt" --daemon-must-live \
-    --timeout 3000 "$@" "$work/guest.sh" > "$work/out" || rc=$?
+    --timeout "$vm_timeout" "$@" "$work/guest.sh" > "$work/out" || rc=$?
 kill $sampler 2>/dev/null || true
 sampler=
 line=$(grep '^RESULT' "$work/out" || true)

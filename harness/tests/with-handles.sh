@@ -8,7 +8,13 @@
 # both above zero.  The test's own verdict stands as it is.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-[ $# -ge 1 ] || { echo "usage: $0 TEST.sh [ARGS...]" >&2; exit 2; }
+# mk/check.py puts --timeout N first: it goes to the test
+pre=()
+if [ "${1:-}" = --timeout ]; then
+    pre=("$1" "$2")
+    shift 2
+fi
+[ $# -ge 1 ] || { echo "usage: $0 [--timeout N] TEST.sh [ARGS...]" >&2; exit 2; }
 test=$1
 shift
 log=$(mktemp /tmp/vfsdax-handles.XXXXXX)
@@ -16,7 +22,7 @@ trap 'rm -f "$log"' EXIT
 export VFSD_OURS_ARGS="--inode-file-handles=mandatory"
 export VFSD_OURS_LOG=$log
 rc=0
-"$top/harness/tests/$test" "$@" || rc=$?
+"$top/harness/tests/$test" "${pre[@]}" "$@" || rc=$?
 
 starts=$(grep -c "inodes are held by file handles" "$log" || true)
 used=$(grep -cE "file handles: [1-9][0-9]* inodes held by handle, [1-9][0-9]* opened" "$log" || true)

@@ -241,12 +241,14 @@ static struct file_handle *handle_of(int fd, int *mnt_id)
 {
     g_autofree struct file_handle *fh = g_malloc(sizeof(*fh) +
                                                  MAX_HANDLE_SZ);
+    size_t size;
 
     fh->handle_bytes = MAX_HANDLE_SZ;
     if (name_to_handle_at(fd, "", fh, mnt_id, AT_EMPTY_PATH) < 0) {
         return NULL;
     }
-    return g_realloc(g_steal_pointer(&fh), sizeof(*fh) + fh->handle_bytes);
+    size = sizeof(*fh) + fh->handle_bytes;
+    return g_realloc(g_steal_pointer(&fh), size);
 }
 
 /*
