@@ -9,12 +9,15 @@
 #include <cap-ng.h>
 #include <errno.h>
 #include <grp.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "creds.h"
 #include "log.h"
+#include "xattrmap.h"
 
 /*
  * Files created for the guest must never pick up a supplementary group of
@@ -126,6 +129,87 @@ void vfsd_restore_fsetid(bool dropped)
 }
 
 /*
+ * With the guest's security.capability stored under another name, the
+ * host kernel no longer drops it where it drops the real one (a write,
+ * a truncation, a change of owner of a regular file), and a guest user
+ * could change a file that keeps its capabilities (CVE-2021-20263).  So
+ * the daemon drops it there, as the Rust daemon does, and before every
+ * setxattr as it does too.  @fd is open on the file, or -1 to reach it
+ * through the O_PATH fd of @inode; with no @inode, @fd is a regular file.
+ *
+ * It sits here, next to vfsd_drop_fsetid(), the other privilege a write
+ * takes away, so that fs-entry.c, fs-file.c and fs-xattr.c all reach it
+ * below them rather than one operation file calling into another.
+ */
+int vfsd_drop_mapped_capability(VfsdFs *fs, VfsdInode *inode, int fd)
+{
+    const char *cap;
+    char procname[32];
+    int ret;
+
+    if (!fs->opts->xattrmap || (inode && inode->type != S_IFREG)) {
+        return 0;
+    }
+    cap = vfsd_xattrmap_capability_name(fs->opts->xattrmap);
+    if (!cap) {
+        return 0;
+    }
+    if (fd >= 0) {
+        ret = fremovexattr(fd, cap);
+    } else {
+        snprintf(procname, sizeof(procname), "%d", inode->fd);
+        ret = removexattr(procname, cap);
+    }
+    if (ret < 0 && errno != ENODATA && errno != ENOTSUP) {
+        return -errno;
+    }
+    return 0;
+}
+
+/*
+ * A creation's security label, like the capability above, is reached by
+ * fs-entry.c and fs-file.c from here, below them.
+ */
+int vfsd_creds_set_label(VfsdFs *fs, const VfsdCtx *ctx, int fd)
+{
+    char host[VFSD_XATTR_NAME_MAX + 1];
+    const char *name = ctx->label_name;
+    char procname[32];
+    unsigned int unmatched;
+    int ret;
+
+    if (fs->opts->xattrmap) {
+        unmatched = vfsd_xattrmap_unmatched(fs->opts->xattrmap);
+        ret = vfsd_xattrmap_to_host(fs->opts->xattrmap, VFSD_XATTR_OP_SET,
+                                    name, host);
+        if (vfsd_xattrmap_unmatched(fs->opts->xattrmap) != unmatched) {
+            vfsd_guest_error("--xattrmap: no rule matches the security "
+                             "label's name '%s'", name);
+        }
+        if (ret) {
+            return ret;
+        }
+        name = host;
+    }
+    /* By name, so that an O_PATH fd (a symlink, a device) will do */
+    snprintf(procname, sizeof(procname), "%d", fd);
+    if (setxattr(procname, name, ctx->label, ctx->label_size,
+                 XATTR_CREATE) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+char *vfsd_creds_label_tmp_name(unsigned int attempt)
+{
+    static gint next;
+
+    return g_strdup_printf(".virtiofsd-label.%d.%u.%u", (int)getpid(),
+                           (unsigned int)g_atomic_int_add(&next, 1),
+                           attempt);
+}
+
+/*
  * Who applies the guest's umask to a new file.  Normally the guest did
  * already (the daemon runs with umask 0), and masking again is harmless.
  * With FUSE_DONT_MASK (negotiated with --posix-acl) the guest sends the
@@ -137,7 +221,7 @@ void vfsd_restore_fsetid(bool dropped)
  */
 bool vfsd_umask_enter(VfsdFs *fs, mode_t *mode, mode_t umask_bits)
 {
-    if (!(fs->conn_flags & FUSE_DONT_MASK)) {
+    if (!(fs->conn.flags & FUSE_DONT_MASK)) {
         *mode &= ~(umask_bits & 07777);
         return false;
     }

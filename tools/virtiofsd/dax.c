@@ -336,7 +336,7 @@ bool vfsd_dax_wanted(VfsdFs *fs, VfsdInode *inode, const struct statx *stx)
 {
     char procname[32];
 
-    if (!(fs->conn_flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
+    if (!(fs->conn.flags & FUSE_HAS_INODE_DAX) || !S_ISREG(stx->stx_mode)) {
         return false;
     }
     if (!vfsd_dax_size_mappable(fs, stx->stx_size)) {
@@ -592,16 +592,18 @@ static bool dax_range_ok(uint64_t off, uint64_t len)
            off + len > off;
 }
 
+/* What a SETUPMAPPING asks: @len bytes of the file at @foffset */
+typedef struct VfsdDaxSetup {
+    uint64_t foffset;
+    uint64_t len;
+    uint64_t moffset;
+} VfsdDaxSetup;
+
 /* The request's own checks, before any inode or fd is taken */
-static int setup_check(VfsdFs *fs, const struct fuse_setupmapping_in *in)
+static int setup_check(VfsdFs *fs, const VfsdDaxSetup *in)
 {
     if (!vfsd_dax_available(fs)) {
         return -EOPNOTSUPP;
-    }
-    if (in->flags & ~(FUSE_SETUPMAPPING_FLAG_WRITE |
-                      FUSE_SETUPMAPPING_FLAG_READ)) {
-        vfsd_guest_error("SETUPMAPPING: unknown flags 0x%" PRIx64, in->flags);
-        return -EINVAL;
     }
     if (!dax_range_ok(in->moffset, in->len) ||
         !dax_range_ok(in->foffset, in->len) ||
@@ -653,7 +655,7 @@ static int setup_open(VfsdFs *fs, VfsdInode *inode, bool *writable,
  * mapping, else 0.  Lock held.
  */
 static int setup_sort_overlap(VfsdDax *dax, VfsdInode *inode,
-                              const struct fuse_setupmapping_in *in,
+                              const VfsdDaxSetup *in,
                               uint64_t keep, bool writable, GPtrArray *old,
                               GPtrArray *stale)
 {
@@ -732,7 +734,7 @@ static int setup_clear(VfsdDax *dax, GPtrArray *old, GPtrArray *stale,
  * past the end of file" above).  The rest keeps the window's zeros until
  * the file grows.  Lock held.
  */
-static int setup_map(VfsdFs *fs, const struct fuse_setupmapping_in *in,
+static int setup_map(VfsdFs *fs, const VfsdDaxSetup *in,
                      uint64_t keep, uint64_t flags, int fd)
 {
     VfsdDax *dax = fs->dax;
@@ -758,7 +760,7 @@ static int setup_map(VfsdFs *fs, const struct fuse_setupmapping_in *in,
 
 /* Records the new mapping, and forgets those it replaced.  Lock held. */
 static void setup_record(VfsdFs *fs, VfsdInode *inode,
-                         const struct fuse_setupmapping_in *in,
+                         const VfsdDaxSetup *in,
                          uint64_t keep, bool writable, uint64_t flags,
                          GPtrArray *old, uint64_t size)
 {
@@ -792,7 +794,7 @@ static void setup_record(VfsdFs *fs, VfsdInode *inode,
 
 /* The part of SETUPMAPPING done under the window's lock */
 static int setup_locked(VfsdFs *fs, VfsdInode *inode,
-                        const struct fuse_setupmapping_in *in, int fd,
+                        const VfsdDaxSetup *in, int fd,
                         bool writable, uint64_t flags)
 {
     VfsdDax *dax = fs->dax;
@@ -836,12 +838,15 @@ static int setup_locked(VfsdFs *fs, VfsdInode *inode,
     return ret;
 }
 
-int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
-                         const struct fuse_setupmapping_in *in)
+int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid, uint64_t foffset,
+                         uint64_t len, uint64_t moffset, bool writable)
 {
     VfsdDax *dax = fs->dax;
     g_autoptr(VfsdInode) inode = NULL;
-    bool writable = in->flags & FUSE_SETUPMAPPING_FLAG_WRITE;
+    const VfsdDaxSetup req = {
+        .foffset = foffset, .len = len, .moffset = moffset,
+    };
+    const VfsdDaxSetup *in = &req;
     uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
     int fd, ret;
 
@@ -882,17 +887,16 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
 
 static int cmp_removemapping(const void *a, const void *b)
 {
-    const struct fuse_removemapping_one *x = a, *y = b;
+    const VfsdDaxRange *x = a, *y = b;
 
     return x->moffset < y->moffset ? -1 : x->moffset > y->moffset;
 }
 
-int vfsd_op_removemapping(VfsdFs *fs,
-                          const struct fuse_removemapping_one *ranges,
+int vfsd_op_removemapping(VfsdFs *fs, const VfsdDaxRange *ranges,
                           uint32_t count)
 {
     VfsdDax *dax = fs->dax;
-    g_autofree struct fuse_removemapping_one *r = NULL;
+    g_autofree VfsdDaxRange *r = NULL;
     g_autoptr(GPtrArray) doomed = g_ptr_array_new();
     uint32_t i, n = 0;
     int64_t start;

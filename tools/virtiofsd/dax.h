@@ -66,15 +66,19 @@ bool vfsd_dax_size_mappable(VfsdFs *fs, uint64_t size);
 void vfsd_dax_free(VfsdDax *dax);
 /*
  * The policy (--dax-policy): whether the guest is to map @inode, whose
- * attributes are @stx, through the window (FUSE_ATTR_DAX).
+ * attributes are @stx, through the window (VfsdAttr.dax).
  */
 bool vfsd_dax_wanted(VfsdFs *fs, VfsdInode *inode, const struct statx *stx);
 bool vfsd_dax_available(VfsdFs *fs);
 
-int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid,
-                         const struct fuse_setupmapping_in *in);
-int vfsd_op_removemapping(VfsdFs *fs,
-                          const struct fuse_removemapping_one *ranges,
+/*
+ * SETUPMAPPING: @len bytes of @nodeid's file from @foffset at @moffset
+ * of the window, writable or not; the guest sends no file handle that
+ * could be used (see setup_open()).  REMOVEMAPPING: @count ranges.
+ */
+int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid, uint64_t foffset,
+                         uint64_t len, uint64_t moffset, bool writable);
+int vfsd_op_removemapping(VfsdFs *fs, const VfsdDaxRange *ranges,
                           uint32_t count);
 
 /* FUSE_DESTROY: unmaps everything */

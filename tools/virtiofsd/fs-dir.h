@@ -13,15 +13,15 @@
 
 /* They return 0 or a byte count on success, a negative errno on failure */
 int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
-                    struct fuse_open_out *out);
+                    VfsdOpened *out);
 /*
- * Appends the entries from @offset to @reply, at most @size and @room
- * bytes.  READDIRPLUS entries carry lookups, which the guest owns once it
- * has the reply: if the reply cannot reach it, they go back with
- * vfsd_readdirplus_unlookup().
+ * Hands @sink the entries from @offset on, until it has no room; @max is
+ * about what it takes, and sizes what is read from the host at a time.
+ * READDIRPLUS entries carry lookups, which the guest owns once it has
+ * the reply: if the reply cannot reach it, the caller gives them back
+ * (vfsd_inode_forget()).
  */
-int vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset,
-                    uint32_t size, size_t room, bool plus, GByteArray *reply);
-void vfsd_readdirplus_unlookup(VfsdFs *fs, const GByteArray *reply);
+int vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset, size_t max,
+                    bool plus, const VfsdDirSink *sink);
 
 #endif /* VIRTIOFSD_FS_DIR_H */

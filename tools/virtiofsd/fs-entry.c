@@ -20,12 +20,11 @@
 #include "dax.h"
 #include "fd.h"
 #include "fs.h"
-#include "fs-xattr.h"
 #include "inode.h"
 #include "log.h"
 
 int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
-                   struct fuse_entry_out *e)
+                   VfsdEntry *e)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     int ret;
@@ -40,14 +39,14 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
     if (ret == -ENOENT && fs->entry_timeout > 0) {
         /* nodeid 0 with a timeout: the guest caches the negative entry */
         memset(e, 0, sizeof(*e));
-        vfsd_set_timeout(fs->entry_timeout, &e->entry_valid,
-                         &e->entry_valid_nsec);
+        e->entry_timeout = fs->entry_timeout;
         return 0;
     }
     return ret;
 }
 
-int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, struct fuse_attr_out *out)
+int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, VfsdAttr *attr,
+                    double *timeout)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
     int ret;
@@ -55,15 +54,13 @@ int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, struct fuse_attr_out *out)
     if (!inode) {
         return -errno;
     }
-    memset(out, 0, sizeof(*out));
-    ret = vfsd_fill_attr(fs, inode, &out->attr);
+    ret = vfsd_fill_attr(fs, inode, attr);
     if (ret < 0) {
         return ret;
     }
     /* The guest may touch what the size it learns covers */
-    vfsd_dax_size_seen(fs, inode, out->attr.size);
-    vfsd_set_timeout(fs->attr_timeout, &out->attr_valid,
-                     &out->attr_valid_nsec);
+    vfsd_dax_size_seen(fs, inode, attr->size);
+    *timeout = fs->attr_timeout;
     return 0;
 }
 
@@ -73,8 +70,7 @@ static int proc_name(const VfsdInode *inode, char *buf, size_t len)
     return 0;
 }
 
-static int setattr_size(VfsdFs *fs, VfsdInode *inode,
-                        const struct fuse_setattr_in *in)
+static int setattr_size(VfsdFs *fs, VfsdInode *inode, const VfsdSetattr *in)
 {
     g_autoptr(VfsdHandle) h = NULL;
     bool kill = false, dropped = false;
@@ -86,7 +82,7 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
     if (fs->opts->readonly) {
         return -EROFS;
     }
-    if (in->valid & FATTR_FH) {
+    if (in->valid & VFSD_SET_FH) {
         h = vfsd_handle_get(fs, in->fh, false);
         if (h && h->inode == inode && (h->flags & O_ACCMODE) != O_RDONLY) {
             fd = h->fd;
@@ -99,13 +95,13 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
         }
     }
 
-    if ((fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
-        (in->valid & FATTR_KILL_SUIDGID)) {
+    if ((fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
+        (in->valid & VFSD_SET_KILL_SUIDGID)) {
         kill = true;
     }
     ret = kill ? vfsd_drop_fsetid(&dropped) : 0;
     if (ret == 0) {
-        ret = vfsd_xattr_drop_capability(fs, inode, fd);
+        ret = vfsd_drop_mapped_capability(fs, inode, fd);
     }
     if (ret == 0) {
         vfsd_dax_truncate_begin(fs, inode->dev, inode->ino, inode->fd,
@@ -124,11 +120,10 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode,
 }
 
 int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
-                    const struct fuse_setattr_in *in,
-                    struct fuse_attr_out *out)
+                    const VfsdSetattr *in, VfsdAttr *attr, double *timeout)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
-    uint32_t valid = in->valid;
+    unsigned int valid = in->valid;
     char name[32];
     int ret;
 
@@ -137,12 +132,12 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
     }
     proc_name(inode, name, sizeof(name));
     if (fs->opts->readonly &&
-        (valid & (FATTR_MODE | FATTR_UID | FATTR_GID | FATTR_SIZE |
-                  FATTR_ATIME | FATTR_MTIME))) {
+        (valid & (VFSD_SET_MODE | VFSD_SET_UID | VFSD_SET_GID |
+                  VFSD_SET_SIZE | VFSD_SET_ATIME | VFSD_SET_MTIME))) {
         return -EROFS;
     }
 
-    if (valid & FATTR_MODE) {
+    if (valid & VFSD_SET_MODE) {
         if (inode->type == S_IFLNK) {
             return -EOPNOTSUPP;
         }
@@ -150,16 +145,16 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
             return -errno;
         }
     }
-    if (valid & (FATTR_UID | FATTR_GID)) {
-        uid_t uid = (valid & FATTR_UID) ?
+    if (valid & (VFSD_SET_UID | VFSD_SET_GID)) {
+        uid_t uid = (valid & VFSD_SET_UID) ?
                     vfsd_idmap_to_host(&fs->opts->uid_map, in->uid) : -1;
-        gid_t gid = (valid & FATTR_GID) ?
+        gid_t gid = (valid & VFSD_SET_GID) ?
                     vfsd_idmap_to_host(&fs->opts->gid_map, in->gid) : -1;
 
         /* As if the guest were a caller of chown(2) not allowed the id */
-        if (((valid & FATTR_UID) &&
+        if (((valid & VFSD_SET_UID) &&
              vfsd_idmap_forbidden(&fs->opts->uid_map, in->uid)) ||
-            ((valid & FATTR_GID) &&
+            ((valid & VFSD_SET_GID) &&
              vfsd_idmap_forbidden(&fs->opts->gid_map, in->gid))) {
             return -EPERM;
         }
@@ -169,13 +164,13 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
          * Without a map -1 passes, and means "no change" as it always
          * did.
          */
-        if (((valid & FATTR_UID) && uid == (uid_t)-1 &&
+        if (((valid & VFSD_SET_UID) && uid == (uid_t)-1 &&
              vfsd_idmap_active(&fs->opts->uid_map)) ||
-            ((valid & FATTR_GID) && gid == (gid_t)-1 &&
+            ((valid & VFSD_SET_GID) && gid == (gid_t)-1 &&
              vfsd_idmap_active(&fs->opts->gid_map))) {
             return -EINVAL;
         }
-        ret = vfsd_xattr_drop_capability(fs, inode, -1);
+        ret = vfsd_drop_mapped_capability(fs, inode, -1);
         if (ret < 0) {
             return ret;
         }
@@ -184,29 +179,27 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
             return -errno;
         }
     }
-    if (valid & FATTR_SIZE) {
+    if (valid & VFSD_SET_SIZE) {
         ret = setattr_size(fs, inode, in);
         if (ret < 0) {
             return ret;
         }
     }
-    if (valid & (FATTR_ATIME | FATTR_MTIME)) {
+    if (valid & (VFSD_SET_ATIME | VFSD_SET_MTIME)) {
         struct timespec ts[2] = {
             { .tv_nsec = UTIME_OMIT },
             { .tv_nsec = UTIME_OMIT },
         };
 
-        if (valid & FATTR_ATIME_NOW) {
+        if (valid & VFSD_SET_ATIME_NOW) {
             ts[0].tv_nsec = UTIME_NOW;
-        } else if (valid & FATTR_ATIME) {
-            ts[0].tv_sec = in->atime;
-            ts[0].tv_nsec = in->atimensec;
+        } else if (valid & VFSD_SET_ATIME) {
+            ts[0] = in->atime;
         }
-        if (valid & FATTR_MTIME_NOW) {
+        if (valid & VFSD_SET_MTIME_NOW) {
             ts[1].tv_nsec = UTIME_NOW;
-        } else if (valid & FATTR_MTIME) {
-            ts[1].tv_sec = in->mtime;
-            ts[1].tv_nsec = in->mtimensec;
+        } else if (valid & VFSD_SET_MTIME) {
+            ts[1] = in->mtime;
         }
         /*
          * On the inode itself, whatever its type: a symlink's own times
@@ -219,7 +212,7 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         }
     }
     (void)ctx;
-    return vfsd_op_getattr(fs, nodeid, out);
+    return vfsd_op_getattr(fs, nodeid, attr, timeout);
 }
 
 int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size)
@@ -272,14 +265,14 @@ static int make_labelled(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
 
     do {
         g_free(tmp);
-        tmp = vfsd_xattr_label_tmp_name(attempt);
+        tmp = vfsd_creds_label_tmp_name(attempt);
         ret = make_one(dir, tmp, kind, mode, rdev, link_target);
     } while (ret < 0 && errno == EEXIST && ++attempt < 8);
     if (ret < 0) {
         return -1;
     }
     fd = openat(dir->fd, tmp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    ret = fd < 0 ? -errno : vfsd_xattr_set_label(fs, ctx, fd);
+    ret = fd < 0 ? -errno : vfsd_creds_set_label(fs, ctx, fd);
     if (fd >= 0) {
         close(fd);
     }
@@ -299,7 +292,7 @@ static int make_labelled(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
 static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                      const char *name, VfsdNodeKind kind, mode_t mode,
                      dev_t rdev, mode_t umask, const char *link_target,
-                     struct fuse_entry_out *e)
+                     VfsdEntry *e)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     VfsdSavedCreds old;
@@ -343,7 +336,7 @@ static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
  */
 int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                   const char *name, mode_t mode, dev_t rdev, mode_t umask,
-                  const char *link_target, struct fuse_entry_out *e)
+                  const char *link_target, VfsdEntry *e)
 {
     return make_node(fs, ctx, parent, name,
                      link_target ? VFSD_NODE_SYMLINK : VFSD_NODE_MKNOD,
@@ -352,7 +345,7 @@ int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
 
 int vfsd_op_mkdir(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                   const char *name, mode_t mode, mode_t umask,
-                  struct fuse_entry_out *e)
+                  VfsdEntry *e)
 {
     return make_node(fs, ctx, parent, name, VFSD_NODE_MKDIR, mode, 0, umask,
                      NULL, e);
@@ -401,7 +394,7 @@ int vfsd_op_rename(VfsdFs *fs, uint64_t parent, const char *name,
 }
 
 int vfsd_op_link(VfsdFs *fs, uint64_t nodeid, uint64_t newparent,
-                 const char *newname, struct fuse_entry_out *e)
+                 const char *newname, VfsdEntry *e)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
     g_autoptr(VfsdInode) dir = NULL;
@@ -434,27 +427,14 @@ int vfsd_op_link(VfsdFs *fs, uint64_t nodeid, uint64_t newparent,
     return vfsd_entry_lookup(fs, dir, newname, e);
 }
 
-int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct fuse_kstatfs *st)
+int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct statfs *st)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
-    struct statfs s;
 
     if (!inode) {
         return -errno;
     }
-    if (fstatfs(inode->fd, &s) < 0) {
-        return -errno;
-    }
-    memset(st, 0, sizeof(*st));
-    st->blocks = s.f_blocks;
-    st->bfree = s.f_bfree;
-    st->bavail = s.f_bavail;
-    st->files = s.f_files;
-    st->ffree = s.f_ffree;
-    st->bsize = s.f_bsize;
-    st->namelen = s.f_namelen;
-    st->frsize = s.f_frsize;
-    return 0;
+    return fstatfs(inode->fd, st) < 0 ? -errno : 0;
 }
 
 int vfsd_op_access(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid, int mask)

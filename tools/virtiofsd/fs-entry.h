@@ -9,29 +9,32 @@
 #ifndef VIRTIOFSD_FS_ENTRY_H
 #define VIRTIOFSD_FS_ENTRY_H
 
+#include <sys/statfs.h>
+
 #include "fs-types.h"
 
 /* They return 0 or a byte count on success, a negative errno on failure */
 int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
-                   struct fuse_entry_out *e);
-int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, struct fuse_attr_out *out);
+                   VfsdEntry *e);
+/* @timeout: how long the guest may cache the attributes, in seconds */
+int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, VfsdAttr *attr,
+                    double *timeout);
 int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
-                    const struct fuse_setattr_in *in,
-                    struct fuse_attr_out *out);
+                    const VfsdSetattr *in, VfsdAttr *attr, double *timeout);
 int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size);
 int vfsd_op_mknod(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                   const char *name, mode_t mode, dev_t rdev, mode_t umask,
-                  const char *link_target, struct fuse_entry_out *e);
+                  const char *link_target, VfsdEntry *e);
 int vfsd_op_mkdir(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                   const char *name, mode_t mode, mode_t umask,
-                  struct fuse_entry_out *e);
+                  VfsdEntry *e);
 int vfsd_op_unlink(VfsdFs *fs, uint64_t parent, const char *name,
                    bool is_dir);
 int vfsd_op_rename(VfsdFs *fs, uint64_t parent, const char *name,
                    uint64_t newparent, const char *newname, uint32_t flags);
 int vfsd_op_link(VfsdFs *fs, uint64_t nodeid, uint64_t newparent,
-                 const char *newname, struct fuse_entry_out *e);
-int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct fuse_kstatfs *st);
+                 const char *newname, VfsdEntry *e);
+int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct statfs *st);
 int vfsd_op_access(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
                    int mask);
 int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid);

@@ -21,7 +21,6 @@
 #include "dax.h"
 #include "fd.h"
 #include "fs.h"
-#include "fs-xattr.h"
 #include "inode.h"
 #include "intr.h"
 #include "log.h"
@@ -59,7 +58,7 @@ static int open_flags(VfsdFs *fs, uint32_t flags)
      * With a writeback cache the guest reads pages it writes partially,
      * and it does O_APPEND positioning itself.
      */
-    if (fs->conn_flags & FUSE_WRITEBACK_CACHE) {
+    if (fs->conn.flags & FUSE_WRITEBACK_CACHE) {
         if ((f & O_ACCMODE) == O_WRONLY) {
             f = (f & ~O_ACCMODE) | O_RDWR;
         }
@@ -69,7 +68,7 @@ static int open_flags(VfsdFs *fs, uint32_t flags)
 }
 
 /* What the cache mode lets the guest keep of an open file (see fs-dir.c) */
-static void fill_open_out(VfsdFs *fs, uint64_t fh, struct fuse_open_out *out)
+static void fill_opened(VfsdFs *fs, uint64_t fh, VfsdOpened *out)
 {
     memset(out, 0, sizeof(*out));
     out->fh = fh;
@@ -77,18 +76,18 @@ static void fill_open_out(VfsdFs *fs, uint64_t fh, struct fuse_open_out *out)
     case VFSD_CACHE_NEVER:
     case VFSD_CACHE_METADATA:
         /* No file data in the guest's page cache (DAX is not affected) */
-        out->open_flags |= FOPEN_DIRECT_IO;
+        out->keep |= VFSD_OPEN_DIRECT_IO;
         /*
          * Direct writes that do not extend the file need not exclude
          * each other in the guest: ours are plain pwrite()s.  The guest
-         * ignores the flag without FOPEN_DIRECT_IO.
+         * ignores the flag without VFSD_OPEN_DIRECT_IO.
          */
-        out->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
+        out->keep |= VFSD_OPEN_PARALLEL_DIRECT_WRITES;
         break;
     case VFSD_CACHE_AUTO:
         break;
     case VFSD_CACHE_ALWAYS:
-        out->open_flags |= FOPEN_KEEP_CACHE;
+        out->keep |= VFSD_OPEN_KEEP_CACHE;
         break;
     }
 }
@@ -145,8 +144,7 @@ static int check_regular(int fd)
 }
 
 int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
-                 uint32_t flags, uint32_t fuse_open_flags,
-                 struct fuse_open_out *out)
+                 uint32_t flags, bool kill_suidgid, VfsdOpened *out)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
     int f = open_flags(fs, flags);
@@ -164,9 +162,8 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         return -ENFILE;
     }
     ret = open_trunc_begin(fs, inode->dev, inode->ino, inode->fd, f,
-                           (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
-                           (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID),
-                           &dropped);
+                           (fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
+                           kill_suidgid, &dropped);
     if (ret < 0) {
         vfsd_fd_release(fs);
         return ret;
@@ -177,13 +174,13 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         vfsd_fd_release(fs);
         return fd;
     }
-    ret = (f & O_TRUNC) ? vfsd_xattr_drop_capability(fs, inode, fd) : 0;
+    ret = (f & O_TRUNC) ? vfsd_drop_mapped_capability(fs, inode, fd) : 0;
     if (ret < 0) {
         vfsd_fd_close(fs, fd);
         return ret;
     }
     (void)ctx;
-    fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
+    fill_opened(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
     return 0;
 }
 
@@ -250,14 +247,14 @@ static int create_labelled(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
 
     do {
         g_free(tmp);
-        tmp = vfsd_xattr_label_tmp_name(attempt);
+        tmp = vfsd_creds_label_tmp_name(attempt);
         fd = openat(dir->fd, tmp, f | O_EXCL | O_CREAT | O_NOFOLLOW |
                     O_CLOEXEC | O_NONBLOCK, mode);
     } while (fd < 0 && errno == EEXIST && ++attempt < 8);
     if (fd < 0) {
         return -1;
     }
-    ret = vfsd_xattr_set_label(fs, ctx, fd);
+    ret = vfsd_creds_set_label(fs, ctx, fd);
     if (ret == 0 && renameat2(dir->fd, tmp, dir->fd, name,
                               RENAME_NOREPLACE) < 0) {
         ret = -errno;
@@ -296,7 +293,7 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
                     mode);
         /* Nameless until linked: labelled before anyone can see it */
         if (fd >= 0 && ctx->label_name) {
-            ret = vfsd_xattr_set_label(fs, ctx, fd);
+            ret = vfsd_creds_set_label(fs, ctx, fd);
             if (ret < 0) {
                 close(fd);
                 fd = -1;
@@ -338,7 +335,7 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
     }
     if (ret == 0 && (flags & O_TRUNC)) {
         /* An existing file was truncated; a new one has nothing to drop */
-        ret = vfsd_xattr_drop_capability(fs, NULL, fd);
+        ret = vfsd_drop_mapped_capability(fs, NULL, fd);
     }
     if (ret < 0) {
         close(fd);
@@ -348,15 +345,15 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
 }
 
 int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
-                   const char *name, uint32_t flags, uint32_t fuse_open_flags,
-                   mode_t mode, mode_t umask, bool tmpfile,
-                   struct fuse_entry_out *e, struct fuse_open_out *out)
+                   const char *name, uint32_t flags, bool kill_suidgid,
+                   mode_t mode, mode_t umask, bool tmpfile, VfsdEntry *e,
+                   VfsdOpened *out)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     /* A file we create is empty: O_TRUNC only matters for one that exists */
     int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
-    bool kill_priv = (fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
-                     (fuse_open_flags & FUSE_OPEN_KILL_SUIDGID);
+    bool kill_priv = (fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
+                     kill_suidgid;
     char procname[32];
     int fd, pfd = -1, ret;
 
@@ -409,7 +406,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
             vfsd_fd_release(fs);
             return -EIO;
         }
-        fill_open_out(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
+        fill_opened(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
     }
     return 0;
 
@@ -462,7 +459,7 @@ ssize_t vfsd_op_read(VfsdFs *fs, uint64_t fh, uint64_t offset,
 }
 
 ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
-                      uint32_t size, uint32_t write_flags, VfsdBuf *in)
+                      uint32_t size, bool kill_suidgid, VfsdBuf *in)
 {
     g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
     struct iovec iov[VFSD_MAX_IOV];
@@ -488,12 +485,11 @@ ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
                          vfsd_buf_remaining(in));
         return -EINVAL;
     }
-    ret = vfsd_xattr_drop_capability(fs, h->inode, h->fd);
+    ret = vfsd_drop_mapped_capability(fs, h->inode, h->fd);
     if (ret < 0) {
         return ret;
     }
-    if ((fs->conn_flags & FUSE_HANDLE_KILLPRIV_V2) &&
-        (write_flags & FUSE_WRITE_KILL_SUIDGID)) {
+    if ((fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) && kill_suidgid) {
         ret = vfsd_drop_fsetid(&dropped);
         if (ret < 0) {
             return ret;
@@ -531,10 +527,10 @@ int vfsd_op_flush(VfsdFs *fs, uint64_t fh, uint64_t lock_owner)
     return 0;
 }
 
-int vfsd_op_release(VfsdFs *fs, uint64_t fh, uint32_t release_flags,
-                    uint64_t lock_owner, bool is_dir)
+int vfsd_op_release(VfsdFs *fs, uint64_t fh, bool flock_unlock,
+                    bool is_dir)
 {
-    if (!is_dir && (release_flags & FUSE_RELEASE_FLOCK_UNLOCK)) {
+    if (!is_dir && flock_unlock) {
         g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
 
         if (h) {
@@ -610,12 +606,13 @@ int vfsd_op_lseek(VfsdFs *fs, uint64_t fh, uint64_t offset, uint32_t whence,
     return 0;
 }
 
-ssize_t vfsd_op_copy_file_range(VfsdFs *fs,
-                                const struct fuse_copy_file_range_in *in)
+ssize_t vfsd_op_copy_file_range(VfsdFs *fs, uint64_t fh_in, uint64_t off_in,
+                                uint64_t fh_out, uint64_t off_out,
+                                uint64_t len, uint64_t flags)
 {
-    g_autoptr(VfsdHandle) hin = vfsd_handle_get(fs, in->fh_in, false);
-    g_autoptr(VfsdHandle) hout = vfsd_handle_get(fs, in->fh_out, false);
-    loff_t off_in = in->off_in, off_out = in->off_out;
+    g_autoptr(VfsdHandle) hin = vfsd_handle_get(fs, fh_in, false);
+    g_autoptr(VfsdHandle) hout = vfsd_handle_get(fs, fh_out, false);
+    loff_t pos_in = off_in, pos_out = off_out;
     ssize_t n;
 
     if (!hin || !hout) {
@@ -625,11 +622,11 @@ ssize_t vfsd_op_copy_file_range(VfsdFs *fs,
         return -EROFS;
     }
     /* Flags and offsets are the host's to judge, as for a local caller */
-    if (in->flags > UINT_MAX) {
+    if (flags > UINT_MAX) {
         return -EINVAL;
     }
-    n = copy_file_range(hin->fd, &off_in, hout->fd, &off_out,
-                        MIN(in->len, (uint64_t)SSIZE_MAX), in->flags);
+    n = copy_file_range(hin->fd, &pos_in, hout->fd, &pos_out,
+                        MIN(len, (uint64_t)SSIZE_MAX), flags);
     if (n > 0) {
         vfsd_dax_guest_grew(fs, hout->inode);
     }
@@ -692,7 +689,7 @@ static void plock_fd_done(VfsdFs *fs, int fd)
     vfsd_fd_close(fs, fd);
 }
 
-static int to_flock(const struct fuse_file_lock *fl, struct flock *l)
+static int to_flock(const VfsdLock *fl, struct flock *l)
 {
     memset(l, 0, sizeof(*l));
     if (fl->type != F_RDLCK && fl->type != F_WRLCK && fl->type != F_UNLCK) {
@@ -713,7 +710,7 @@ static int to_flock(const struct fuse_file_lock *fl, struct flock *l)
  * that carries the lock owner's locks, to be released with
  * plock_fd_done(), with the guest's lock in @l; or a negative errno.
  */
-static int plock_begin(VfsdFs *fs, VfsdHandle *h, const struct fuse_lk_in *in,
+static int plock_begin(VfsdFs *fs, VfsdHandle *h, const VfsdLock *lk,
                        struct flock *l)
 {
     int ret;
@@ -721,15 +718,15 @@ static int plock_begin(VfsdFs *fs, VfsdHandle *h, const struct fuse_lk_in *in,
     if (!fs->opts->posix_lock) {
         return -ENOSYS;
     }
-    ret = to_flock(&in->lk, l);
+    ret = to_flock(lk, l);
     if (ret < 0) {
         return ret;
     }
-    return plock_fd(fs, h, in->owner);
+    return plock_fd(fs, h, lk->owner);
 }
 
-int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
-                  struct fuse_file_lock *out)
+int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const VfsdLock *lk,
+                  VfsdLock *out)
 {
     g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
     struct flock l;
@@ -738,7 +735,7 @@ int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
     if (!h) {
         return -EBADF;
     }
-    fd = plock_begin(fs, h, in, &l);
+    fd = plock_begin(fs, h, lk, &l);
     if (fd < 0) {
         return fd;
     }
@@ -760,7 +757,7 @@ int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
  * @waiter: NULL for SETLK, which does not wait; for SETLKW, what lets an
  * INTERRUPT end the wait with EINTR.
  */
-int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
+int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const VfsdLock *lk,
                   VfsdWaiter *waiter)
 {
     g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
@@ -770,11 +767,11 @@ int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
     if (!h) {
         return -EBADF;
     }
-    if (in->lk_flags & FUSE_LK_FLOCK) {
+    if (lk->flock) {
         if (!fs->opts->flock) {
             return -ENOSYS;
         }
-        switch (in->lk.type) {
+        switch (lk->type) {
         case F_RDLCK:
             op = LOCK_SH;
             break;
@@ -799,7 +796,7 @@ int vfsd_op_setlk(VfsdFs *fs, uint64_t fh, const struct fuse_lk_in *in,
         return ret;
     }
 
-    fd = plock_begin(fs, h, in, &l);
+    fd = plock_begin(fs, h, lk, &l);
     if (fd < 0) {
         return fd;
     }

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "standard-headers/linux/fuse.h"
 #include "options.h"
@@ -96,10 +97,35 @@ typedef struct VfsdHandle {
 typedef struct VfsdWaiter {
     uint64_t unique;
     pthread_t thread;
-    bool interrupted;           /* under VfsdFs.intr_lock */
+    bool interrupted;           /* under VfsdIntr.lock */
     bool done;                  /* same */
     unsigned int users;         /* same: interrupters that hold it */
 } VfsdWaiter;
+
+/* Requests that wait, by unique, for FUSE_INTERRUPT: intr.c's alone */
+typedef struct VfsdIntr {
+    GMutex lock;
+    GCond cond;
+    /*
+     * VfsdWaiter *: a list, not a table by unique, because the guest may
+     * reuse a unique that is still waiting; a SETLKW waits in a
+     * blocking-pool thread, so there are few of them.
+     */
+    GList *waiters;
+    uint64_t early[16];         /* interrupted before they came; 0: none */
+    unsigned int early_next;
+    bool closing;               /* waits end at once (disconnect) */
+} VfsdIntr;
+
+/*
+ * What FUSE_INIT agreed on with the guest: set by server.c, read by the
+ * operations whose meaning depends on it; cleared when the session ends.
+ */
+typedef struct VfsdConn {
+    bool initialized;
+    uint32_t proto_minor;
+    uint64_t flags;             /* the FUSE_* capabilities both support */
+} VfsdConn;
 
 /* Makes a blocking system call of the thread fail with EINTR */
 #define VFSD_INTR_SIGNAL SIGUSR1
@@ -156,26 +182,123 @@ struct VfsdFs {
      */
     GMutex umask_lock;
 
-    /* Requests that wait, by unique, for FUSE_INTERRUPT (intr.c) */
-    GMutex intr_lock;
-    GCond intr_cond;
-    /*
-     * VfsdWaiter *: a list, not a table by unique, because the guest may
-     * reuse a unique that is still waiting; a SETLKW waits in a
-     * blocking-pool thread, so there are few of them.
-     */
-    GList *waiters;
-    uint64_t intr_early[16];    /* interrupted before they came; 0: none */
-    unsigned int intr_early_next;
-    bool intr_closing;          /* waits end at once (disconnect) */
+    VfsdIntr intr;
+    VfsdConn conn;
 
-    /* Negotiated by FUSE_INIT */
-    bool initialized;
-    uint32_t proto_minor;
-    uint64_t conn_flags;
+    /* How long the guest may cache names and attributes (--cache) */
     double entry_timeout;
     double attr_timeout;
 };
+
+/*
+ * What the file system layer answers with.  These are its own types:
+ * only server.c turns them into FUSE's wire structures, so that a change
+ * of the protocol touches the decoding layer alone.
+ */
+
+/* An inode's attributes as the guest is to see them (ids mapped) */
+typedef struct VfsdAttr {
+    uint64_t ino;
+    uint64_t size;
+    uint64_t blocks;
+    struct timespec atime;
+    struct timespec mtime;
+    struct timespec ctime;
+    uint32_t mode;
+    uint32_t nlink;
+    uint32_t uid;               /* the guest's ids */
+    uint32_t gid;
+    dev_t rdev;
+    uint32_t blksize;
+    bool dax;                   /* the guest is to map it through DAX */
+    bool submount;              /* on another mount than its parent */
+} VfsdAttr;
+
+/*
+ * A name the guest may cache: nodeid 0 (and no attributes) says the name
+ * does not exist, for @entry_timeout.
+ */
+typedef struct VfsdEntry {
+    uint64_t nodeid;
+    uint64_t generation;
+    VfsdAttr attr;
+    double entry_timeout;       /* seconds */
+    double attr_timeout;
+} VfsdEntry;
+
+/* What a SETATTR changes: the VFSD_SET_* bits of @valid say which */
+enum {
+    VFSD_SET_MODE = 1u << 0,
+    VFSD_SET_UID = 1u << 1,
+    VFSD_SET_GID = 1u << 2,
+    VFSD_SET_SIZE = 1u << 3,
+    VFSD_SET_ATIME = 1u << 4,
+    VFSD_SET_MTIME = 1u << 5,
+    VFSD_SET_ATIME_NOW = 1u << 6,   /* with or without VFSD_SET_ATIME */
+    VFSD_SET_MTIME_NOW = 1u << 7,
+    VFSD_SET_FH = 1u << 8,          /* @fh is the caller's open file */
+    VFSD_SET_KILL_SUIDGID = 1u << 9,
+};
+
+typedef struct VfsdSetattr {
+    unsigned int valid;
+    uint32_t mode;
+    uint32_t uid;               /* the guest's ids */
+    uint32_t gid;
+    uint64_t size;
+    uint64_t fh;
+    struct timespec atime;
+    struct timespec mtime;
+} VfsdSetattr;
+
+/* What the guest may keep of an open file or directory */
+enum {
+    VFSD_OPEN_DIRECT_IO = 1u << 0,  /* no data in its page cache */
+    VFSD_OPEN_PARALLEL_DIRECT_WRITES = 1u << 1,
+    VFSD_OPEN_KEEP_CACHE = 1u << 2, /* its cache stays valid across opens */
+    VFSD_OPEN_CACHE_DIR = 1u << 3,  /* it may cache a directory listing */
+};
+
+typedef struct VfsdOpened {
+    uint64_t fh;
+    unsigned int keep;          /* VFSD_OPEN_* */
+} VfsdOpened;
+
+/* A POSIX or BSD lock, as F_GETLK and F_SETLK see it (end inclusive) */
+typedef struct VfsdLock {
+    uint64_t owner;
+    uint64_t start;
+    uint64_t end;
+    uint32_t type;              /* F_RDLCK, F_WRLCK, F_UNLCK */
+    bool flock;                 /* a flock(2) lock, not a POSIX one */
+} VfsdLock;
+
+/* One directory entry, for a readdir sink */
+typedef struct VfsdDirent {
+    uint64_t ino;
+    uint64_t off;               /* where the next readdir starts */
+    uint32_t type;              /* DT_* */
+    const char *name;
+    size_t namelen;
+} VfsdDirent;
+
+/*
+ * Where vfsd_op_readdir() puts entries, in the encoding the caller
+ * chooses: @fits says whether an entry with a name of @namelen bytes
+ * still has room (no lookup is made for one that has not), @add takes
+ * it, with its lookup for READDIRPLUS (NULL where there is none).
+ */
+typedef struct VfsdDirSink {
+    bool (*fits)(void *opaque, size_t namelen);
+    void (*add)(void *opaque, const VfsdDirent *d, const VfsdEntry *e);
+    void *opaque;
+} VfsdDirSink;
+
+/* A range of the DAX window */
+typedef struct VfsdDaxRange {
+    uint64_t moffset;
+    uint64_t len;
+} VfsdDaxRange;
 
 /*
  * The guest's page: DAX offsets and lengths are aligned to it (INIT

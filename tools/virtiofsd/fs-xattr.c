@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fs-xattr.h"
+#include "creds.h"
 #include "fd.h"
 #include "inode.h"
 #include "log.h"
@@ -153,72 +154,9 @@ static const char *map_name(VfsdFs *fs, VfsdXattrOp op, const char *name,
     return *err ? NULL : host;
 }
 
-/*
- * With the guest's security.capability stored under another name, the
- * host kernel no longer drops it where it drops the real one (a write,
- * a truncation, a change of owner of a regular file), and a guest user
- * could change a file that keeps its capabilities (CVE-2021-20263).  So
- * the daemon drops it there, as the Rust daemon does, and before every
- * setxattr as it does too.  @fd is open on the file, or -1 to reach it
- * through the O_PATH fd of @inode; with no @inode, @fd is a regular file.
- */
-int vfsd_xattr_drop_capability(VfsdFs *fs, VfsdInode *inode, int fd)
-{
-    const char *cap;
-    char procname[32];
-    int ret;
-
-    if (!fs->opts->xattrmap || (inode && inode->type != S_IFREG)) {
-        return 0;
-    }
-    cap = vfsd_xattrmap_capability_name(fs->opts->xattrmap);
-    if (!cap) {
-        return 0;
-    }
-    if (fd >= 0) {
-        ret = fremovexattr(fd, cap);
-    } else {
-        snprintf(procname, sizeof(procname), "%d", inode->fd);
-        ret = removexattr(procname, cap);
-    }
-    if (ret < 0 && errno != ENODATA && errno != ENOTSUP) {
-        return -errno;
-    }
-    return 0;
-}
-
-int vfsd_xattr_set_label(VfsdFs *fs, const VfsdCtx *ctx, int fd)
-{
-    char host[VFSD_XATTR_NAME_MAX + 1];
-    const char *host_name;
-    char procname[32];
-    int ret;
-
-    host_name = map_name(fs, VFSD_XATTR_OP_SET, ctx->label_name, host, &ret);
-    if (!host_name) {
-        return ret;
-    }
-    /* By name, so that an O_PATH fd (a symlink, a device) will do */
-    snprintf(procname, sizeof(procname), "%d", fd);
-    if (setxattr(procname, host_name, ctx->label, ctx->label_size,
-                 XATTR_CREATE) < 0) {
-        return -errno;
-    }
-    return 0;
-}
-
-char *vfsd_xattr_label_tmp_name(unsigned int attempt)
-{
-    static gint next;
-
-    return g_strdup_printf(".virtiofsd-label.%d.%u.%u", (int)getpid(),
-                           (unsigned int)g_atomic_int_add(&next, 1),
-                           attempt);
-}
-
 int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
                      const void *value, size_t size, uint32_t flags,
-                     uint32_t setxattr_flags)
+                     bool kill_sgid)
 {
     g_autofree void *mapped = NULL;
     char host[VFSD_XATTR_NAME_MAX + 1];
@@ -245,19 +183,15 @@ int vfsd_op_setxattr(VfsdFs *fs, uint64_t nodeid, const char *name,
     if (fs->opts->xattrmap && !fs->opts->readonly) {
         g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
 
-        ret = inode ? vfsd_xattr_drop_capability(fs, inode, -1) : 0;
+        ret = inode ? vfsd_drop_mapped_capability(fs, inode, -1) : 0;
         if (ret < 0) {
             return ret;
         }
     }
     ret = xattr_call(fs, nodeid, XATTR_SET, host_name, (void *)value, size,
                      flags);
-    /*
-     * Other setxattr_flags bits are ignored: none is defined, and the
-     * guest sends this one without asking whether we know it.
-     */
-    if (ret == 0 && (setxattr_flags & FUSE_SETXATTR_ACL_KILL_SGID) &&
-        (fs->conn_flags & FUSE_POSIX_ACL) &&
+    if (ret == 0 && kill_sgid &&
+        (fs->conn.flags & FUSE_POSIX_ACL) &&
         !strcmp(name, "system.posix_acl_access")) {
         ret = acl_kill_sgid(fs, nodeid);
     }

@@ -85,8 +85,8 @@ void vfsd_fs_reset(VfsdFs *fs)
     g_ptr_array_free(open, true);
 
     vfsd_inodes_forget_all(fs);
-    fs->initialized = false;
-    fs->conn_flags = 0;
+    fs->conn.initialized = false;
+    fs->conn.flags = 0;
 }
 
 void vfsd_fs_cleanup(VfsdFs *fs)
@@ -107,34 +107,32 @@ void vfsd_fs_cleanup(VfsdFs *fs)
 
 /*
  * The guest's attributes of @inode, whose host attributes are @stx.  The
- * DAX policy decides whether the guest maps the file (FUSE_ATTR_DAX); it
- * has no side effect on the window.
+ * DAX policy decides whether the guest maps the file; it has no side
+ * effect on the window.
  */
 static void attr_from_statx(VfsdFs *fs, VfsdInode *inode,
-                            const struct statx *stx, struct fuse_attr *attr)
+                            const struct statx *stx, VfsdAttr *attr)
 {
     memset(attr, 0, sizeof(*attr));
     attr->ino = stx->stx_ino;
     attr->size = stx->stx_size;
     attr->blocks = stx->stx_blocks;
-    attr->atime = stx->stx_atime.tv_sec;
-    attr->atimensec = stx->stx_atime.tv_nsec;
-    attr->mtime = stx->stx_mtime.tv_sec;
-    attr->mtimensec = stx->stx_mtime.tv_nsec;
-    attr->ctime = stx->stx_ctime.tv_sec;
-    attr->ctimensec = stx->stx_ctime.tv_nsec;
+    attr->atime.tv_sec = stx->stx_atime.tv_sec;
+    attr->atime.tv_nsec = stx->stx_atime.tv_nsec;
+    attr->mtime.tv_sec = stx->stx_mtime.tv_sec;
+    attr->mtime.tv_nsec = stx->stx_mtime.tv_nsec;
+    attr->ctime.tv_sec = stx->stx_ctime.tv_sec;
+    attr->ctime.tv_nsec = stx->stx_ctime.tv_nsec;
     attr->mode = stx->stx_mode;
     attr->nlink = stx->stx_nlink;
     attr->uid = vfsd_idmap_to_guest(&fs->opts->uid_map, stx->stx_uid);
     attr->gid = vfsd_idmap_to_guest(&fs->opts->gid_map, stx->stx_gid);
     attr->rdev = makedev(stx->stx_rdev_major, stx->stx_rdev_minor);
     attr->blksize = stx->stx_blksize;
-    if (vfsd_dax_wanted(fs, inode, stx)) {
-        attr->flags |= FUSE_ATTR_DAX;
-    }
+    attr->dax = vfsd_dax_wanted(fs, inode, stx);
 }
 
-int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, struct fuse_attr *attr)
+int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, VfsdAttr *attr)
 {
     struct statx stx;
     int ret = vfsd_statx(inode->fd, &stx);
@@ -147,7 +145,7 @@ int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, struct fuse_attr *attr)
 }
 
 int vfsd_entry_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
-                      struct fuse_entry_out *e)
+                      VfsdEntry *e)
 {
     int fd, ret;
 
@@ -164,8 +162,7 @@ int vfsd_entry_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
     return vfsd_entry_from_fd(fs, parent, fd, e);
 }
 
-int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
-                       struct fuse_entry_out *e)
+int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
 {
     g_autoptr(VfsdInode) inode = NULL;
     struct statx stx;
@@ -186,19 +183,11 @@ int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
     attr_from_statx(fs, inode, &stx, &e->attr);
     /* The guest may touch what the size it learns covers */
     vfsd_dax_size_seen(fs, inode, stx.stx_size);
-    if (fs->opts->announce_submounts && inode->mnt_id != parent->mnt_id) {
-        e->attr.flags |= FUSE_ATTR_SUBMOUNT;
-    }
-    vfsd_set_timeout(fs->entry_timeout, &e->entry_valid,
-                     &e->entry_valid_nsec);
-    vfsd_set_timeout(fs->attr_timeout, &e->attr_valid, &e->attr_valid_nsec);
+    e->attr.submount = fs->opts->announce_submounts &&
+                       inode->mnt_id != parent->mnt_id;
+    e->entry_timeout = fs->entry_timeout;
+    e->attr_timeout = fs->attr_timeout;
     return 0;
-}
-
-void vfsd_set_timeout(double t, uint64_t *sec, uint32_t *nsec)
-{
-    *sec = (uint64_t)t;
-    *nsec = (uint32_t)((t - (double)*sec) * 1e9);
 }
 
 /*

@@ -15,8 +15,7 @@
 bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
                   int proc_self_fd, char **err);
 void vfsd_fs_cleanup(VfsdFs *fs);
-int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, struct fuse_attr *attr);
-void vfsd_set_timeout(double t, uint64_t *sec, uint32_t *nsec);
+int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, VfsdAttr *attr);
 bool vfsd_valid_name(const char *name);
 
 /*
@@ -24,9 +23,8 @@ bool vfsd_valid_name(const char *name);
  * for @fd (taken over; an O_PATH fd accounted with vfsd_fd_reserve())
  */
 int vfsd_entry_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
-                      struct fuse_entry_out *e);
-int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd,
-                       struct fuse_entry_out *e);
+                      VfsdEntry *e);
+int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e);
 
 /* Handles (fs.c) */
 uint64_t vfsd_handle_new(VfsdFs *fs, int fd, int flags, VfsdInode *inode,

@@ -35,9 +35,9 @@ bool vfsd_intr_init(VfsdFs *fs, char **err)
 {
     struct sigaction sa = { .sa_handler = intr_signal_handler };
 
-    g_mutex_init(&fs->intr_lock);
-    g_cond_init(&fs->intr_cond);
-    fs->waiters = NULL;
+    g_mutex_init(&fs->intr.lock);
+    g_cond_init(&fs->intr.cond);
+    fs->intr.waiters = NULL;
     /* No SA_RESTART: the point is that blocking calls return EINTR */
     sigemptyset(&sa.sa_mask);
     if (sigaction(VFSD_INTR_SIGNAL, &sa, NULL) < 0) {
@@ -50,20 +50,20 @@ bool vfsd_intr_init(VfsdFs *fs, char **err)
 
 void vfsd_intr_cleanup(VfsdFs *fs)
 {
-    g_list_free(fs->waiters);
-    fs->waiters = NULL;
-    g_mutex_clear(&fs->intr_lock);
-    g_cond_clear(&fs->intr_cond);
+    g_list_free(fs->intr.waiters);
+    fs->intr.waiters = NULL;
+    g_mutex_clear(&fs->intr.lock);
+    g_cond_clear(&fs->intr.cond);
 }
 
-/* Called with intr_lock held */
+/* Called with fs->intr.lock held */
 static bool take_early(VfsdFs *fs, uint64_t unique)
 {
     unsigned int i;
 
-    for (i = 0; i < G_N_ELEMENTS(fs->intr_early); i++) {
-        if (fs->intr_early[i] == unique) {
-            fs->intr_early[i] = 0;
+    for (i = 0; i < G_N_ELEMENTS(fs->intr.early); i++) {
+        if (fs->intr.early[i] == unique) {
+            fs->intr.early[i] = 0;
             return true;
         }
     }
@@ -76,19 +76,19 @@ void vfsd_waiter_begin(VfsdFs *fs, VfsdWaiter *w, uint64_t unique)
     w->thread = pthread_self();
     w->done = false;
     w->users = 0;
-    g_mutex_lock(&fs->intr_lock);
-    w->interrupted = fs->intr_closing || (unique && take_early(fs, unique));
-    fs->waiters = g_list_prepend(fs->waiters, w);
-    g_mutex_unlock(&fs->intr_lock);
+    g_mutex_lock(&fs->intr.lock);
+    w->interrupted = fs->intr.closing || (unique && take_early(fs, unique));
+    fs->intr.waiters = g_list_prepend(fs->intr.waiters, w);
+    g_mutex_unlock(&fs->intr.lock);
 }
 
 bool vfsd_waiter_interrupted(VfsdFs *fs, VfsdWaiter *w)
 {
     bool ret;
 
-    g_mutex_lock(&fs->intr_lock);
+    g_mutex_lock(&fs->intr.lock);
     ret = w->interrupted;
-    g_mutex_unlock(&fs->intr_lock);
+    g_mutex_unlock(&fs->intr.lock);
     return ret;
 }
 
@@ -98,18 +98,18 @@ bool vfsd_waiter_interrupted(VfsdFs *fs, VfsdWaiter *w)
  */
 void vfsd_waiter_end(VfsdFs *fs, VfsdWaiter *w)
 {
-    g_mutex_lock(&fs->intr_lock);
-    fs->waiters = g_list_remove(fs->waiters, w);
+    g_mutex_lock(&fs->intr.lock);
+    fs->intr.waiters = g_list_remove(fs->intr.waiters, w);
     w->done = true;
-    g_cond_broadcast(&fs->intr_cond);
+    g_cond_broadcast(&fs->intr.cond);
     while (w->users) {
-        g_cond_wait(&fs->intr_cond, &fs->intr_lock);
+        g_cond_wait(&fs->intr.cond, &fs->intr.lock);
     }
-    g_mutex_unlock(&fs->intr_lock);
+    g_mutex_unlock(&fs->intr.lock);
 }
 
 /*
- * Called with intr_lock held, and @w held (users) so that it stays
+ * Called with fs->intr.lock held, and @w held (users) so that it stays
  * there.  Bounded: the waiter is in its blocking call (the signal ends
  * it), or on its way into it or out of it.
  */
@@ -121,14 +121,14 @@ static void interrupt_waiter(VfsdFs *fs, VfsdWaiter *w)
     while (!w->done) {
         pthread_kill(w->thread, VFSD_INTR_SIGNAL);
         deadline = g_get_monotonic_time() + VFSD_INTR_RETRY_US;
-        g_cond_wait_until(&fs->intr_cond, &fs->intr_lock, deadline);
+        g_cond_wait_until(&fs->intr.cond, &fs->intr.lock, deadline);
     }
 }
 
 static void waiter_release(VfsdFs *fs, VfsdWaiter *w)
 {
     if (--w->users == 0) {
-        g_cond_broadcast(&fs->intr_cond);
+        g_cond_broadcast(&fs->intr.cond);
     }
 }
 
@@ -141,9 +141,9 @@ void vfsd_interrupt(VfsdFs *fs, uint64_t unique)
     if (!unique) {
         return;
     }
-    g_mutex_lock(&fs->intr_lock);
+    g_mutex_lock(&fs->intr.lock);
     /* A guest that reused the unique gets all its namesakes interrupted */
-    for (l = fs->waiters; l; l = l->next) {
+    for (l = fs->intr.waiters; l; l = l->next) {
         VfsdWaiter *w = l->data;
 
         if (w->unique == unique) {
@@ -157,25 +157,25 @@ void vfsd_interrupt(VfsdFs *fs, uint64_t unique)
     }
     if (!found->len) {
         /* Not here yet, or done already: the oldest guess goes */
-        fs->intr_early[fs->intr_early_next] = unique;
-        fs->intr_early_next = (fs->intr_early_next + 1) %
-                              G_N_ELEMENTS(fs->intr_early);
+        fs->intr.early[fs->intr.early_next] = unique;
+        fs->intr.early_next = (fs->intr.early_next + 1) %
+                              G_N_ELEMENTS(fs->intr.early);
     }
-    g_mutex_unlock(&fs->intr_lock);
+    g_mutex_unlock(&fs->intr.lock);
 }
 
 void vfsd_interrupt_all(VfsdFs *fs)
 {
     VfsdWaiter *w;
 
-    g_mutex_lock(&fs->intr_lock);
-    fs->intr_closing = true;
+    g_mutex_lock(&fs->intr.lock);
+    fs->intr.closing = true;
     /* Each one done leaves the list; later ones start interrupted */
-    while (fs->waiters) {
-        w = fs->waiters->data;
+    while (fs->intr.waiters) {
+        w = fs->intr.waiters->data;
         w->users++;
         interrupt_waiter(fs, w);
         waiter_release(fs, w);
     }
-    g_mutex_unlock(&fs->intr_lock);
+    g_mutex_unlock(&fs->intr.lock);
 }

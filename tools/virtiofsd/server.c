@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 
@@ -37,6 +38,8 @@
 /* FUSE_REMOVEMAPPING_MAX_ENTRY of a 4 KiB-page guest */
 #define VFSD_MAX_REMOVEMAPPING 256
 #define VFSD_MAX_BATCH_FORGET 65536
+/* Most we hand to the guest per READDIR */
+#define VFSD_MAX_READDIR (128 * 1024)
 /*
  * The most argument bytes copied out of a request: a full BATCH_FORGET
  * (16 bytes per entry) with room to spare.  What lies past it is never
@@ -198,14 +201,99 @@ static bool get_name(VfsdReq *r, char *buf)
     return true;
 }
 
-static void reply_entry(VfsdReq *r, int ret, const struct fuse_entry_out *e)
+/*
+ * The file system layer answers with its own types (fs-types.h); these
+ * turn them into the wire's.
+ */
+static void set_timeout(double t, uint64_t *sec, uint32_t *nsec)
 {
+    *sec = (uint64_t)t;
+    *nsec = (uint32_t)((t - (double)*sec) * 1e9);
+}
+
+static void attr_to_wire(const VfsdAttr *a, struct fuse_attr *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->ino = a->ino;
+    w->size = a->size;
+    w->blocks = a->blocks;
+    w->atime = a->atime.tv_sec;
+    w->atimensec = a->atime.tv_nsec;
+    w->mtime = a->mtime.tv_sec;
+    w->mtimensec = a->mtime.tv_nsec;
+    w->ctime = a->ctime.tv_sec;
+    w->ctimensec = a->ctime.tv_nsec;
+    w->mode = a->mode;
+    w->nlink = a->nlink;
+    w->uid = a->uid;
+    w->gid = a->gid;
+    w->rdev = a->rdev;
+    w->blksize = a->blksize;
+    if (a->dax) {
+        w->flags |= FUSE_ATTR_DAX;
+    }
+    if (a->submount) {
+        w->flags |= FUSE_ATTR_SUBMOUNT;
+    }
+}
+
+static void entry_to_wire(const VfsdEntry *e, struct fuse_entry_out *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->nodeid = e->nodeid;
+    w->generation = e->generation;
+    set_timeout(e->entry_timeout, &w->entry_valid, &w->entry_valid_nsec);
+    set_timeout(e->attr_timeout, &w->attr_valid, &w->attr_valid_nsec);
+    attr_to_wire(&e->attr, &w->attr);
+}
+
+static void open_to_wire(const VfsdOpened *o, struct fuse_open_out *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->fh = o->fh;
+    if (o->keep & VFSD_OPEN_DIRECT_IO) {
+        w->open_flags |= FOPEN_DIRECT_IO;
+    }
+    if (o->keep & VFSD_OPEN_PARALLEL_DIRECT_WRITES) {
+        w->open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
+    }
+    if (o->keep & VFSD_OPEN_KEEP_CACHE) {
+        w->open_flags |= FOPEN_KEEP_CACHE;
+    }
+    if (o->keep & VFSD_OPEN_CACHE_DIR) {
+        w->open_flags |= FOPEN_CACHE_DIR;
+    }
+}
+
+static void reply_entry(VfsdReq *r, int ret, const VfsdEntry *e)
+{
+    struct fuse_entry_out out;
+
     if (ret < 0) {
         reply_err(r, ret);
-    } else if (!reply(r, e, sizeof(*e)) && e->nodeid) {
+        return;
+    }
+    entry_to_wire(e, &out);
+    if (!reply(r, &out, sizeof(out)) && e->nodeid) {
         /* The guest will never forget a lookup it did not see */
         vfsd_inode_forget(r->fs, e->nodeid, 1);
     }
+}
+
+/* GETATTR and SETATTR */
+static void reply_attr(VfsdReq *r, int ret, const VfsdAttr *attr,
+                       double timeout)
+{
+    struct fuse_attr_out out;
+
+    if (ret < 0) {
+        reply_err(r, ret);
+        return;
+    }
+    memset(&out, 0, sizeof(out));
+    set_timeout(timeout, &out.attr_valid, &out.attr_valid_nsec);
+    attr_to_wire(attr, &out.attr);
+    reply(r, &out, sizeof(out));
 }
 
 /* What INIT offers the guest, from the options and the transport */
@@ -278,7 +366,7 @@ static void do_init(VfsdReq *r)
     if (vfsd_buf_remaining(r->in) >= sizeof(in) - compat) {
         vfsd_buf_read(r->in, (uint8_t *)&in + compat, sizeof(in) - compat);
     }
-    if (fs->initialized) {
+    if (fs->conn.initialized) {
         /*
          * A guest that rebooted, or reset the device, without unmounting
          * sends no DESTROY: its INIT starts a new session, as after one.
@@ -326,9 +414,9 @@ static void do_init(VfsdReq *r)
         }
     }
 
-    fs->proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
-    fs->conn_flags = want;
-    fs->initialized = true;
+    fs->conn.proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
+    fs->conn.flags = want;
+    fs->conn.initialized = true;
 
     out.major = FUSE_KERNEL_VERSION;
     out.minor = FUSE_KERNEL_MINOR_VERSION;
@@ -349,7 +437,7 @@ static void do_init(VfsdReq *r)
 static void do_lookup(VfsdReq *r)
 {
     char name[VFSD_NAME_MAX + 1];
-    struct fuse_entry_out e;
+    VfsdEntry e;
 
     if (get_name(r, name)) {
         reply_entry(r, vfsd_op_lookup(r->fs, r->h.nodeid, name, &e), &e);
@@ -409,35 +497,70 @@ static void do_batch_forget(VfsdReq *r)
 static void do_getattr(VfsdReq *r)
 {
     struct fuse_getattr_in in;
-    struct fuse_attr_out out;
+    VfsdAttr attr;
+    double timeout;
     int ret;
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
-    ret = vfsd_op_getattr(r->fs, r->h.nodeid, &out);
-    if (ret < 0) {
-        reply_err(r, ret);
-    } else {
-        reply(r, &out, sizeof(out));
+    ret = vfsd_op_getattr(r->fs, r->h.nodeid, &attr, &timeout);
+    reply_attr(r, ret, &attr, timeout);
+}
+
+static void setattr_from_wire(const struct fuse_setattr_in *in,
+                              VfsdSetattr *s)
+{
+    static const struct {
+        uint32_t fattr;
+        unsigned int ours;
+    } bits[] = {
+        { FATTR_MODE, VFSD_SET_MODE },
+        { FATTR_UID, VFSD_SET_UID },
+        { FATTR_GID, VFSD_SET_GID },
+        { FATTR_SIZE, VFSD_SET_SIZE },
+        { FATTR_ATIME, VFSD_SET_ATIME },
+        { FATTR_MTIME, VFSD_SET_MTIME },
+        { FATTR_ATIME_NOW, VFSD_SET_ATIME_NOW },
+        { FATTR_MTIME_NOW, VFSD_SET_MTIME_NOW },
+        { FATTR_FH, VFSD_SET_FH },
+        { FATTR_KILL_SUIDGID, VFSD_SET_KILL_SUIDGID },
+    };
+    unsigned int i;
+
+    /* Other bits (FATTR_CTIME, FATTR_LOCKOWNER...) ask for nothing we do */
+    memset(s, 0, sizeof(*s));
+    for (i = 0; i < G_N_ELEMENTS(bits); i++) {
+        if (in->valid & bits[i].fattr) {
+            s->valid |= bits[i].ours;
+        }
     }
+    s->mode = in->mode;
+    s->uid = in->uid;
+    s->gid = in->gid;
+    s->size = in->size;
+    s->fh = in->fh;
+    s->atime.tv_sec = in->atime;
+    s->atime.tv_nsec = in->atimensec;
+    s->mtime.tv_sec = in->mtime;
+    s->mtime.tv_nsec = in->mtimensec;
 }
 
 static void do_setattr(VfsdReq *r)
 {
     struct fuse_setattr_in in;
-    struct fuse_attr_out out;
+    VfsdSetattr set;
+    VfsdAttr attr;
+    double timeout;
     int ret;
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
-    ret = vfsd_op_setattr(r->fs, &r->ctx, r->h.nodeid, &in, &out);
-    if (ret < 0) {
-        reply_err(r, ret);
-    } else {
-        reply(r, &out, sizeof(out));
-    }
+    setattr_from_wire(&in, &set);
+    ret = vfsd_op_setattr(r->fs, &r->ctx, r->h.nodeid, &set, &attr,
+                          &timeout);
+    reply_attr(r, ret, &attr, timeout);
 }
 
 static void do_readlink(VfsdReq *r)
@@ -456,7 +579,7 @@ static void do_symlink(VfsdReq *r)
 {
     char name[VFSD_NAME_MAX + 1];
     g_autofree char *target = g_malloc(PATH_MAX);
-    struct fuse_entry_out e;
+    VfsdEntry e;
 
     if (r->label_err) {
         reply_err(r, r->label_err);
@@ -480,7 +603,7 @@ static void do_mknod(VfsdReq *r)
 {
     struct fuse_mknod_in in;
     char name[VFSD_NAME_MAX + 1];
-    struct fuse_entry_out e;
+    VfsdEntry e;
 
     if (r->label_err) {
         reply_err(r, r->label_err);
@@ -504,7 +627,7 @@ static void do_mkdir(VfsdReq *r)
 {
     struct fuse_mkdir_in in;
     char name[VFSD_NAME_MAX + 1];
-    struct fuse_entry_out e;
+    VfsdEntry e;
 
     if (r->label_err) {
         reply_err(r, r->label_err);
@@ -545,7 +668,7 @@ static void do_link(VfsdReq *r)
 {
     struct fuse_link_in in;
     char name[VFSD_NAME_MAX + 1];
-    struct fuse_entry_out e;
+    VfsdEntry e;
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
@@ -558,20 +681,22 @@ static void do_open(VfsdReq *r, bool is_dir)
 {
     struct fuse_open_in in;
     struct fuse_open_out out;
+    VfsdOpened o;
     int ret;
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
     if (is_dir) {
-        ret = vfsd_op_opendir(r->fs, r->h.nodeid, in.flags, &out);
+        ret = vfsd_op_opendir(r->fs, r->h.nodeid, in.flags, &o);
     } else {
         ret = vfsd_op_open(r->fs, &r->ctx, r->h.nodeid, in.flags,
-                           in.open_flags, &out);
+                           in.open_flags & FUSE_OPEN_KILL_SUIDGID, &o);
     }
     if (ret < 0) {
         reply_err(r, ret);
     } else {
+        open_to_wire(&o, &out);
         reply(r, &out, sizeof(out));
     }
 }
@@ -580,8 +705,10 @@ static void do_create(VfsdReq *r, bool tmpfile)
 {
     struct fuse_create_in in;
     char name[VFSD_NAME_MAX + 1];
-    struct fuse_entry_out e;
-    struct fuse_open_out o;
+    struct fuse_entry_out we;
+    struct fuse_open_out wo;
+    VfsdEntry e;
+    VfsdOpened o;
     int ret;
 
     if (r->label_err) {
@@ -599,12 +726,17 @@ static void do_create(VfsdReq *r, bool tmpfile)
     }
     /* File type bits are ignored, as open(2) ignores them with O_CREAT */
     ret = vfsd_op_create(r->fs, &r->ctx, r->h.nodeid, name, in.flags,
-                         in.open_flags, in.mode, in.umask, tmpfile, &e, &o);
+                         in.open_flags & FUSE_OPEN_KILL_SUIDGID, in.mode,
+                         in.umask, tmpfile, &e, &o);
     if (ret < 0) {
         reply_err(r, ret);
-    } else if (!reply_full(r, 0, &e, sizeof(e), &o, sizeof(o))) {
+        return;
+    }
+    entry_to_wire(&e, &we);
+    open_to_wire(&o, &wo);
+    if (!reply_full(r, 0, &we, sizeof(we), &wo, sizeof(wo))) {
         /* Nor will it release a handle it never had */
-        vfsd_op_release(r->fs, o.fh, 0, 0, false);
+        vfsd_op_release(r->fs, o.fh, false, false);
         vfsd_inode_forget(r->fs, e.nodeid, 1);
     }
 }
@@ -660,8 +792,8 @@ static void do_write(VfsdReq *r)
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
-    n = vfsd_op_write(r->fs, in.fh, in.offset, in.size, in.write_flags,
-                      r->in);
+    n = vfsd_op_write(r->fs, in.fh, in.offset, in.size,
+                      in.write_flags & FUSE_WRITE_KILL_SUIDGID, r->in);
     if (n < 0) {
         reply_err(r, n);
         return;
@@ -673,13 +805,23 @@ static void do_write(VfsdReq *r)
 static void do_statfs(VfsdReq *r)
 {
     struct fuse_statfs_out out;
-    int ret = vfsd_op_statfs(r->fs, r->h.nodeid, &out.st);
+    struct statfs st;
+    int ret = vfsd_op_statfs(r->fs, r->h.nodeid, &st);
 
     if (ret < 0) {
         reply_err(r, ret);
-    } else {
-        reply(r, &out, sizeof(out));
+        return;
     }
+    memset(&out, 0, sizeof(out));
+    out.st.blocks = st.f_blocks;
+    out.st.bfree = st.f_bfree;
+    out.st.bavail = st.f_bavail;
+    out.st.files = st.f_files;
+    out.st.ffree = st.f_ffree;
+    out.st.bsize = st.f_bsize;
+    out.st.namelen = st.f_namelen;
+    out.st.frsize = st.f_frsize;
+    reply(r, &out, sizeof(out));
 }
 
 static void do_release(VfsdReq *r, bool is_dir)
@@ -687,8 +829,9 @@ static void do_release(VfsdReq *r, bool is_dir)
     struct fuse_release_in in;
 
     if (get_arg(r, &in, sizeof(in))) {
-        reply_status(r, vfsd_op_release(r->fs, in.fh, in.release_flags,
-                                        in.lock_owner, is_dir));
+        reply_status(r, vfsd_op_release(r->fs, in.fh,
+                                        in.release_flags &
+                                        FUSE_RELEASE_FLOCK_UNLOCK, is_dir));
     }
 }
 
@@ -715,7 +858,7 @@ static void do_flush(VfsdReq *r)
 static void do_setxattr(VfsdReq *r)
 {
     struct fuse_setxattr_in in = { 0 };
-    size_t insize = (r->fs->conn_flags & FUSE_SETXATTR_EXT) ?
+    size_t insize = (r->fs->conn.flags & FUSE_SETXATTR_EXT) ?
                     sizeof(in) : FUSE_COMPAT_SETXATTR_IN_SIZE;
     char name[XATTR_NAME_MAX + 1];
     g_autofree void *value = NULL;
@@ -732,8 +875,14 @@ static void do_setxattr(VfsdReq *r)
     if (!get_arg(r, value, in.size)) {
         return;
     }
+    /*
+     * Other setxattr_flags bits are ignored: none is defined, and the
+     * guest sends this one without asking whether we know it.
+     */
     reply_status(r, vfsd_op_setxattr(r->fs, r->h.nodeid, name, value,
-                                     in.size, in.flags, in.setxattr_flags));
+                                     in.size, in.flags,
+                                     in.setxattr_flags &
+                                     FUSE_SETXATTR_ACL_KILL_SGID));
 }
 
 /* GETXATTR and LISTXATTR: size 0 asks for the size only */
@@ -776,11 +925,79 @@ static void do_removexattr(VfsdReq *r)
     }
 }
 
+/* READDIR(PLUS) replies: fuse_dirent or fuse_direntplus records */
+typedef struct VfsdDirPack {
+    GByteArray *data;
+    size_t max;
+    bool plus;
+} VfsdDirPack;
+
+static size_t dirent_size(bool plus, size_t namelen)
+{
+    return FUSE_DIRENT_ALIGN((plus ? FUSE_NAME_OFFSET_DIRENTPLUS :
+                                     FUSE_NAME_OFFSET) + namelen);
+}
+
+static bool dirpack_fits(void *opaque, size_t namelen)
+{
+    VfsdDirPack *p = opaque;
+
+    return p->data->len + dirent_size(p->plus, namelen) <= p->max;
+}
+
+/* An entry without a lookup (@e NULL) has nodeid 0: the guest skips it */
+static void dirpack_add(void *opaque, const VfsdDirent *d, const VfsdEntry *e)
+{
+    VfsdDirPack *p = opaque;
+    size_t len = dirent_size(p->plus, d->namelen);
+    size_t pos = p->data->len;
+    struct fuse_dirent *de;
+
+    g_byte_array_set_size(p->data, pos + len);
+    memset(p->data->data + pos, 0, len);
+    if (p->plus) {
+        struct fuse_direntplus *dp = (void *)(p->data->data + pos);
+
+        de = &dp->dirent;
+        if (e) {
+            entry_to_wire(e, &dp->entry_out);
+        }
+    } else {
+        de = (void *)(p->data->data + pos);
+    }
+    de->ino = d->ino;
+    de->off = d->off;
+    de->namelen = d->namelen;
+    de->type = d->type;
+    memcpy(de->name, d->name, d->namelen);
+}
+
+/* The lookups of a READDIRPLUS reply that never reached the guest */
+static void readdirplus_unlookup(VfsdFs *fs, const GByteArray *data)
+{
+    size_t pos = 0;
+
+    while (pos + FUSE_NAME_OFFSET_DIRENTPLUS <= data->len) {
+        const struct fuse_direntplus *dp = (void *)(data->data + pos);
+
+        if (dp->entry_out.nodeid) {
+            vfsd_inode_forget(fs, dp->entry_out.nodeid, 1);
+        }
+        pos += FUSE_DIRENTPLUS_SIZE(dp);
+    }
+}
+
 static void do_readdir(VfsdReq *r, bool plus)
 {
     struct fuse_read_in in;
     g_autoptr(GByteArray) data = g_byte_array_new();
     size_t room = vfsd_buf_remaining(r->out);
+    VfsdDirPack pack = { .data = data, .plus = plus };
+    const VfsdDirSink sink = {
+        .fits = dirpack_fits,
+        .add = dirpack_add,
+        .opaque = &pack,
+    };
     int ret;
 
     if (!get_arg(r, &in, sizeof(in))) {
@@ -790,46 +1007,64 @@ static void do_readdir(VfsdReq *r, bool plus)
         reply_err(r, -EIO);
         return;
     }
-    ret = vfsd_op_readdir(r->fs, in.fh, in.offset, in.size,
-                          room - sizeof(struct fuse_out_header), plus, data);
+    pack.max = MIN(MIN((size_t)in.size,
+                       room - sizeof(struct fuse_out_header)),
+                   VFSD_MAX_READDIR);
+    ret = vfsd_op_readdir(r->fs, in.fh, in.offset, pack.max, plus, &sink);
     if (ret < 0) {
         reply_err(r, ret);
         return;
     }
     /* The guest will never forget lookups it did not see */
     if (!reply(r, data->data, data->len) && plus) {
-        vfsd_readdirplus_unlookup(r->fs, data);
+        readdirplus_unlookup(r->fs, data);
     }
+}
+
+static void lock_from_wire(const struct fuse_lk_in *in, VfsdLock *lk)
+{
+    lk->owner = in->owner;
+    lk->start = in->lk.start;
+    lk->end = in->lk.end;
+    lk->type = in->lk.type;
+    lk->flock = in->lk_flags & FUSE_LK_FLOCK;
 }
 
 static void do_getlk(VfsdReq *r)
 {
     struct fuse_lk_in in;
     struct fuse_lk_out out = { 0 };
+    VfsdLock lk, found;
     int ret;
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
-    ret = vfsd_op_getlk(r->fs, in.fh, &in, &out.lk);
+    lock_from_wire(&in, &lk);
+    ret = vfsd_op_getlk(r->fs, in.fh, &lk, &found);
     if (ret < 0) {
         reply_err(r, ret);
-    } else {
-        reply(r, &out, sizeof(out));
+        return;
     }
+    out.lk.type = found.type;
+    out.lk.start = found.start;
+    out.lk.end = found.end;
+    reply(r, &out, sizeof(out));
 }
 
 static void do_setlk(VfsdReq *r, bool sleep)
 {
     struct fuse_lk_in in;
+    VfsdLock lk;
     int ret;
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
+    lock_from_wire(&in, &lk);
     if (sleep && r->no_wait) {
         /* The lock if it is free, rather than a wait nobody would serve */
-        ret = vfsd_op_setlk(r->fs, in.fh, &in, NULL);
+        ret = vfsd_op_setlk(r->fs, in.fh, &lk, NULL);
         if (ret == -EAGAIN) {
             vfsd_guest_error("SETLKW: too many lock waiters, refused with "
                              "ENOLCK");
@@ -839,10 +1074,10 @@ static void do_setlk(VfsdReq *r, bool sleep)
         VfsdWaiter w;
 
         vfsd_waiter_begin(r->fs, &w, r->h.unique);
-        ret = vfsd_op_setlk(r->fs, in.fh, &in, &w);
+        ret = vfsd_op_setlk(r->fs, in.fh, &lk, &w);
         vfsd_waiter_end(r->fs, &w);
     } else {
-        ret = vfsd_op_setlk(r->fs, in.fh, &in, NULL);
+        ret = vfsd_op_setlk(r->fs, in.fh, &lk, NULL);
     }
     reply_status(r, ret);
 }
@@ -893,7 +1128,8 @@ static void do_copy_file_range(VfsdReq *r)
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
-    n = vfsd_op_copy_file_range(r->fs, &in);
+    n = vfsd_op_copy_file_range(r->fs, in.fh_in, in.off_in, in.fh_out,
+                                in.off_out, in.len, in.flags);
     if (n < 0) {
         reply_err(r, n);
         return;
@@ -917,15 +1153,30 @@ static void do_setupmapping(VfsdReq *r)
 {
     struct fuse_setupmapping_in in;
 
-    if (get_arg(r, &in, sizeof(in))) {
-        reply_status(r, vfsd_op_setupmapping(r->fs, r->h.nodeid, &in));
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
     }
+    /* Without a window the answer is EOPNOTSUPP, whatever the flags */
+    if (vfsd_dax_available(r->fs) &&
+        (in.flags & ~(uint64_t)(FUSE_SETUPMAPPING_FLAG_WRITE |
+                                FUSE_SETUPMAPPING_FLAG_READ))) {
+        vfsd_guest_error("SETUPMAPPING: unknown flags 0x%" PRIx64, in.flags);
+        reply_err(r, -EINVAL);
+        return;
+    }
+    /* in.fh is not used: dax.c opens the inode itself (see setup_open()) */
+    reply_status(r, vfsd_op_setupmapping(r->fs, r->h.nodeid, in.foffset,
+                                         in.len, in.moffset,
+                                         in.flags &
+                                         FUSE_SETUPMAPPING_FLAG_WRITE));
 }
 
 static void do_removemapping(VfsdReq *r)
 {
     struct fuse_removemapping_in in;
-    g_autofree struct fuse_removemapping_one *ranges = NULL;
+    g_autofree struct fuse_removemapping_one *wire = NULL;
+    g_autofree VfsdDaxRange *ranges = NULL;
+    uint32_t i;
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
@@ -935,9 +1186,14 @@ static void do_removemapping(VfsdReq *r)
         reply_err(r, -EINVAL);
         return;
     }
-    ranges = g_new(struct fuse_removemapping_one, in.count);
-    if (!get_arg(r, ranges, in.count * sizeof(*ranges))) {
+    wire = g_new(struct fuse_removemapping_one, in.count);
+    if (!get_arg(r, wire, in.count * sizeof(*wire))) {
         return;
+    }
+    ranges = g_new(VfsdDaxRange, in.count);
+    for (i = 0; i < in.count; i++) {
+        ranges[i].moffset = wire[i].moffset;
+        ranges[i].len = wire[i].len;
     }
     reply_status(r, vfsd_op_removemapping(r->fs, ranges, in.count));
 }
@@ -1026,7 +1282,7 @@ static void get_extensions(VfsdReq *r)
                              vfsd_opname(r->h.opcode), xh.size,
                              vfsd_buf_remaining(&ext) + sizeof(xh));
             /* A label may have been in it */
-            if (r->fs->conn_flags & FUSE_SECURITY_CTX) {
+            if (r->fs->conn.flags & FUSE_SECURITY_CTX) {
                 r->label_err = -EINVAL;
             }
             return;
@@ -1034,12 +1290,12 @@ static void get_extensions(VfsdReq *r)
         body.remaining = xh.size - sizeof(xh);
         vfsd_buf_skip(&ext, xh.size - sizeof(xh));
         if (xh.type <= FUSE_MAX_NR_SECCTX &&
-            (r->fs->conn_flags & FUSE_SECURITY_CTX)) {
+            (r->fs->conn.flags & FUSE_SECURITY_CTX)) {
             get_label(r, &body, xh.type);
             continue;
         }
         if (xh.type != FUSE_EXT_GROUPS ||
-            !(r->fs->conn_flags & FUSE_CREATE_SUPP_GROUP)) {
+            !(r->fs->conn.flags & FUSE_CREATE_SUPP_GROUP)) {
             continue;
         }
         /* Linux sends exactly one: the parent's group */
@@ -1358,7 +1614,7 @@ static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
         reply_err(r, -EINVAL);
         return r->written;
     }
-    if (!fs->initialized && !(op->flags & VFSD_OP_BEFORE_INIT)) {
+    if (!fs->conn.initialized && !(op->flags & VFSD_OP_BEFORE_INIT)) {
         vfsd_guest_error("%s before INIT", vfsd_opname(r->h.opcode));
         reply_err(r, -EIO);
         return r->written;

@@ -47,7 +47,7 @@
 #define VFSD_MAX_BLOCKING 64
 /*
  * The most of a blocking request's arguments, and of its reply, copied:
- * a SETLKW needs a fuse_lk_in and sends back a header.
+ * a SETLKW has a few dozen bytes of arguments and replies with a header.
  */
 #define VFSD_BLOCKING_MAX_COPY 4096
 

@@ -693,6 +693,28 @@ static void test_no_window(void)
 }
 
 /*
+ * Without a window a SETUPMAPPING is EOPNOTSUPP whatever its flags: ones
+ * we do not know are EINVAL (server.c) only where there is a window to
+ * map into, the order dax.c kept when it checked them itself.
+ */
+static void test_no_window_unknown_flags(void)
+{
+    TestFs t;
+    TestReq *r;
+    uint64_t fh, ino;
+
+    test_fs_setup(&t, NULL);
+    test_fs_init_session(&t, FUSE_MAP_ALIGNMENT);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    r = test_req_new(FUSE_SETUPMAPPING, ino);
+    test_req_add(r, &(struct fuse_setupmapping_in){ .len = 4096,
+                                                    .flags = 1 << 7 },
+                 sizeof(struct fuse_setupmapping_in));
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EOPNOTSUPP);
+    test_fs_teardown(&t);
+}
+
+/*
  * --watch-truncate.  The host side of the file is the scratch dir; the
  * events are handled by calling vfsd_dax_watch_events() directly, as the
  * daemon's watch thread does when the inotify fd is readable.
@@ -1105,6 +1127,8 @@ int main(int argc, char **argv)
     ADD("lazy/without-replace", test_lazy_without_replace,
         FAKE_LAZY | FAKE_NO_REPLACE);
     g_test_add_func("/virtiofsd/dax/no-window", test_no_window);
+    g_test_add_func("/virtiofsd/dax/no-window-unknown-flags",
+                    test_no_window_unknown_flags);
 
 #define ADD_WATCH(path, fn, noreplace)                                 \
     g_test_add("/virtiofsd/dax/watch/" path, DaxFixture,               \

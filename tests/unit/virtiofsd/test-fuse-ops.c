@@ -812,9 +812,9 @@ static unsigned int count_waiters(TestFs *t)
 {
     unsigned int n;
 
-    g_mutex_lock(&t->fs.intr_lock);
-    n = g_list_length(t->fs.waiters);
-    g_mutex_unlock(&t->fs.intr_lock);
+    g_mutex_lock(&t->fs.intr.lock);
+    n = g_list_length(t->fs.intr.waiters);
+    g_mutex_unlock(&t->fs.intr.lock);
     return n;
 }
 
@@ -913,12 +913,12 @@ static void test_interrupt_setlkw(TestFs *t, gconstpointer data)
          * it give up, and is done before the INTERRUPT is answered.
          */
         send_interrupt(t, 999);
-        g_mutex_lock(&t->fs.intr_lock);
-        g_assert_cmpuint(g_list_length(t->fs.waiters), ==, 1);
-        waiter = t->fs.waiters->data;
+        g_mutex_lock(&t->fs.intr.lock);
+        g_assert_cmpuint(g_list_length(t->fs.intr.waiters), ==, 1);
+        waiter = t->fs.intr.waiters->data;
         g_assert_cmpuint(waiter->unique, ==, 1000 + pass);
         g_assert_false(waiter->interrupted);
-        g_mutex_unlock(&t->fs.intr_lock);
+        g_mutex_unlock(&t->fs.intr.lock);
         g_assert_cmpuint(count_waiters(t), ==, 1);
         send_interrupt(t, 1000 + pass);
         g_thread_join(th);
@@ -1019,9 +1019,9 @@ static void test_interrupt_waiter_lifetime(TestFs *t, gconstpointer data)
     if (!g_atomic_int_get(&it.finished)) {
         g_test_message("the interrupter still looks at an ended waiter");
         g_test_fail();
-        g_mutex_lock(&t->fs.intr_lock);
+        g_mutex_lock(&t->fs.intr.lock);
         w->done = true;
-        g_mutex_unlock(&t->fs.intr_lock);
+        g_mutex_unlock(&t->fs.intr.lock);
     }
     g_thread_join(th);
 }
@@ -1350,7 +1350,7 @@ static void test_security_label(void)
 
     test_fs_setup(&t, &o);
     test_fs_init_session(&t, FUSE_SECURITY_CTX);
-    g_assert_true(t.fs.conn_flags & FUSE_SECURITY_CTX);
+    g_assert_true(t.fs.conn.flags & FUSE_SECURITY_CTX);
     for (i = 0; i < G_N_ELEMENTS(ops); i++) {
         g_autofree char *got = NULL;
 
@@ -1515,7 +1515,7 @@ static void test_posix_acl(void)
     test_fs_setup(&t, &o);
     test_fs_init_session(&t, FUSE_POSIX_ACL | FUSE_DONT_MASK |
                          FUSE_SETXATTR_EXT | FUSE_DO_READDIRPLUS);
-    g_assert_cmphex(t.fs.conn_flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
+    g_assert_cmphex(t.fs.conn.flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
                     FUSE_POSIX_ACL | FUSE_DONT_MASK);
 
     g_assert_cmpint(mkdirat(t.dir_fd, "withacl", 0755), ==, 0);
@@ -1569,7 +1569,7 @@ static void test_posix_acl(void)
     test_fs_setup(&t, &o);
     test_fs_init_session(&t, FUSE_POSIX_ACL | FUSE_DONT_MASK |
                          FUSE_SETXATTR_EXT);
-    g_assert_cmphex(t.fs.conn_flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
+    g_assert_cmphex(t.fs.conn.flags & (FUSE_POSIX_ACL | FUSE_DONT_MASK), ==,
                     0);
     g_assert_cmpint(mkdirat(t.dir_fd, "withacl", 0755), ==, 0);
     {

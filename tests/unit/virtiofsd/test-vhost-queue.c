@@ -452,9 +452,9 @@ static unsigned int count_waiters(TestFs *t)
 {
     unsigned int n;
 
-    g_mutex_lock(&t->fs.intr_lock);
-    n = g_list_length(t->fs.waiters);
-    g_mutex_unlock(&t->fs.intr_lock);
+    g_mutex_lock(&t->fs.intr.lock);
+    n = g_list_length(t->fs.intr.waiters);
+    g_mutex_unlock(&t->fs.intr.lock);
     return n;
 }
 

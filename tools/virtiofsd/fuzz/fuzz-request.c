@@ -681,7 +681,7 @@ static void send_guest_init(VfsdFs *fs)
     req.in.flags = flags;
     req.in.flags2 = flags >> 32;
     send_one(fs, (const uint8_t *)&req, sizeof(req), 0, 0);
-    if (!fs->initialized) {
+    if (!fs->conn.initialized) {
         fuzz_fail("the INIT of a 6.12 guest was refused");
     }
 }
