@@ -293,20 +293,26 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     key.ino = stx->stx_ino;
     key.mnt_id = stx->stx_mnt_id;
 
-    /*
-     * Before the table's lock, for every lookup: the inode may be new,
-     * and a system call must not run under that lock.
-     */
-    ret = inode_make_handle(fs, fd, &fh, &mount_fd);
-    if (ret < 0) {
-        vfsd_fd_close(fs, fd);
-        errno = -ret;
-        return NULL;
-    }
-
     fresh = g_new0(VfsdInode, 1);
     g_mutex_lock(&st->lock);
     inode = g_hash_table_lookup(st->by_key, &key);
+    if (!inode && fs->use_handles) {
+        /*
+         * A new inode needs its handle, made without the table's lock (a
+         * system call must not run under it); a known one does not, and
+         * most lookups are of known inodes.
+         */
+        g_mutex_unlock(&st->lock);
+        ret = inode_make_handle(fs, fd, &fh, &mount_fd);
+        if (ret < 0) {
+            vfsd_fd_close(fs, fd);
+            g_free(fresh);
+            errno = -ret;
+            return NULL;
+        }
+        g_mutex_lock(&st->lock);
+        inode = g_hash_table_lookup(st->by_key, &key);
+    }
     if (inode) {
         inode->nlookup++;
         g_atomic_int_inc(&inode->refcount);
