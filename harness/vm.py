@@ -269,6 +269,104 @@ def stop(proc, grace=5):
         proc.wait()
 
 
+def start_daemon(args, shared, sock, logdir, name="virtiofsd",
+                 daemon=None, daemon_args=None):
+    """Start the back-end args names (or DAEMON: ours, rust, a binary) on
+    SOCK, logging to LOGDIR/NAME.log.  Returns (proc, command, log)."""
+    daemon = daemon or args.daemon
+    if daemon == "ours":
+        kind, binary = "ours", (args.daemon_binary if args.daemon == "ours"
+                                else None) or OUR_VIRTIOFSD
+    elif daemon == "rust":
+        kind, binary = "rust", (args.daemon_binary if args.daemon == "rust"
+                                else None) or rust_virtiofsd()
+    else:
+        kind, binary = "other", daemon
+    extra = shlex.split(args.daemon_args if daemon_args is None
+                        else daemon_args)
+    if kind == "ours":
+        # tests/with-handles.sh: a whole test with an option more
+        extra += shlex.split(os.environ.get("VFSD_OURS_ARGS", ""))
+    if args.upstream_device:
+        # The generic device asks the back-end for tag and window
+        extra = [f"--tag={args.tag}"] + extra
+        if args.cache_size:
+            extra = [f"--cache-size={args.cache_size}"] + extra
+    dcmd = daemon_command(kind, binary, sock, shared, args.cache_mode,
+                          extra)
+    pass_fds = ()
+    lsock = None
+    if args.daemon_fd:
+        # As libvirt does: we listen, the daemon gets the listening
+        # socket as --fd and never sees the path QEMU connects to.
+        lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        lsock.bind(sock)
+        lsock.listen(1)
+        dcmd = [c for c in dcmd if not c.startswith("--socket-path")]
+        dcmd.insert(1, f"--fd={lsock.fileno()}")
+        pass_fds = (lsock.fileno(),)
+    dlog = os.path.join(logdir, f"{name}.log")
+    if not args.quiet:
+        log(f"{name}: " + " ".join(shlex.quote(c) for c in dcmd))
+    proc = subprocess.Popen(dcmd, stdout=open(dlog, "w"),
+                            stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL,
+                            pass_fds=pass_fds,
+                            start_new_session=True)
+    if lsock:
+        lsock.close()
+    wait_for_socket(sock, proc, 15, f"{name} ({binary})", dlog)
+    return proc, dcmd, dlog
+
+
+def qemu_command(args, qemu, initrd, logdir, sock, suffix=""):
+    """QEMU's command line for args, its back-end on SOCK (unless --daemon
+    none), its serial ports in LOGDIR/{console,output}SUFFIX.log."""
+    mem = args.mem
+    qcmd = [qemu, "-nodefaults", "-no-user-config", "-display", "none",
+            "-machine", f"{args.machine},memory-backend=mem",
+            "-object", f"memory-backend-memfd,id=mem,size={mem},share=on",
+            "-m", mem, "-smp", str(args.smp),
+            "-kernel", os.path.join(GUEST, "vmlinuz"), "-initrd", initrd,
+            "-append", "console=ttyS0 panic=-1 loglevel=4 " + args.append,
+            "-serial", f"file:{os.path.join(logdir, f'console{suffix}.log')}",
+            "-serial", f"file:{os.path.join(logdir, f'output{suffix}.log')}"]
+    if not args.allow_reboot:
+        # A guest that reboots (or panics) ends the run
+        qcmd += ["-no-reboot"]
+    for d in FIRMWARE_DIRS:
+        if os.path.isdir(d):
+            qcmd += ["-L", d]
+    if args.accel == "kvm":
+        qcmd += ["-accel", "kvm", "-cpu", "max"]
+    else:
+        qcmd += ["-accel", "tcg,thread=multi", "-cpu", "max"]
+
+    if args.daemon != "none":
+        if args.upstream_device:
+            # virtio-fs's config space: tag[36], num_request_queues
+            dev = ("vhost-user-test-device-pci,chardev=vfs,virtio-id=26,"
+                   "num_vqs=2,config_size=40")
+            if args.queue_size:
+                dev += f",vq_size={args.queue_size}"
+        else:
+            dev = f"vhost-user-fs-pci,chardev=vfs,tag={args.tag}"
+            if args.queue_size:
+                dev += f",queue-size={args.queue_size}"
+            if args.request_queues:
+                dev += f",num-request-queues={args.request_queues}"
+            if args.cache_size:
+                dev += f",cache-size={args.cache_size}"
+        chardev = f"socket,id=vfs,path={sock}"
+        if args.reconnect_ms:
+            chardev += f",reconnect-ms={args.reconnect_ms}"
+        qcmd += ["-chardev", chardev, "-device", dev]
+    if args.p9:
+        qcmd += ["-fsdev", f"local,id=p9,path={args.p9},security_model=none",
+                 "-device", "virtio-9p-pci,fsdev=p9,mount_tag=p9"]
+    return qcmd + shlex.split(args.qemu_args)
+
+
 def run_guest(args, sink=None):
     """Boot, run, tear down.  Returns the guest script's exit status."""
     sink = sink or (lambda s: (sys.stdout.write(s), sys.stdout.flush()))
@@ -307,94 +405,18 @@ def run_guest(args, sink=None):
             env[k] = v
         initrd = make_initrd(tmp, script_text, env)
 
-        mem = args.mem
-        qcmd = [qemu, "-nodefaults", "-no-user-config", "-display", "none",
-                "-machine", f"{args.machine},memory-backend=mem",
-                "-object", f"memory-backend-memfd,id=mem,size={mem},share=on",
-                "-m", mem, "-smp", str(args.smp),
-                "-kernel", os.path.join(GUEST, "vmlinuz"), "-initrd", initrd,
-                "-append", "console=ttyS0 panic=-1 loglevel=4 " + args.append,
-                "-serial", f"file:{os.path.join(logdir, 'console.log')}",
-                "-serial", f"file:{os.path.join(logdir, 'output.log')}"]
-        if not args.allow_reboot:
-            # A guest that reboots (or panics) ends the run
-            qcmd += ["-no-reboot"]
-        for d in FIRMWARE_DIRS:
-            if os.path.isdir(d):
-                qcmd += ["-L", d]
-        if args.accel == "kvm":
-            qcmd += ["-accel", "kvm", "-cpu", "max"]
-        else:
-            qcmd += ["-accel", "tcg,thread=multi", "-cpu", "max"]
-
+        daemon = dlog = None
+        sock = os.path.join(tmp, "vfs.sock")
         if args.daemon != "none":
-            sock = os.path.join(tmp, "vfs.sock")
-            if args.daemon == "ours":
-                kind, binary = "ours", args.daemon_binary or OUR_VIRTIOFSD
-            elif args.daemon == "rust":
-                kind, binary = "rust", args.daemon_binary or rust_virtiofsd()
-            else:
-                kind, binary = "other", args.daemon
-            daemon_kind = kind
-            extra = shlex.split(args.daemon_args)
-            if kind == "ours":
-                # tests/with-handles.sh: a whole test with an option more
-                extra += shlex.split(os.environ.get("VFSD_OURS_ARGS", ""))
-            if args.upstream_device:
-                # The generic device asks the back-end for tag and window
-                extra = [f"--tag={args.tag}"] + extra
-                if args.cache_size:
-                    extra = [f"--cache-size={args.cache_size}"] + extra
-            dcmd = daemon_command(kind, binary, sock, shared, args.cache_mode,
-                                  extra)
-            pass_fds = ()
-            if args.daemon_fd:
-                # As libvirt does: we listen, the daemon gets the listening
-                # socket as --fd and never sees the path QEMU connects to.
-                lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                lsock.bind(sock)
-                lsock.listen(1)
-                dcmd = [c for c in dcmd if not c.startswith("--socket-path")]
-                dcmd.insert(1, f"--fd={lsock.fileno()}")
-                pass_fds = (lsock.fileno(),)
-            dlog = os.path.join(logdir, "virtiofsd.log")
-            if not args.quiet:
-                log("daemon: " + " ".join(shlex.quote(c) for c in dcmd))
-            daemon = subprocess.Popen(dcmd, stdout=open(dlog, "w"),
-                                      stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL,
-                                      pass_fds=pass_fds,
-                                      start_new_session=True)
-            if args.daemon_fd:
-                lsock.close()
-            wait_for_socket(sock, daemon, 15, f"virtiofsd ({binary})", dlog)
+            daemon, dcmd, dlog = start_daemon(args, shared, sock, logdir)
+            daemon_kind = args.daemon
             if args.state_dir:
                 write_state(args.state_dir, "socket", sock)
                 # What a test needs to kill this daemon and start another.
                 write_state(args.state_dir, "daemon.pid", str(daemon.pid))
                 write_state(args.state_dir, "daemon.cmd",
                             json.dumps(dcmd) + "\n")
-            if args.upstream_device:
-                # virtio-fs's config space: tag[36], num_request_queues
-                dev = ("vhost-user-test-device-pci,chardev=vfs,virtio-id=26,"
-                       "num_vqs=2,config_size=40")
-                if args.queue_size:
-                    dev += f",vq_size={args.queue_size}"
-            else:
-                dev = f"vhost-user-fs-pci,chardev=vfs,tag={args.tag}"
-                if args.queue_size:
-                    dev += f",queue-size={args.queue_size}"
-                if args.request_queues:
-                    dev += f",num-request-queues={args.request_queues}"
-                if args.cache_size:
-                    dev += f",cache-size={args.cache_size}"
-            chardev = f"socket,id=vfs,path={sock}"
-            if args.reconnect_ms:
-                chardev += f",reconnect-ms={args.reconnect_ms}"
-            qcmd += ["-chardev", chardev, "-device", dev]
-        if args.p9:
-            qcmd += ["-fsdev", f"local,id=p9,path={args.p9},security_model=none",
-                     "-device", "virtio-9p-pci,fsdev=p9,mount_tag=p9"]
+        qcmd = qemu_command(args, qemu, initrd, logdir, sock)
         # More shares, each served by one of our daemons started with the
         # given arguments as they are (the test names its shared
         # directory, and the socket as @SOCK@), for tests of many
@@ -415,7 +437,6 @@ def run_guest(args, sink=None):
             wait_for_socket(xsock, xproc, 15, f"virtiofsd for {tag}", xlog)
             qcmd += ["-chardev", f"socket,id=x{i},path={xsock}", "-device",
                      f"vhost-user-fs-pci,chardev=x{i},tag={tag}"]
-        qcmd += shlex.split(args.qemu_args)
 
         qlog = os.path.join(logdir, "qemu.log")
         if not args.quiet:

@@ -197,6 +197,8 @@ SUITES = [
     unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
+    unit("virtiofsd: migration state stream",
+         "tests/unit/virtiofsd/test-migrate"),
     unit("virtiofsd: --xattrmap rules", "tests/unit/virtiofsd/test-xattrmap"),
     unit("virtiofsd: --xattrmap through the request path",
          "tests/unit/virtiofsd/test-xattrmap-fs"),
@@ -355,6 +357,42 @@ SUITES = [
     # vhost-user serve-while-waiting patch).
     guest("guest: DAX stop/cont while the guest maps", "dax-stop-cont.sh",
           timeout=600),
+    # Live migration without DAX: two QEMUs, two of our daemons on one
+    # directory (harness/migrate.py).  The guest keeps files open, a lock
+    # and a half-read directory across; a source that offers no state
+    # transfer is refused; a file gone from the directory follows
+    # --migration-on-error.
+    guest("guest: live migration carries open files, a lock, a listing",
+          "migrate.sh", "basic", timeout=300),
+    guest("guest: live migration by file handles",
+          "migrate.sh", "file-handles", timeout=300),
+    # Prints the state's size, save and restore times and the downtime
+    guest("guest: live migration with 10,000 known inodes",
+          "migrate-inodes.sh", timeout=400),
+    guest("guest: live migration from the Rust virtiofsd to ours, refused",
+          "migrate.sh", "from-rust", timeout=300),
+    guest("guest: live migration refused without back-end state transfer",
+          "migrate.sh", "refused", timeout=300),
+    guest("guest: live migration, file gone, --migration-on-error=abort",
+          "migrate.sh", "missing-abort", timeout=300),
+    guest("guest: live migration, file gone, "
+          "--migration-on-error=guest-error",
+          "migrate.sh", "missing-guest-error", timeout=300),
+    # Live migration with the DAX window in use: the daemon carries its
+    # mapping table, the destination maps it again before the guest runs
+    # (QEMU's traces prove the order).  A process keeps a file mapped
+    # across, read all along by another; fsx runs through a 32 MiB window
+    # across; a back-end without VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE is
+    # refused by QEMU's blocker, and a destination that cannot map the
+    # table again fails the migration: the guest goes on on the source.
+    guest("guest: live migration with a DAX mmap, re-mapped before resume",
+          "migrate-dax.sh", "mmap", timeout=300),
+    guest("guest: live migration with DAX refused without SHMEM_MIGRATE",
+          "migrate-dax.sh", "refused", timeout=300),
+    guest("guest: live migration with DAX, destination cannot re-map, "
+          "source goes on", "migrate-dax.sh", "dest-fails", timeout=300),
+    guest("guest: live migration in the middle of DAX fsx, 20,000 ops",
+          "migrate-dax.sh", "fsx", timeout=900),
     # libvirt 9.0 drives the fork: a private libvirtd in its own mount
     # namespace starts domains with our QEMU and virtiofsd, DAX included.
     Suite("libvirt: virtio-fs through a private libvirtd",

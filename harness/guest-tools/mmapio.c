@@ -22,6 +22,16 @@
  *                                  DIR/phase2, as host_step), then verify
  *                                  SEED2's pattern, which the host wrote,
  *                                  through the same mapping
+ *   mmapio migrate FILE SIZE SEED1 SEED2 DIR
+ *                                  size the file, store SEED1's pattern
+ *                                  through a shared mapping, and keep
+ *                                  it across a live migration
+ *                                  (harness/migrate.py: DIR/.migrate-ready,
+ *                                  then wait for DIR/.migrate-done); a
+ *                                  child reads the mapping all along and
+ *                                  fails on any byte that is not
+ *                                  SEED1's.  Afterwards verify SEED1 and
+ *                                  store SEED2 through the same mapping
  *   mmapio reread FILE SEED1 SEED2 DIR
  *                                  map FILE, verify SEED1's pattern, hand
  *                                  over to the host (as coherence), then
@@ -47,6 +57,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,12 +133,133 @@ static int hand_over(const char *dir)
     return 0;
 }
 
+/* Verify SEED's pattern through @p; the first wrong byte, or -1 */
+static long long first_wrong(volatile uint8_t *p, uint64_t size,
+                             unsigned seed)
+{
+    for (uint64_t i = 0; i < size; i++) {
+        if (p[i] != pattern(i, seed)) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/*
+ * harness/migrate.py's handshake: say the guest is ready, wait until the
+ * migration is over (on the destination if it completed)
+ */
+static int migrate_over(const char *dir)
+{
+    char path[4096], outcome[64] = "";
+    struct stat st;
+    int waited, fd;
+    ssize_t n;
+
+    snprintf(path, sizeof(path), "%s/.migrate-ready", dir);
+    if (close(open(path, O_WRONLY | O_CREAT, 0644)) < 0) {
+        return fail("create", path);
+    }
+    snprintf(path, sizeof(path), "%s/.migrate-done", dir);
+    for (waited = 0; stat(path, &st) < 0; waited++) {
+        if (waited > 3000) {
+            fprintf(stderr, "mmapio: the migration never ended\n");
+            return 1;
+        }
+        usleep(100000);
+    }
+    fd = open(path, O_RDONLY);
+    n = fd < 0 ? -1 : read(fd, outcome, sizeof(outcome) - 1);
+    if (n > 0) {
+        outcome[strcspn(outcome, "\n")] = 0;
+    }
+    printf("migrate: the migration %s\n", outcome);
+    return 0;
+}
+
+static int migrate_mapped(const char *file, uint64_t size, unsigned seed1,
+                          unsigned seed2, const char *dir)
+{
+    int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    volatile uint8_t *p, *stop;
+    unsigned long long passes = 0;
+    long long bad;
+    pid_t child;
+    int status;
+
+    if (fd < 0 || ftruncate(fd, size) < 0) {
+        return fail("open and size", file);
+    }
+    p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    stop = mmap(NULL, sizeof(*stop), PROT_READ | PROT_WRITE,
+                MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED || stop == MAP_FAILED) {
+        return fail("mmap", file);
+    }
+    for (uint64_t i = 0; i < size; i++) {
+        p[i] = pattern(i, seed1);
+    }
+    /* A thread of the guest that never stops reading the mapping */
+    child = fork();
+    if (child < 0) {
+        return fail("fork", file);
+    }
+    if (child == 0) {
+        while (!*stop) {
+            bad = first_wrong(p, size, seed1);
+            if (bad >= 0) {
+                printf("migrate %s: after %llu passes the reader found "
+                       "byte %lld is %u, want %u\n", file, passes, bad,
+                       p[bad], pattern(bad, seed1));
+                fflush(stdout);
+                _exit(1);
+            }
+            passes++;
+        }
+        printf("migrate %s: the reader read it whole %llu times\n", file,
+               passes);
+        fflush(stdout);
+        _exit(0);
+    }
+    if (migrate_over(dir)) {
+        kill(child, SIGKILL);
+        return 1;
+    }
+    /* Let the reader go on for a while on this side of the migration */
+    sleep(2);
+    *stop = 1;
+    if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) ||
+        WEXITSTATUS(status)) {
+        printf("migrate %s: the reader failed\n", file);
+        return 1;
+    }
+    bad = first_wrong(p, size, seed1);
+    if (bad >= 0) {
+        printf("migrate %s: byte %lld is %u through the mapping, want %u\n",
+               file, bad, p[bad], pattern(bad, seed1));
+        return 1;
+    }
+    for (uint64_t i = 0; i < size; i++) {
+        p[i] = pattern(i, seed2);
+    }
+    bad = first_wrong(p, size, seed2);
+    if (bad >= 0) {
+        printf("migrate %s: byte %lld is %u after the write, want %u\n",
+               file, bad, p[bad], pattern(bad, seed2));
+        return 1;
+    }
+    printf("migrate %s: %llu bytes read back and written through the "
+           "same mapping\n", file, (unsigned long long)size);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop|survey FILE SECONDS\n"
                 "       mmapio scribble FILE FROM SECONDS\n"
                 "       mmapio coherence FILE SIZE SEED1 SEED2 DIR\n"
+                "       mmapio migrate FILE SIZE SEED1 SEED2 DIR\n"
                 "       mmapio reread FILE SEED1 SEED2 DIR\n"
                 "       mmapio touchpast FILE SEED DIR PROGRESS\n");
         return 2;
@@ -202,6 +334,11 @@ int main(int argc, char **argv)
         }
         printf("check %s: %llu bytes ok\n", file, (unsigned long long)st.st_size);
         return 0;
+    }
+
+    if (!strcmp(op, "migrate") && argc == 7) {
+        return migrate_mapped(file, strtoull(argv[3], NULL, 0),
+                              atoi(argv[4]), atoi(argv[5]), argv[6]);
     }
 
     if (!strcmp(op, "coherence") && argc == 7) {

@@ -17,6 +17,7 @@
 #include "hw/virtio/virtio-bus.h"
 #include "hw/virtio/vhost-user-fs.h"
 #include "vhost-user-fs-reconnect.h"
+#include "vhost-user-fs-migration.h"
 
 /* How messages name the device: its id, as libvirt and users know it */
 static char *vuf_name(VHostUserFS *fs)
@@ -52,6 +53,13 @@ int vuf_connect(DeviceState *dev, Error **errp)
     }
     fs->connected = true;
 
+    /* A back-end that cannot carry the DAX window must not be migrated */
+    if (!vuf_migration_update_blocker(fs, errp)) {
+        fs->connected = false;
+        vhost_dev_cleanup(&fs->vhost_dev);
+        return -EBUSY;
+    }
+
     /* A guest that started the device before the back-end went away */
     if (virtio_device_started(vdev, vdev->status)) {
         vuf_start(vdev);
@@ -72,11 +80,16 @@ static void vuf_disconnect(DeviceState *dev)
 {
     VirtIODevice *vdev = VIRTIO_DEVICE(dev);
     VHostUserFS *fs = VHOST_USER_FS(dev);
+    Error *local_err = NULL;
 
     if (fs->connected) {
         g_autofree char *name = vuf_name(fs);
 
         fs->connected = false;
+        /* While a migration runs, vuf_migration_check() stops it instead */
+        if (!vuf_migration_update_blocker(fs, &local_err)) {
+            error_free(local_err);
+        }
         error_report("vhost-user-fs: back-end of device %s (tag \"%s\") "
                      "disconnected%s; file system requests wait until a "
                      "back-end is connected again (chardev option "

@@ -19,6 +19,7 @@
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
 #include "qemu/madvise.h"
+#include "exec/cpu-common.h"
 #include "hw/virtio/virtiofs-dax-compat.h"
 #include VIRTIOFS_DAX_TB_H
 #include "system/tcg.h"
@@ -453,6 +454,13 @@ bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
     win->nr_mappings = 0;
     shm_window_budget(name, size, &win->max_mappings, &max_fixups);
     memory_region_init_ram_ptr(&win->mr, owner, name, size, host);
+    /*
+     * Never RAM to migrate: the content is the back-end's files, which a
+     * back-end that can migrate maps again on the destination, and
+     * copying it would read all of them.  Nothing registers this block
+     * for migration; say so here rather than rely on it.
+     */
+    qemu_ram_unset_migratable(win->mr.ram_block);
     shm_window_add_range(win, max_fixups);
     trace_virtio_shm_window_init(name, size, host);
     return true;

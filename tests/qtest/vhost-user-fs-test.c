@@ -64,6 +64,8 @@ enum {
 #define VU_PF_SHMEM 22
 #define VU_PF_SHMEM_REPLACE 40
 #define VU_PF_MEM_RW 41
+#define VU_PF_DEVICE_STATE 19
+#define VU_PF_SHMEM_MIGRATE 42
 #define VU_SHM_FEATURES ((1ULL << VU_PF_SHMEM) | \
                          (1ULL << VU_PF_SHMEM_REPLACE) | \
                          (1ULL << VU_PF_MEM_RW))
@@ -1967,6 +1969,99 @@ static void test_migration_blocked(void)
 }
 
 /*
+ * The reason QMP's migrate gives for refusing at once, or NULL if it
+ * started; then waits for it to end.  The destination does not exist: a
+ * migration that starts fails to connect, without touching the device.
+ */
+static char *migrate_refusal(TestCtx *t)
+{
+    char *desc = NULL;
+    QDict *rsp;
+
+    rsp = qtest_qmp(t->qts, "{ 'execute': 'migrate', 'arguments': "
+                    "{ 'uri': 'unix:/nonexistent/vuf-migrate.sock' } }");
+    if (qdict_haskey(rsp, "error")) {
+        desc = g_strdup(qdict_get_str(qdict_get_qdict(rsp, "error"),
+                                      "desc"));
+        g_test_message("migrate refused: %s", desc);
+    }
+    qobject_unref(rsp);
+    for (;;) {
+        QDict *ret;
+        const char *status;
+        bool over;
+
+        rsp = qtest_qmp(t->qts, "{ 'execute': 'query-migrate' }");
+        ret = qdict_get_qdict(rsp, "return");
+        status = qdict_haskey(ret, "status") ?
+                 qdict_get_str(ret, "status") : "none";
+        over = strcmp(status, "setup") && strcmp(status, "active");
+        qobject_unref(rsp);
+        if (over) {
+            break;
+        }
+        g_usleep(10 * 1000);
+    }
+    return desc;
+}
+
+static bool migration_blocked(TestCtx *t)
+{
+    g_autofree char *desc = migrate_refusal(t);
+
+    return desc && strstr(desc, "has a DAX cache window (cache-size) and "
+                          "cannot be migrated: its back-end does not carry "
+                          "the window's mappings");
+}
+
+/*
+ * A back-end that carries the window (SHMEM_MIGRATE with DEVICE_STATE)
+ * lifts the blocker; one without either feature, connecting later,
+ * brings it back, and so on.  Without a window the feature is never
+ * negotiated.
+ */
+static void test_migration_with_window(void)
+{
+    uint64_t carries = VU_BASE_FEATURES | VU_SHM_FEATURES |
+                       (1ULL << VU_PF_LOG_SHMFD) |
+                       (1ULL << VU_PF_DEVICE_STATE) |
+                       (1ULL << VU_PF_SHMEM_MIGRATE);
+    const uint64_t lacking[] = {
+        carries & ~(1ULL << VU_PF_SHMEM_MIGRATE),
+        carries & ~(1ULL << VU_PF_DEVICE_STATE),
+    };
+    unsigned int closed = 0, i;
+    TestCtx t;
+
+    setup_machine(&t, "pc", "64M", 1, carries, true, NULL);
+    g_assert_true(t.be->acked_protocol_features &
+                  (1ULL << VU_PF_SHMEM_MIGRATE));
+    g_assert_false(migration_blocked(&t));
+
+    for (i = 0; i < G_N_ELEMENTS(lacking); i++) {
+        g_mutex_lock(&t.be->lock);
+        t.be->offered_protocol_features = lacking[i];
+        g_mutex_unlock(&t.be->lock);
+        be_disconnect(t.be);
+        be_wait_connected(t.be, ++closed, t.nvqs);
+        g_assert_true(migration_blocked(&t));
+
+        g_mutex_lock(&t.be->lock);
+        t.be->offered_protocol_features = carries;
+        g_mutex_unlock(&t.be->lock);
+        be_disconnect(t.be);
+        be_wait_connected(t.be, ++closed, t.nvqs);
+        g_assert_false(migration_blocked(&t));
+    }
+    teardown(&t);
+
+    setup_full(&t, NULL, 1, carries, NULL);
+    g_assert_false(t.be->acked_protocol_features &
+                   (1ULL << VU_PF_SHMEM_MIGRATE));
+    teardown(&t);
+}
+
+/*
  * A back-end mapping page-sized pieces hits the cap on live mappings
  * (16384 for a small window) long before the host's VMA limit.
  */
@@ -2344,6 +2439,8 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
     qtest_add_func("/vhost-user-fs/window/migration-blocked",
                    test_migration_blocked);
+    qtest_add_func("/vhost-user-fs/window/migration-with-window",
+                   test_migration_with_window);
     qtest_add_func("/vhost-user-fs/window/hotplug-unplug",
                    test_hotplug_unplug);
     for (i = 0; i < ARRAY_SIZE(bad_options); i++) {

@@ -10,6 +10,7 @@
 #define VIRTIOFSD_DAX_H
 
 #include "fs-types.h"
+#include "migstream.h"
 
 /* The window is shared memory region 0 of the device */
 #define VFSD_DAX_SHMID 0
@@ -128,5 +129,25 @@ void vfsd_dax_truncate_begin(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
 void vfsd_dax_truncate_end(VfsdFs *fs, dev_t dev, ino_t ino, int fd);
 /* The guest may have grown the file (write, fallocate, copy) */
 void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode);
+
+/*
+ * Migration with a live window (VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE).
+ * The source writes its mapping table into its state with
+ * vfsd_dax_save().  The destination checks a table with vfsd_dax_load(),
+ * which maps nothing: the front-end may be busy writing the rest of the
+ * state and serve no map request meanwhile.  vfsd_dax_restore() then maps
+ * every range through the front-end, once the whole state is read and
+ * before the front-end is told it was taken (CHECK_DEVICE_STATE).  The
+ * table names inodes by the guest's node ids, so the inodes must have
+ * been restored before vfsd_dax_load().  With nothing mapped,
+ * vfsd_dax_save() writes nothing at all.  Any range that cannot be mapped
+ * again fails the migration, whatever --migration-on-error says: the
+ * guest would read zeros where its file was.
+ */
+bool vfsd_dax_save(VfsdFs *fs, VfsdMigWriter *w, char **err);
+bool vfsd_dax_load(VfsdFs *fs, VfsdMigReader *r, char **err);
+bool vfsd_dax_restore(VfsdFs *fs, char **err);
+/* Drops a table loaded but not restored (a migration that failed) */
+void vfsd_dax_load_cancel(VfsdFs *fs);
 
 #endif /* VIRTIOFSD_DAX_H */

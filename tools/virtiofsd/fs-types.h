@@ -32,6 +32,7 @@ typedef struct VfsdDax VfsdDax;
 typedef struct VfsdDaxInode VfsdDaxInode;
 
 typedef struct VfsdFs VfsdFs;
+typedef struct VfsdMig VfsdMig;
 
 /*
  * A host inode the guest knows by nodeid.  It is held by an O_PATH fd, so
@@ -68,6 +69,11 @@ typedef struct VfsdInode {
      * inode is first mapped, so always without a DAX window.
      */
     VfsdDaxInode *dax;
+    /*
+     * Not found again after a migration (--migration-on-error=guest-error):
+     * fd is -1, and every request on it gets EIO until the guest forgets it
+     */
+    bool lost;
 } VfsdInode;
 
 typedef struct VfsdInodeStore {
@@ -76,6 +82,7 @@ typedef struct VfsdInodeStore {
     GHashTable *by_key;         /* VfsdInodeKey -> VfsdInode */
     uint64_t next_nodeid;
     VfsdInode *root;
+    gint lost;                  /* lost inodes in by_nodeid */
 } VfsdInodeStore;
 
 /* An open file or directory: the guest's fh */
@@ -175,6 +182,7 @@ struct VfsdFs {
 
     VfsdDax *dax;               /* NULL without a DAX window */
     VfsdStats *stats;           /* NULL without --stats */
+    VfsdMig *mig;               /* migrate.c's; NULL until a migration */
 
     /*
      * With FUSE_DONT_MASK creations run under the guest's umask, and the

@@ -272,3 +272,47 @@ void vfsd_handle_close(VfsdFs *fs, uint64_t fh, bool is_dir)
         vfsd_guest_error("release of unknown handle %" G_GUINT64_FORMAT, fh);
     }
 }
+
+GPtrArray *vfsd_handles_snapshot(VfsdFs *fs)
+{
+    GPtrArray *all = g_ptr_array_new_with_free_func(
+        (GDestroyNotify)vfsd_handle_put);
+    GHashTableIter it;
+    VfsdHandle *h;
+
+    g_mutex_lock(&fs->handles_lock);
+    g_hash_table_iter_init(&it, fs->handles);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&h)) {
+        g_atomic_int_inc(&h->refcount);
+        g_ptr_array_add(all, h);
+    }
+    g_mutex_unlock(&fs->handles_lock);
+    return all;
+}
+
+bool vfsd_handle_restore(VfsdFs *fs, uint64_t fh, int fd, int flags,
+                         VfsdInode *inode, bool is_dir)
+{
+    VfsdHandle *h;
+    bool ok;
+
+    g_mutex_lock(&fs->handles_lock);
+    ok = fh && !g_hash_table_contains(fs->handles, &fh);
+    if (ok) {
+        h = g_new0(VfsdHandle, 1);
+        h->fs = fs;
+        h->fh = fh;
+        h->fd = fd;
+        h->flags = flags;
+        h->inode = inode;
+        h->is_dir = is_dir;
+        h->refcount = 1;
+        g_mutex_init(&h->lock);
+        vfsd_inode_ref(inode);
+        g_hash_table_insert(fs->handles, &h->fh, h);
+        /* The guest's handles are never handed out again */
+        fs->next_fh = MAX(fs->next_fh, fh + 1);
+    }
+    g_mutex_unlock(&fs->handles_lock);
+    return ok;
+}

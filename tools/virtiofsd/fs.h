@@ -33,6 +33,14 @@ VfsdHandle *vfsd_handle_get(VfsdFs *fs, uint64_t fh, bool is_dir);
 void vfsd_handle_put(VfsdHandle *h);
 void vfsd_handle_close(VfsdFs *fs, uint64_t fh, bool is_dir);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(VfsdHandle, vfsd_handle_put)
+/*
+ * For migration: a reference to every open handle (free with
+ * g_ptr_array_unref()), and a handle put back under the guest's @fh;
+ * false (nothing taken over) if @fh is taken.
+ */
+GPtrArray *vfsd_handles_snapshot(VfsdFs *fs);
+bool vfsd_handle_restore(VfsdFs *fs, uint64_t fh, int fd, int flags,
+                         VfsdInode *inode, bool is_dir);
 
 /* fs.c: FUSE_DESTROY and disconnect */
 void vfsd_fs_reset(VfsdFs *fs);

@@ -42,6 +42,7 @@ void vfsd_inodes_init(VfsdInodeStore *st)
     st->by_key = g_hash_table_new(inode_key_hash, inode_key_equal);
     st->next_nodeid = FUSE_ROOT_ID + 1;
     st->root = NULL;
+    st->lost = 0;
 }
 
 /*
@@ -123,8 +124,8 @@ static void inode_drop(VfsdInode *inode)
     g_mutex_clear(&inode->fd_lock);
     /* Plain data, and nothing of dax.c holds the inode any more */
     g_free(inode->dax);
-    /* A handle inode's fd went with its last user */
-    if (!inode->handle) {
+    /* A handle inode's fd went with its last user; a lost one has none */
+    if (!inode->handle && inode->fd >= 0) {
         vfsd_fd_close(inode->fs, inode->fd);
     }
     g_free(inode->handle);
@@ -149,7 +150,9 @@ VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid)
 
     g_mutex_lock(&st->lock);
     inode = g_hash_table_lookup(st->by_nodeid, &nodeid);
-    if (inode) {
+    if (inode && inode->lost) {
+        inode = NULL;
+    } else if (inode) {
         g_atomic_int_inc(&inode->refcount);
     }
     g_mutex_unlock(&st->lock);
@@ -171,7 +174,13 @@ VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid)
 static void inode_unhash(VfsdInodeStore *st, VfsdInode *inode)
 {
     g_hash_table_remove(st->by_nodeid, &inode->nodeid);
-    g_hash_table_remove(st->by_key, inode);
+    /* A lost inode may share its key with a later one, which stays */
+    if (g_hash_table_lookup(st->by_key, inode) == inode) {
+        g_hash_table_remove(st->by_key, inode);
+    }
+    if (inode->lost) {
+        g_atomic_int_add(&st->lost, -1);
+    }
 }
 
 /*
@@ -556,4 +565,120 @@ void vfsd_inodes_handles_cleanup(VfsdFs *fs)
     }
     g_hash_table_destroy(fs->mount_fds);
     g_mutex_clear(&fs->mounts_lock);
+}
+
+GPtrArray *vfsd_inodes_snapshot(VfsdFs *fs)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    GPtrArray *all = g_ptr_array_new_with_free_func(
+        (GDestroyNotify)vfsd_inode_unref);
+    GHashTableIter it;
+    VfsdInode *inode;
+
+    GPtrArray *known = g_ptr_array_new();
+    unsigned int i;
+
+    g_mutex_lock(&st->lock);
+    g_hash_table_iter_init(&it, st->by_nodeid);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&inode)) {
+        if (inode != st->root) {
+            g_atomic_int_inc(&inode->refcount);
+            g_ptr_array_add(known, inode);
+        }
+    }
+    g_mutex_unlock(&st->lock);
+    /*
+     * Each a user, with its fd open: one held by file handle is opened
+     * from it, outside the table's lock.  One that no longer opens (gone
+     * on the host) is left out, as if the guest had forgotten it.
+     */
+    for (i = 0; i < known->len; i++) {
+        inode = g_ptr_array_index(known, i);
+        if (inode_fd_hold(inode) == 0) {
+            g_ptr_array_add(all, inode);
+        } else {
+            inode_drop(inode);
+        }
+    }
+    g_ptr_array_free(known, true);
+    return all;
+}
+
+bool vfsd_inode_restore(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup,
+                        int fd, const struct statx *stx, mode_t type)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode *inode = g_new0(VfsdInode, 1);
+    bool ok;
+
+    inode->fs = fs;
+    inode->nodeid = nodeid;
+    inode->fd = fd;
+    inode->nlookup = nlookup;
+    inode->refcount = 1;
+    inode->type = type;
+    inode->lost = fd < 0;
+    /* Restored inodes are held by fd, whatever --inode-file-handles says */
+    g_mutex_init(&inode->fd_lock);
+    if (fd >= 0) {
+        inode->dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
+        inode->ino = stx->stx_ino;
+        inode->mnt_id = stx->stx_mnt_id;
+        inode->type = stx->stx_mode & S_IFMT;
+    }
+
+    g_mutex_lock(&st->lock);
+    ok = nodeid != FUSE_ROOT_ID &&
+         !g_hash_table_contains(st->by_nodeid, &nodeid) &&
+         (fd < 0 || !g_hash_table_contains(st->by_key, inode));
+    if (ok) {
+        g_mutex_init(&inode->plock_lock);
+        g_hash_table_insert(st->by_nodeid, &inode->nodeid, inode);
+        if (fd >= 0) {
+            g_hash_table_insert(st->by_key, inode, inode);
+        } else {
+            g_atomic_int_inc(&st->lost);
+        }
+        /* Nodeids the guest holds are never handed out again */
+        st->next_nodeid = MAX(st->next_nodeid, nodeid + 1);
+    }
+    g_mutex_unlock(&st->lock);
+    if (!ok) {
+        g_mutex_clear(&inode->fd_lock);
+        g_free(inode);
+    }
+    return ok;
+}
+
+bool vfsd_inode_lost(VfsdFs *fs, uint64_t nodeid)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode *inode;
+    bool lost;
+
+    /* No lookup per request unless a migration lost some */
+    if (!g_atomic_int_get(&st->lost)) {
+        return false;
+    }
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_nodeid, &nodeid);
+    lost = inode && inode->lost;
+    g_mutex_unlock(&st->lock);
+    return lost;
+}
+
+void vfsd_inode_set_lost(VfsdFs *fs, uint64_t nodeid)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode *inode;
+
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_nodeid, &nodeid);
+    if (inode && !inode->lost && inode != st->root) {
+        inode->lost = true;
+        /* The file may be found again by a later lookup, as a new inode */
+        g_hash_table_remove(st->by_key, inode);
+        g_atomic_int_inc(&st->lost);
+    }
+    g_mutex_unlock(&st->lock);
 }

@@ -37,6 +37,24 @@ void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner);
 void vfsd_inode_forget(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup);
 void vfsd_inodes_forget_all(VfsdFs *fs);
 
+/*
+ * For migration (migrate.c).  A reference to every inode the guest
+ * knows, root excluded; free with g_ptr_array_unref().
+ */
+GPtrArray *vfsd_inodes_snapshot(VfsdFs *fs);
+/*
+ * Puts back an inode the guest knew as @nodeid with @nlookup lookups,
+ * taking over @fd (O_PATH, accounted) whose attributes are @stx; false
+ * (fd left to the caller) if the nodeid or the file is known already.
+ * With @fd -1 the inode is lost: the guest gets EIO on it.
+ */
+bool vfsd_inode_restore(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup,
+                        int fd, const struct statx *stx, mode_t type);
+/* Whether requests on @nodeid get EIO (see VfsdInode.lost) */
+bool vfsd_inode_lost(VfsdFs *fs, uint64_t nodeid);
+/* Makes a restored inode lost, when what depends on it could not be had */
+void vfsd_inode_set_lost(VfsdFs *fs, uint64_t nodeid);
+
 /* The attributes of @fd (an O_PATH fd will do), or a negative errno */
 int vfsd_statx(int fd, struct statx *stx);
 

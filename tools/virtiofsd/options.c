@@ -33,6 +33,7 @@ static const char capabilities[] =
     "{\n"
     "  \"type\": \"fs\",\n"
     "  \"features\": [\n"
+    "    \"migrate-precopy\",\n"
     "    \"posix-acl-negotiation-mode\",\n"
     "    \"security-label-negotiation-mode\",\n"
     "    \"separate-options\"\n"
@@ -118,6 +119,20 @@ void vfsd_options_usage(const char *prog)
            "                            map:G:H:N, guest:G:H:N, host:H:G:N,\n"
            "                            squash-guest:G:H:N, squash-host:H:G:N,\n"
            "                            forbid-guest:G:N; other ids pass\n"
+           "  --migration-mode=find-paths|file-handles   how the source\n"
+           "                            names each inode to the destination\n"
+           "                            (find-paths)\n"
+           "  --migration-on-error=abort|guest-error     what the\n"
+           "                            destination does with a file it\n"
+           "                            cannot find: fail the migration, or\n"
+           "                            give the guest EIO there (abort)\n"
+           "  --migration-verify-handles  find-paths: check by file handle\n"
+           "                            that the destination opened the\n"
+           "                            very same files\n"
+           "  --migration-confirm-paths   accepted: paths are always found\n"
+           "                            and checked at switch-over here\n"
+           "  --no-migration            do not offer the front-end the\n"
+           "                            back-end state transfer\n"
            "  --thread-pool-size=N      worker threads per queue (0: none)\n"
            "  --rlimit-nofile=N         set RLIMIT_NOFILE to N (default: its\n"
            "                            hard limit; 0: leave it as it is)\n"
@@ -213,6 +228,35 @@ static bool parse_sandbox(VfsdOptions *o, const char *v, char **err)
     } else {
         *err = g_strdup_printf("invalid sandbox mode '%s' (namespace, "
                                "chroot or none)", v);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_migration_mode(VfsdOptions *o, const char *v, char **err)
+{
+    if (!strcmp(v, "find-paths")) {
+        o->migration_mode = VFSD_MIG_FIND_PATHS;
+    } else if (!strcmp(v, "file-handles")) {
+        o->migration_mode = VFSD_MIG_FILE_HANDLES;
+    } else {
+        *err = g_strdup_printf("invalid migration mode '%s' (find-paths or "
+                               "file-handles)", v);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_migration_on_error(VfsdOptions *o, const char *v,
+                                     char **err)
+{
+    if (!strcmp(v, "abort")) {
+        o->migration_on_error = VFSD_MIG_ABORT;
+    } else if (!strcmp(v, "guest-error")) {
+        o->migration_on_error = VFSD_MIG_GUEST_ERROR;
+    } else {
+        *err = g_strdup_printf("invalid --migration-on-error '%s' (abort or "
+                               "guest-error)", v);
         return false;
     }
     return true;
@@ -465,6 +509,8 @@ enum {
     OPT_MODCAPS,
     OPT_TRANSLATE_UID,
     OPT_TRANSLATE_GID,
+    OPT_MIGRATION_MODE,
+    OPT_MIGRATION_ON_ERROR,
     OPT_O,
     OPT_INODE_FILE_HANDLES,
     /* [=VALUE] only, as the Rust daemon has them: bare, they mean always */
@@ -493,6 +539,9 @@ enum {
     OPT_NO_ANNOUNCE_SUBMOUNTS,
     OPT_NO_READDIRPLUS,
     OPT_PRESERVE_NOATIME,
+    OPT_MIGRATION_VERIFY_HANDLES,
+    OPT_MIGRATION_CONFIRM_PATHS,
+    OPT_NO_MIGRATION,
 };
 
 static const struct {
@@ -549,6 +598,11 @@ static const struct {
     { "--preserve-noatime", OPT_PRESERVE_NOATIME },
     { "--inode-file-handles", OPT_INODE_FILE_HANDLES },
     { "--security-label", OPT_SECURITY_LABEL },
+    { "--migration-mode", OPT_MIGRATION_MODE },
+    { "--migration-on-error", OPT_MIGRATION_ON_ERROR },
+    { "--migration-verify-handles", OPT_MIGRATION_VERIFY_HANDLES },
+    { "--migration-confirm-paths", OPT_MIGRATION_CONFIRM_PATHS },
+    { "--no-migration", OPT_NO_MIGRATION },
 };
 
 /* Options without a value; false if @id is not one of them */
@@ -620,6 +674,15 @@ static bool apply_flag(VfsdOptions *o, int id)
         return true;
     case OPT_PRESERVE_NOATIME:
         o->preserve_noatime = true;
+        return true;
+    case OPT_MIGRATION_VERIFY_HANDLES:
+        o->migration_verify_handles = true;
+        return true;
+    case OPT_MIGRATION_CONFIRM_PATHS:
+        o->migration_confirm_paths = true;
+        return true;
+    case OPT_NO_MIGRATION:
+        o->no_migration = true;
         return true;
     }
     return false;
@@ -735,6 +798,10 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return parse_dax_policy(o, val, err);
     case OPT_MODCAPS:
         return parse_modcaps(o, val, err);
+    case OPT_MIGRATION_MODE:
+        return parse_migration_mode(o, val, err);
+    case OPT_MIGRATION_ON_ERROR:
+        return parse_migration_on_error(o, val, err);
     case OPT_TRANSLATE_UID:
     case OPT_TRANSLATE_GID: {
         bool uids = id == OPT_TRANSLATE_UID;

@@ -52,6 +52,18 @@ typedef enum VfsdNegotiation {
     VFSD_NEGOTIATE_ALWAYS,      /* INIT fails without it */
 } VfsdNegotiation;
 
+/* --migration-mode: how the source names each inode to the destination */
+typedef enum VfsdMigMode {
+    VFSD_MIG_FIND_PATHS,        /* its path under the shared directory */
+    VFSD_MIG_FILE_HANDLES,      /* its file handle (same file system) */
+} VfsdMigMode;
+
+/* --migration-on-error: what the destination does with what it cannot find */
+typedef enum VfsdMigOnError {
+    VFSD_MIG_ABORT,             /* fail the migration */
+    VFSD_MIG_GUEST_ERROR,       /* finish it; the guest gets EIO there */
+} VfsdMigOnError;
+
 /* What the system call filter does with a call it does not allow */
 typedef enum VfsdSeccomp {
     VFSD_SECCOMP_KILL,          /* the kernel kills the process */
@@ -113,6 +125,11 @@ typedef struct VfsdOptions {
      */
     char *tag;
     uint64_t cache_size;
+    VfsdMigMode migration_mode;
+    VfsdMigOnError migration_on_error;
+    bool migration_verify_handles;  /* find-paths: attach file handles */
+    bool migration_confirm_paths;   /* always done here; accepted */
+    bool no_migration;          /* do not offer the device state feature */
 } VfsdOptions;
 
 /* The virtio-fs config space's tag field: not NUL-terminated when full */

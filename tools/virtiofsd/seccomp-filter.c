@@ -66,6 +66,8 @@ static const int allowed[] = {
     SCMP_SYS(fremovexattr), SCMP_SYS(getxattr), SCMP_SYS(setxattr),
     SCMP_SYS(listxattr), SCMP_SYS(removexattr),
     SCMP_SYS(fcntl), SCMP_SYS(flock),
+    /* Live migration: naming inodes by file handle, and finding them */
+    SCMP_SYS(name_to_handle_at), SCMP_SYS(open_by_handle_at),
     /* Credentials and capabilities, per thread */
     SCMP_SYS(setfsuid), SCMP_SYS(setfsgid), SCMP_SYS(setgroups),
     SCMP_SYS(capget),

@@ -1620,6 +1620,19 @@ static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
         return r->written;
     }
 
+    /*
+     * A file a migration could not bring along: every request on it
+     * fails, but the guest may still forget it and close its handles.
+     */
+    if (G_UNLIKELY(vfsd_inode_lost(fs, r->h.nodeid)) &&
+        !(op->flags & VFSD_OP_HIPRIO) && r->h.opcode != FUSE_RELEASE &&
+        r->h.opcode != FUSE_RELEASEDIR) {
+        vfsd_guest_error("%s on inode %" PRIu64 ", lost in migration",
+                         vfsd_opname(r->h.opcode), (uint64_t)r->h.nodeid);
+        reply_err(r, -EIO);
+        return r->written;
+    }
+
     start = fs->stats ? vfsd_stats_now() : 0;
     if (!op->handler) {
         vfsd_debug("unsupported opcode %u (%s)", r->h.opcode,

@@ -34,6 +34,7 @@
 #include "inode.h"
 #include "intr.h"
 #include "log.h"
+#include "migrate.h"
 #include "server.h"
 
 /* Queue 0 is hiprio; QEMU enables as many request queues as it wants */
@@ -87,6 +88,8 @@ struct VfsdDev {
     /* --watch-truncate: a thread reads the inotify events */
     pthread_t watch_thread;
     int watch_stop_fd;          /* -1: no such thread */
+    /* A back-end state transfer between SET_DEVICE_STATE_FD and CHECK */
+    VfsdMigXfer *mig_xfer;
 };
 
 /* The device whose libvhost-user state is @vu */
@@ -519,6 +522,11 @@ static void queue_set_started(VuDev *vu, int qidx, bool started)
     if (!started) {
         return;
     }
+    /*
+     * Queues start again on the source only if the migration did not
+     * complete: the guest's locks, let go for the destination, come back.
+     */
+    vfsd_migrate_resume(dev->fs);
 
     q = g_new0(VfsdQueue, 1);
     q->dev = dev;
@@ -622,6 +630,26 @@ static uint64_t get_features(VuDev *vu)
            1ULL << VIRTIO_RING_F_EVENT_IDX;
 }
 
+/*
+ * Back-end state transfer (QEMU 8.2 and later), which our libvhost-user
+ * does not know: the front-end gives us one end of a pipe, we write the
+ * state into it (source) or read it (destination), and CHECK asks how
+ * that went.
+ */
+#define VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE 19
+#define VFSD_VHOST_USER_SET_DEVICE_STATE_FD 42
+#define VFSD_VHOST_USER_CHECK_DEVICE_STATE 43
+/*
+ * A fork extension (docs/interop/vhost-user-shmem-migrate.rst.inc): the
+ * DAX window's mappings travel in the state, and the destination maps
+ * them again before it answers CHECK_DEVICE_STATE.
+ */
+#define VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE 42
+/* SET_DEVICE_STATE_FD's reply: no fd of ours comes back */
+#define VFSD_DEVICE_STATE_NO_FD (1ULL << 8)
+/* The only phase there is: the device stopped, after the RAM went */
+#define VFSD_DEVICE_STATE_PHASE_STOPPED 0
+
 static uint64_t get_protocol_features(VuDev *vu)
 {
     VfsdDev *dev = dev_of(vu);
@@ -637,6 +665,19 @@ static uint64_t get_protocol_features(VuDev *vu)
      */
     if (dev->fs->opts->tag) {
         features |= 1ULL << VHOST_USER_PROTOCOL_F_CONFIG;
+    }
+    /* Without it QEMU refuses to migrate the guest, as asked */
+    if (!dev->fs->opts->no_migration) {
+        features |= 1ULL << VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE;
+        /*
+         * dax.c carries the window's mappings in the state and maps them
+         * again on the destination (vfsd_dax_restore()).  The variable
+         * plays a back-end without it, whose guest QEMU must refuse to
+         * migrate while it has a DAX window: for the tests.
+         */
+        if (!g_getenv("VIRTIOFSD_TEST_NO_SHMEM_MIGRATE")) {
+            features |= 1ULL << VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE;
+        }
     }
     return features;
 }
@@ -755,6 +796,79 @@ static void remove_watch(VuDev *vu, int fd)
 {
 }
 
+static bool has_protocol_feature(VfsdDev *dev, unsigned int bit)
+{
+    return dev->vu.protocol_features & (1ULL << bit);
+}
+
+static int reply_u64(VhostUserMsg *vmsg, uint64_t v, int *do_reply)
+{
+    vmsg->payload.u64 = v;
+    vmsg->size = sizeof(vmsg->payload.u64);
+    vmsg->fd_num = 0;
+    *do_reply = 1;
+    return 1;
+}
+
+/* Waits for a transfer under way; its result, or true if none */
+static bool mig_xfer_end(VfsdDev *dev)
+{
+    g_autofree char *err = NULL;
+
+    if (!dev->mig_xfer) {
+        return true;
+    }
+    if (!vfsd_migrate_end(g_steal_pointer(&dev->mig_xfer), &err)) {
+        vfsd_err("migration: %s", err);
+        return false;
+    }
+    return true;
+}
+
+static int set_device_state_fd(VfsdDev *dev, VhostUserMsg *vmsg,
+                               int *do_reply)
+{
+    struct {
+        uint32_t direction;
+        uint32_t phase;
+    } params;
+    g_autofree char *err = NULL;
+    int fd = vmsg->fd_num == 1 ? vmsg->fds[0] : -1;
+    unsigned int i;
+
+    /* A new transfer replaces one the front-end gave up on */
+    mig_xfer_end(dev);
+    for (i = fd >= 0 ? 1 : 0; i < vmsg->fd_num; i++) {
+        close(vmsg->fds[i]);
+    }
+    if (fd < 0 || vmsg->size < sizeof(params) ||
+        !has_protocol_feature(dev, VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE)) {
+        vfsd_err("migration: malformed SET_DEVICE_STATE_FD (%u fds, %u "
+                 "bytes)", vmsg->fd_num, vmsg->size);
+        if (fd >= 0) {
+            close(fd);
+        }
+        return reply_u64(vmsg, 1 | VFSD_DEVICE_STATE_NO_FD, do_reply);
+    }
+    memcpy(&params, &vmsg->payload, sizeof(params));
+    if ((params.direction != VFSD_MIG_SAVE &&
+         params.direction != VFSD_MIG_LOAD) ||
+        params.phase != VFSD_DEVICE_STATE_PHASE_STOPPED) {
+        vfsd_err("migration: unknown transfer direction %u or phase %u",
+                 params.direction, params.phase);
+        close(fd);
+        return reply_u64(vmsg, 1 | VFSD_DEVICE_STATE_NO_FD, do_reply);
+    }
+    vfsd_info("migration: %s the device state",
+              params.direction == VFSD_MIG_SAVE ? "saving" : "loading");
+    dev->mig_xfer = vfsd_migrate_begin(dev->fs, params.direction, fd, &err);
+    if (!dev->mig_xfer) {
+        vfsd_err("migration: %s", err);
+        return reply_u64(vmsg, 1 | VFSD_DEVICE_STATE_NO_FD, do_reply);
+    }
+    return reply_u64(vmsg, VFSD_DEVICE_STATE_NO_FD, do_reply);
+}
+
 /*
  * libvhost-user reads a closed connection as a VHOST_USER_NONE message and
  * ends the process (the front-end has dropped its mappings already).
@@ -784,6 +898,12 @@ static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
         }
         *do_reply = 0;
         return 1;
+    case VFSD_VHOST_USER_SET_DEVICE_STATE_FD:
+        return set_device_state_fd(dev, vmsg, do_reply);
+    case VFSD_VHOST_USER_CHECK_DEVICE_STATE:
+        /* No transfer at all is a failed one too */
+        return reply_u64(vmsg, dev->mig_xfer && mig_xfer_end(dev) ? 0 : 1,
+                         do_reply);
     case VHOST_USER_SET_CONFIG:
         /*
          * virtio-fs has no writable config field.  libvhost-user would
@@ -812,11 +932,6 @@ static const VuDevIface iface = {
     .get_config = get_config,
     .queue_set_started = queue_set_started,
 };
-
-static bool has_protocol_feature(VfsdDev *dev, unsigned int bit)
-{
-    return dev->vu.protocol_features & (1ULL << bit);
-}
 
 static bool dax_available(void *opaque)
 {
@@ -1033,6 +1148,8 @@ static void serve_teardown(VfsdDev *dev)
     vfsd_interrupt_all(fs);
     g_thread_pool_free(dev->blocking_pool, FALSE, TRUE);
 
+    mig_xfer_end(dev);
+    vfsd_migrate_free(fs);
     /* The front-end drops its mappings on disconnect */
     vfsd_dax_forget_all(fs);
     vfsd_fs_reset(fs);

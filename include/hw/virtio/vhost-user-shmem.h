@@ -48,7 +48,8 @@ typedef struct VhostUserMemRW {
 #define VHOST_USER_PROTOCOL_SHM_FEATURES \
     ((1ULL << VHOST_USER_PROTOCOL_F_SHMEM) | \
      (1ULL << VHOST_USER_PROTOCOL_F_SHMEM_REPLACE) | \
-     (1ULL << VHOST_USER_PROTOCOL_F_MEM_RW))
+     (1ULL << VHOST_USER_PROTOCOL_F_MEM_RW) | \
+     (1ULL << VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE))
 
 /**
  * vhost_user_add_shm_window() - let the back-end map into a window

@@ -1099,6 +1099,303 @@ static void test_truncate_other_inode(DaxFixture *d, gconstpointer data)
     g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw replace;");
 }
 
+/*
+ * Migration: the table one window saves, loaded into a new window on the
+ * same file system, as a destination daemon finds its inodes restored
+ * under the guest's node ids.
+ */
+#define STATE_HEADER 12
+#define STATE_RECORD 40
+
+static GByteArray *save_state(DaxFixture *d)
+{
+    VfsdMigWriter w = { .buf = g_byte_array_new() };
+    g_autofree char *err = NULL;
+
+    g_assert_true(vfsd_dax_save(&d->t.fs, &w, &err));
+    return w.buf;
+}
+
+/* The source window goes away; a new one, with nothing mapped, takes over */
+static void new_window(DaxFixture *d)
+{
+    VfsdDaxBackend be = {
+        .available = fake_available,
+        .can_replace = fake_can_replace,
+        .map = fake_map,
+        .unmap = fake_unmap,
+        .opaque = &d->fake,
+    };
+
+    vfsd_dax_forget_all(&d->t.fs);
+    vfsd_dax_free(d->t.fs.dax);
+    d->t.fs.dax = vfsd_dax_new(&be);
+    g_array_set_size(d->fake.maps, 0);
+    g_string_truncate(d->fake.log, 0);
+}
+
+static bool load_state(DaxFixture *d, const void *p, size_t len, char **err)
+{
+    VfsdMigReader r;
+
+    vfsd_mig_reader_init(&r, p, len);
+    return vfsd_dax_load(&d->t.fs, &r, err);
+}
+
+static int cmp_fake_map(gconstpointer a, gconstpointer b)
+{
+    const FakeMap *x = a, *y = b;
+
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void test_migrate_roundtrip(DaxFixture *d, gconstpointer data)
+{
+    g_autoptr(GByteArray) state = NULL;
+    g_autoptr(GArray) before = NULL;
+    g_autofree char *err = NULL;
+    const uint64_t ranges[][2] = { { 4 * MiB, 2 * MiB } };
+    guint i;
+
+    /* Nothing mapped: no section, as for a guest without DAX */
+    state = save_state(d);
+    g_assert_cmpuint(state->len, ==, 0);
+    g_clear_pointer(&state, g_byte_array_unref);
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 4 * MiB, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ |
+                                  FUSE_SETUPMAPPING_FLAG_WRITE), ==, 0);
+    /* Half past the end of the 8 MiB file: only what the file backs */
+    g_assert_cmpint(setup_mapping(d, 6 * MiB, 10 * MiB, 4 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    before = g_array_copy(d->fake.maps);
+    g_array_sort(before, cmp_fake_map);
+    g_assert_cmpuint(before->len, ==, 3);
+
+    state = save_state(d);
+    g_assert_cmpuint(state->len, ==, STATE_HEADER + 3 * STATE_RECORD);
+    new_window(d);
+
+    g_assert_true(load_state(d, state->data, state->len, &err));
+    /* Nothing is mapped while the rest of the state may still come */
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+    g_assert_true(vfsd_dax_restore(&d->t.fs, &err));
+    g_assert_null(err);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "map 0+200000 ro;map 400000+200000 rw;"
+                    "map a00000+200000 ro;");
+
+    g_array_sort(d->fake.maps, cmp_fake_map);
+    g_assert_cmpuint(d->fake.maps->len, ==, before->len);
+    for (i = 0; i < before->len; i++) {
+        FakeMap *a = &g_array_index(before, FakeMap, i);
+        FakeMap *b = &g_array_index(d->fake.maps, FakeMap, i);
+
+        g_assert_cmphex(a->start, ==, b->start);
+        g_assert_cmphex(a->len, ==, b->len);
+        g_assert_cmphex(a->foffset, ==, b->foffset);
+        g_assert_cmphex(a->flags, ==, b->flags);
+        g_assert_cmpuint(a->st.st_ino, ==, b->st.st_ino);
+        g_assert_cmpuint(a->st.st_dev, ==, b->st.st_dev);
+    }
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 3);
+
+    /* The records are back too: the guest removes what it mapped */
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(remove_mapping(d, ranges, 1, 1), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 400000+200000;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
+}
+
+/*
+ * A file mapped writable is written back when the state is saved (for a
+ * destination on another host); when that cannot be done, the save fails
+ * rather than leave the guest's writes behind.  A read-only one is not.
+ */
+static void test_migrate_write_back(DaxFixture *d, gconstpointer data)
+{
+    VfsdMigWriter w = { .buf = g_byte_array_new() };
+    g_autoptr(GByteArray) buf = w.buf;
+    g_autofree char *err = NULL;
+    int fds_max = d->t.fs.fds_max;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    /* No fd to spare: fine while nothing is mapped writable */
+    d->t.fs.fds_max = d->t.fs.fds_open;
+    g_assert_true(vfsd_dax_save(&d->t.fs, &w, &err));
+    d->t.fs.fds_max = fds_max;
+
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ |
+                                  FUSE_SETUPMAPPING_FLAG_WRITE), ==, 0);
+    g_byte_array_set_size(buf, 0);
+    g_assert_true(vfsd_dax_save(&d->t.fs, &w, &err));
+    d->t.fs.fds_max = d->t.fs.fds_open;
+    g_byte_array_set_size(buf, 0);
+    g_assert_false(vfsd_dax_save(&d->t.fs, &w, &err));
+    d->t.fs.fds_max = fds_max;
+    g_assert_nonnull(strstr(err, "cannot write back"));
+}
+
+/* Ranges the guest removed and we keep mapped for a while do not move */
+static void test_migrate_skips_released(DaxFixture *d, gconstpointer data)
+{
+    g_autoptr(GByteArray) state = NULL;
+    g_autofree char *err = NULL;
+    const uint64_t ranges[][2] = { { 0, 2 * MiB } };
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    g_assert_cmpint(remove_mapping(d, ranges, 1, 1), ==, 0);
+    /* Still mapped, lazily */
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+
+    state = save_state(d);
+    g_assert_cmpuint(state->len, ==, STATE_HEADER + STATE_RECORD);
+    new_window(d);
+    g_assert_true(load_state(d, state->data, state->len, &err));
+    g_assert_true(vfsd_dax_restore(&d->t.fs, &err));
+    g_assert_cmpstr(d->fake.log->str, ==, "map 200000+200000 ro;");
+}
+
+static void put_u64(GByteArray *b, size_t at, uint64_t v)
+{
+    v = GUINT64_TO_LE(v);
+    memcpy(b->data + at, &v, sizeof(v));
+}
+
+static void put_u32(GByteArray *b, size_t at, uint32_t v)
+{
+    v = GUINT32_TO_LE(v);
+    memcpy(b->data + at, &v, sizeof(v));
+}
+
+/* Fails to load, leaves nothing to map, and says why */
+static void assert_refused(DaxFixture *d, GByteArray *b, const char *why)
+{
+    g_autofree char *err = NULL;
+    g_autofree char *err2 = NULL;
+
+    g_assert_false(load_state(d, b->data, b->len, &err));
+    g_assert_nonnull(err);
+    if (why && !strstr(err, why)) {
+        g_error("refused with \"%s\", expected \"%s\"", err, why);
+    }
+    g_assert_true(vfsd_dax_restore(&d->t.fs, &err2));
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+}
+
+/* The stream comes from another host: nothing in it is trusted */
+static void test_migrate_bad_streams(DaxFixture *d, gconstpointer data)
+{
+    g_autoptr(GByteArray) good = NULL;
+    g_autofree char *err = NULL;
+    g_autofree char *err2 = NULL;
+    struct {
+        size_t at;
+        int width;
+        uint64_t value;
+        const char *why;
+    } bad[] = {
+        { 0, 4, 2, "version 2" },
+        { 4, 8, UINT64_MAX, "bad count" },
+        { 4, 8, 3, "bad count" },
+        { 4, 8, 0, "empty" },
+        { STATE_HEADER + 0, 8, 4096 + 512, "bad mapping" },
+        { STATE_HEADER + 8, 8, 0, "bad mapping" },
+        { STATE_HEADER + 16, 8, 1, "bad mapping" },
+        { STATE_HEADER + 16, 8, (uint64_t)INT64_MAX - 4095, "bad mapping" },
+        { STATE_HEADER + 32, 4, 2, "bad mapping" },
+        { STATE_HEADER + 36, 4, 1, "bad mapping" },
+        /* Overlapping, and out of order */
+        { STATE_HEADER + STATE_RECORD, 8, 2 * MiB - 4096, "bad mapping" },
+        { STATE_HEADER + STATE_RECORD, 8, 0, "bad mapping" },
+        { STATE_HEADER + 0, 8, UINT64_MAX - 4095, "bad mapping" },
+        { STATE_HEADER + 24, 8, 12345, "not known here" },
+        { STATE_HEADER + 24, 8, FUSE_ROOT_ID, "not a regular file" },
+    };
+    size_t n;
+    guint i;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ |
+                                  FUSE_SETUPMAPPING_FLAG_WRITE), ==, 0);
+    good = save_state(d);
+    new_window(d);
+
+    /* Cut anywhere */
+    for (n = 0; n < good->len; n++) {
+        g_autoptr(GByteArray) b = g_byte_array_new();
+
+        g_byte_array_append(b, good->data, n);
+        assert_refused(d, b, NULL);
+    }
+    for (i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autoptr(GByteArray) b = g_byte_array_new();
+
+        g_byte_array_append(b, good->data, good->len);
+        if (bad[i].width == 8) {
+            put_u64(b, bad[i].at, bad[i].value);
+        } else {
+            put_u32(b, bad[i].at, bad[i].value);
+        }
+        assert_refused(d, b, bad[i].why);
+    }
+    /* A writable mapping on a read-only share */
+    d->t.opts.readonly = true;
+    assert_refused(d, good, "read-only");
+    d->t.opts.readonly = false;
+
+    /* And the good one still loads after all that, but only once */
+    g_assert_true(load_state(d, good->data, good->len, &err));
+    g_assert_false(load_state(d, good->data, good->len, &err2));
+    g_assert_nonnull(strstr(err2, "in use"));
+    g_assert_true(vfsd_dax_restore(&d->t.fs, &err));
+    g_assert_cmpuint(d->fake.maps->len, ==, 2);
+}
+
+/* A range the front-end does not map again fails the whole migration */
+static void test_migrate_restore_fails(DaxFixture *d, gconstpointer data)
+{
+    g_autoptr(GByteArray) state = NULL;
+    g_autofree char *err = NULL;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    state = save_state(d);
+    new_window(d);
+    g_assert_true(load_state(d, state->data, state->len, &err));
+    d->fake.fail_next = true;
+    g_assert_false(vfsd_dax_restore(&d->t.fs, &err));
+    g_assert_nonnull(strstr(err, "cannot map node"));
+}
+
+/* A file the destination cannot open again: no zeros where it was */
+static void test_migrate_cannot_reopen(DaxFixture *d, gconstpointer data)
+{
+    g_autoptr(GByteArray) state = NULL;
+    g_autofree char *err = NULL;
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB,
+                                  FUSE_SETUPMAPPING_FLAG_READ), ==, 0);
+    state = save_state(d);
+    new_window(d);
+    g_assert_true(load_state(d, state->data, state->len, &err));
+    /* No more fds for the daemon: the file cannot be opened again */
+    d->t.fs.fds_max = d->t.fs.fds_open;
+    g_assert_false(vfsd_dax_restore(&d->t.fs, &err));
+    g_assert_nonnull(strstr(err, "cannot map node"));
+    g_assert_cmpuint(d->fake.maps->len, ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1152,5 +1449,11 @@ int main(int argc, char **argv)
     ADD_WATCH("stale-size", test_stale_size, 0);
     ADD("truncate-holds-off-growth", test_truncate_holds_off_growth, 0);
     ADD("truncate-other-inode", test_truncate_other_inode, 0);
+    ADD("migrate/roundtrip", test_migrate_roundtrip, 0);
+    ADD("migrate/skips-released", test_migrate_skips_released, FAKE_LAZY);
+    ADD("migrate/write-back", test_migrate_write_back, 0);
+    ADD("migrate/bad-streams", test_migrate_bad_streams, 0);
+    ADD("migrate/restore-fails", test_migrate_restore_fails, 0);
+    ADD("migrate/cannot-reopen", test_migrate_cannot_reopen, 0);
     return g_test_run();
 }

@@ -434,8 +434,8 @@ static void test_capabilities(void)
     g_assert_nonnull(strstr(caps, "\"separate-options\""));
     g_assert_nonnull(strstr(caps, "\"posix-acl-negotiation-mode\""));
     g_assert_nonnull(strstr(caps, "\"security-label-negotiation-mode\""));
-    /* We do not migrate */
-    g_assert_null(strstr(caps, "migrate"));
+    /* As the Rust daemon says it: back-end state for precopy migration */
+    g_assert_nonnull(strstr(caps, "\"migrate-precopy\""));
     vfsd_options_free(&o);
 }
 
@@ -622,6 +622,32 @@ static void test_rust_options(void)
                         "--inode-file-handles=fallback"));
     g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_PREFER);
     vfsd_options_free(&o);
+    /* The Rust daemon's migration options, defaults first */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x"));
+    g_assert_cmpint(o.migration_mode, ==, VFSD_MIG_FIND_PATHS);
+    g_assert_cmpint(o.migration_on_error, ==, VFSD_MIG_ABORT);
+    g_assert_false(o.migration_verify_handles || o.no_migration);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--migration-mode=file-handles "
+                        "--migration-on-error guest-error "
+                        "--migration-verify-handles "
+                        "--migration-confirm-paths --no-migration"));
+    g_assert_cmpint(o.migration_mode, ==, VFSD_MIG_FILE_HANDLES);
+    g_assert_cmpint(o.migration_on_error, ==, VFSD_MIG_GUEST_ERROR);
+    g_assert_true(o.migration_verify_handles && o.migration_confirm_paths &&
+                  o.no_migration);
+    vfsd_options_free(&o);
+    g_assert_false(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                         "--migration-mode=paths"));
+    g_assert_nonnull(strstr(err, "find-paths or file-handles"));
+    vfsd_options_free(&o);
+    g_clear_pointer(&err, g_free);
+    g_assert_false(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                         "--migration-on-error=ignore"));
+    g_assert_nonnull(strstr(err, "abort or guest-error"));
+    vfsd_options_free(&o);
+    g_clear_pointer(&err, g_free);
 
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x -o "
                         "no_readdirplus,modcaps=-fowner"));

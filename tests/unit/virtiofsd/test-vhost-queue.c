@@ -659,6 +659,91 @@ static void test_mem_table_change_queued(void)
     fe_stop(&f);
 }
 
+/*
+ * The back-end state transfer through the transport: the feature is
+ * offered, malformed requests get an error reply, a save writes our
+ * stream into the front-end's pipe and CHECK says how it went.
+ */
+#define DEVICE_STATE_F 19
+#define SET_DEVICE_STATE_FD 42
+#define CHECK_DEVICE_STATE 43
+#define STATE_NO_FD (1ULL << 8)
+
+static uint64_t set_state_fd(Fe *f, uint32_t dir, uint32_t phase, int fd)
+{
+    uint32_t params[2] = { dir, phase };
+    uint64_t ret;
+
+    fe_send(f, SET_DEVICE_STATE_FD, params, sizeof(params), fd);
+    g_assert_true(fe_recv(f, SET_DEVICE_STATE_FD, &ret, sizeof(ret)));
+    return ret;
+}
+
+static uint64_t check_state(Fe *f)
+{
+    uint64_t ret;
+
+    fe_send(f, CHECK_DEVICE_STATE, NULL, 0, -1);
+    g_assert_true(fe_recv(f, CHECK_DEVICE_STATE, &ret, sizeof(ret)));
+    return ret;
+}
+
+static void test_device_state(void)
+{
+    Fe f;
+    uint64_t protocol, ret;
+    g_autoptr(GByteArray) got = g_byte_array_new();
+    uint8_t buf[4096];
+    int p[2];
+    ssize_t n;
+
+    fe_start(&f, 0);
+    fe_send(&f, VHOST_USER_GET_PROTOCOL_FEATURES, NULL, 0, -1);
+    g_assert_true(fe_recv(&f, VHOST_USER_GET_PROTOCOL_FEATURES, &protocol,
+                          sizeof(protocol)));
+    g_assert_true(protocol & (1ULL << DEVICE_STATE_F));
+    protocol = 1ULL << VHOST_USER_PROTOCOL_F_MEM_RW |
+               1ULL << VHOST_USER_PROTOCOL_F_BACKEND_REQ |
+               1ULL << DEVICE_STATE_F;
+    fe_send(&f, VHOST_USER_SET_PROTOCOL_FEATURES, &protocol,
+            sizeof(protocol), -1);
+
+    /* Nothing transferred: nothing to vouch for */
+    g_assert_cmpuint(check_state(&f), !=, 0);
+    /* No fd, then a phase that does not exist */
+    ret = set_state_fd(&f, 0, 0, -1);
+    g_assert_cmpuint(ret & 0xff, !=, 0);
+    g_assert_true(ret & STATE_NO_FD);
+    g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+    ret = set_state_fd(&f, 0, 1, p[1]);
+    close(p[1]);
+    g_assert_cmpuint(ret & 0xff, !=, 0);
+    /* The back-end closed its end: the pipe is at its end */
+    g_assert_cmpint(read(p[0], buf, sizeof(buf)), ==, 0);
+    close(p[0]);
+
+    /* A save: our stream, then end of file, then success */
+    g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+    g_assert_cmpuint(set_state_fd(&f, 0, 0, p[1]), ==, STATE_NO_FD);
+    close(p[1]);
+    while ((n = read(p[0], buf, sizeof(buf))) > 0) {
+        g_byte_array_append(got, buf, n);
+    }
+    close(p[0]);
+    g_assert_cmpuint(got->len, >, 16);
+    g_assert_cmpmem(got->data, 8, "VFSDMIG\n", 8);
+    g_assert_cmpuint(check_state(&f), ==, 0);
+
+    /* A load into a daemon that serves a guest already is refused */
+    g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+    g_assert_cmpuint(set_state_fd(&f, 1, 0, p[0]), ==, STATE_NO_FD);
+    close(p[0]);
+    g_assert_cmpint(write(p[1], got->data, got->len), ==, got->len);
+    close(p[1]);
+    g_assert_cmpuint(check_state(&f), ==, 1);
+    fe_stop(&f);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -671,6 +756,7 @@ int main(int argc, char **argv)
                          GUINT_TO_POINTER(0), test_mem_table_change);
     g_test_add_data_func("/virtiofsd/vhost/mem-table-change/pool",
                          GUINT_TO_POINTER(2), test_mem_table_change);
+    g_test_add_func("/virtiofsd/vhost/device-state", test_device_state);
     g_test_add_func("/virtiofsd/vhost/mem-table-change/queued",
                     test_mem_table_change_queued);
     return g_test_run();

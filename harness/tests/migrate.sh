@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Live migration of a guest on virtio-fs without DAX: two QEMUs, two
+# daemons on one directory, migrated over a unix socket by
+# harness/migrate.py.  Across the migration the guest keeps a file open
+# for reading and one for writing, holds a POSIX lock and has a directory
+# listing half read (harness/guest-tools/migstate.c); afterwards it reads,
+# writes, closes, releases and lists on, and the host checks what it sees.
+#
+#   migrate.sh [migrate.py/vm.py options] CASE [options]
+#
+# CASE:
+#   basic          the migration completes, everything carries over
+#   file-handles   the same with --migration-mode=file-handles on the
+#                  source (the destination opens each inode by handle)
+#   from-rust      the Rust virtiofsd on the source, ours on the
+#                  destination: ours refuses the Rust daemon's stream
+#                  (another format), the migration fails cleanly and the
+#                  guest goes on on the source
+#   refused        the source daemon offers no state transfer
+#                  (--no-migration): QEMU fails the migration with a clear
+#                  message and the guest goes on on the source
+#   missing-abort  a file the guest holds open is gone from the shared
+#                  directory: with --migration-on-error=abort the
+#                  destination fails the migration, the source goes on
+#   missing-guest-error  the same with guest-error: the migration
+#                  completes and only that file gives EIO
+# Our daemon runs with --posix-lock and --flock (so the locks are the
+# host's).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+# The case is the one word among the options (mk/check.py puts its
+# --timeout first)
+case_=
+args=()
+for a in "$@"; do
+    case $a in
+    basic|file-handles|from-rust|refused|missing-abort|missing-guest-error)
+        case_=$a ;;
+    *) args+=("$a") ;;
+    esac
+done
+[ -n "$case_" ] || { echo "usage: migrate.sh [options] CASE" >&2; exit 2; }
+set -- "${args[@]}"
+work=$(mktemp -d /tmp/vfsdax-migrate.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+shared=$work/shared
+mkdir -p "$shared/dir"
+printf 0000111111 > "$shared/read.txt"
+printf 'lock me\n' > "$shared/lock.txt"
+printf 'flock me\n' > "$shared/flock.txt"
+printf 'gone\n' > "$shared/gone.txt"
+for i in $(seq -w 0 199); do : > "$shared/dir/e$i"; done
+
+daemon_args="--posix-lock --flock"
+dest_args="--posix-lock --flock"
+expect=completed
+extra=()
+gone=
+case $case_ in
+basic) ;;
+file-handles)
+    daemon_args="--posix-lock --flock --migration-mode=file-handles"
+    ;;
+from-rust)
+    # The Rust daemon passes no locks to the host: the guest keeps them
+    daemon_args=
+    dest_args=
+    expect=failed
+    extra=(--daemon rust --dest-daemon ours
+           --expect-error "not a virtiofsd state stream of ours")
+    ;;
+refused)
+    daemon_args="--posix-lock --flock --no-migration"
+    expect=failed
+    extra=(--expect-error "does not support migration")
+    ;;
+missing-abort)
+    gone=gone
+    dest_args="--posix-lock --flock --migration-on-error=abort"
+    expect=failed
+    extra=(--host-step 'rm "$SHARED/gone.txt"')
+    ;;
+missing-guest-error)
+    gone=gone
+    dest_args="--posix-lock --flock --migration-on-error=guest-error"
+    extra=(--host-step 'rm "$SHARED/gone.txt"')
+    ;;
+*) echo "unknown case $case_" >&2; exit 2 ;;
+esac
+
+cat > "$work/guest.sh" <<GUEST
+. /lib/vfsdax.sh
+mount_virtiofs "\$VFS_TAG" /mnt
+migstate /mnt $gone || exit 1
+GUEST
+
+rc=0
+python3 "$top/harness/migrate.py" --shared "$shared" \
+    --daemon-args="$daemon_args" --dest-daemon-args="$dest_args" \
+    --expect-migration "$expect" "${extra[@]}" "$@" "$work/guest.sh" || rc=$?
+[ $rc = 0 ] || { echo "FAIL: migrate.py ended with status $rc"; exit 1; }
+
+# What the host sees once the guest is done, wherever it ran
+[ "$(cat "$shared/write.txt")" = "$(printf 'before\nafter')" ] ||
+    { echo "FAIL: write.txt on the host: $(cat "$shared/write.txt")"; exit 1; }
+echo "ok: the host has both writes, before and after the migration"
+[ "$(cat "$shared/post.txt")" = "$expect" ] ||
+    { echo "FAIL: post.txt on the host: $(cat "$shared/post.txt")"; exit 1; }
+echo "ok: the guest ran on the $([ $expect = completed ] && echo destination || echo source) to its end"
