@@ -10,7 +10,9 @@ table per workload group, targets met or not) and results.png.
 
 Before the guests, the cache window's own cost is measured without a guest:
 vhost-user-fs-test's map+unmap benchmark, with 1 and with 8192 live
-mappings.
+mappings; and so is the cost of holding inodes by file handle
+(--inode-file-handles): LOOKUP and GETATTR through the daemon's request
+path with fds and with handles (tests/unit/virtiofsd/bench-inodes.c).
 
     bench/run.py [--quick] [--runs N] [--configs a,b,...] [--out DIR]
     bench/run.py --report results.json [--out DIR]
@@ -37,6 +39,9 @@ OURS = os.path.join(BUILD, "qemu", "tools", "virtiofsd", "virtiofsd")
 FS_QTEST = os.path.join(BUILD, "qemu", "tests", "qtest", "vhost-user-fs-test")
 MAP_BENCH = "/x86_64/vhost-user-fs/bench/map-unmap"
 MAP_LIVE = (1, 8192)                          # live mappings, as the test has
+INODE_BENCH = os.path.join(BUILD, "qemu", "tests", "unit", "virtiofsd",
+                           "bench-inodes")
+INODE_N, INODE_ROUNDS = 10000, 7
 MiB = 1 << 20
 
 FILE_COUNT, FILE_SIZE = 4, 256 * MiB          # the data set: 1 GiB
@@ -63,6 +68,12 @@ def configurations():
         for mode in ("never", "auto", "always"):
             c[f"{daemon}-{mode}"] = (["--daemon", daemon, "--cache-mode", mode],
                                      vfs, f"{label} cache={mode}")
+    # The inodes the guest knows held by file handle rather than by fd
+    for mode in ("never", "auto"):
+        c[f"ours-{mode}-handles"] = (
+            ["--daemon", "ours", "--cache-mode", mode,
+             "--daemon-args=--inode-file-handles=mandatory"], vfs,
+            f"our virtiofsd cache={mode}, --inode-file-handles=mandatory")
     for mode in ("never", "auto", "always"):
         for win, tag in ((WINDOW_BIG, "big"), (WINDOW_HALF, "half")):
             c[f"dax-{mode}-{tag}"] = (
@@ -218,6 +229,56 @@ def map_unmap_bench():
     return res, []
 
 
+def inode_bench():
+    """ns per LOOKUP (new and known inode) and GETATTR with inodes held by
+    fd and by file handle, no guest: ({"fds lookup-new": figures, ...},
+    errors).  The scratch directories are on tmpfs, as the guests' share."""
+    if not os.path.exists(INODE_BENCH):
+        return {}, [f"inodes: {INODE_BENCH} is not built"]
+    try:
+        r = subprocess.run([INODE_BENCH, str(INODE_N), str(INODE_ROUNDS)],
+                           env=dict(os.environ, TMPDIR="/dev/shm"),
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=900, stdin=subprocess.DEVNULL)
+        out, rc = r.stdout, r.returncode
+    except subprocess.TimeoutExpired:
+        return {}, ["inodes: timed out after 900s"]
+    res = {}
+    for m in re.finditer(r"bench-inodes: (\S+ \S+): median (\d+) ns, min "
+                         r"(\d+), max (\d+) \((\d+) x (\d+)\)", out):
+        res[m.group(1)] = {"median_ns": int(m.group(2)),
+                           "min_ns": int(m.group(3)),
+                           "max_ns": int(m.group(4)),
+                           "rounds": int(m.group(5)), "n": int(m.group(6))}
+    if rc != 0 or len(res) != 6:
+        tail = " ".join(out.strip().splitlines()[-5:])
+        return res, [f"inodes: benchmark failed ({rc}): {tail[-400:]}"]
+    return res, []
+
+
+def inode_report(ib):
+    md = ["", "## Inodes by fd and by file handle", "",
+          f"`{os.path.basename(INODE_BENCH)} {INODE_N} {INODE_ROUNDS}` "
+          "(TMPDIR=/dev/shm): requests built in the process and sent "
+          "through the daemon's request path, no guest; each round looks up "
+          f"{INODE_N} new names, looks them up again and GETATTRs them, with "
+          "--inode-file-handles=never (an O_PATH fd per inode) and "
+          "mandatory (a file handle per inode, its fd opened for each "
+          "request).  Median ns per request over the rounds, [min-max].", ""]
+    if not ib:
+        return md + ["Not measured.", ""]
+    md += ["| request | fds (ns) | handles (ns) | handles / fds |",
+           "|---|---|---|---|"]
+    for op in ("lookup-new", "lookup-known", "getattr"):
+        a, b = ib.get(f"fds {op}"), ib.get(f"handles {op}")
+        if not a or not b:
+            continue
+        md.append(f"| {op} | {a['median_ns']} [{a['min_ns']}-{a['max_ns']}] "
+                  f"| {b['median_ns']} [{b['min_ns']}-{b['max_ns']}] | "
+                  f"{b['median_ns'] / max(a['median_ns'], 1):.2f} |")
+    return md + [""]
+
+
 def map_targets(mu):
     """The window's target: map+unmap costs the same however full it is."""
     a, b = (mu.get(n, {}).get("pairs_per_s") for n in (MAP_LIVE[1], MAP_LIVE[0]))
@@ -321,12 +382,14 @@ def targets(res):
     return t
 
 
-def write_reports(out, setup, res, mu, errors, confs):
+def write_reports(out, setup, res, mu, errors, confs, ib=None):
     os.makedirs(out, exist_ok=True)
     tg = targets(res) + map_targets(mu)
+    ib = ib or {}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"setup": setup, "results": res, "errors": errors,
                    "map_unmap": {str(n): v for n, v in mu.items()},
+                   "inodes": ib,
                    "targets": [{"target": a, "met": b, "figures": c}
                                for a, b, c in tg]}, f, indent=1, sort_keys=True)
     names = [c for c in confs if c in res]
@@ -366,6 +429,7 @@ def write_reports(out, setup, res, mu, errors, confs):
         md.append("")
     md += [f"- {'met' if ok else '**missed**'}: {a} ({fig})"
            for a, ok, fig in map_targets(mu)]
+    md += inode_report(ib)
     md += ["", "## Configurations", ""]
     md += [f"- `{c}`: {confs[c][2]}" for c in names]
     md += ["", "## Targets", "",
@@ -427,7 +491,8 @@ def rewrite_reports(path, out):
     order = [c for c in described if c in ran] + \
         sorted(c for c in ran if c not in described)
     confs = {c: described.get(c, ([], "", ran[c])) for c in order}
-    write_reports(out, setup, res, mu, old.get("errors", []), confs)
+    write_reports(out, setup, res, mu, old.get("errors", []), confs,
+                  old.get("inodes", {}))
     print(f"bench: wrote {out}/results.{{json,md,png}} from {path}")
     return 0
 
@@ -495,6 +560,12 @@ def main():
     mu, errors = map_unmap_bench()
     for n, v in sorted(mu.items()):
         print(f"  {n} live: {v['pairs_per_s']:.0f} map+unmap pairs/s", flush=True)
+    print("bench: inodes by fd and by file handle (bench-inodes)", flush=True)
+    ib, e = inode_bench()
+    errors += e
+    for k, v in sorted(ib.items()):
+        print(f"  {k}: {v['median_ns']} ns [{v['min_ns']}-{v['max_ns']}]",
+              flush=True)
     try:
         print(f"bench: {len(confs)} configurations x {len(wls)} workloads x "
               f"{args.runs} runs (~{total * per_wl / 60:.0f} min of measurement)",
@@ -514,7 +585,7 @@ def main():
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     setup = setup_info(args, confs)
-    write_reports(args.out, setup, res, mu, errors, confs)
+    write_reports(args.out, setup, res, mu, errors, confs, ib)
     print(f"bench: wrote {args.out}/results.{{json,md,png}}")
     for a, ok, fig in targets(res) + map_targets(mu):
         print(f"  {'met   ' if ok else 'MISSED'} {a} ({fig})")

@@ -284,6 +284,9 @@ def start_daemon(args, shared, sock, logdir, name="virtiofsd",
         kind, binary = "other", daemon
     extra = shlex.split(args.daemon_args if daemon_args is None
                         else daemon_args)
+    if kind == "ours":
+        # tests/with-handles.sh: a whole test with an option more
+        extra += shlex.split(os.environ.get("VFSD_OURS_ARGS", ""))
     if args.upstream_device:
         # The generic device asks the back-end for tag and window
         extra = [f"--tag={args.tag}"] + extra
@@ -380,6 +383,8 @@ def run_guest(args, sink=None):
     logdir = args.log_dir or tmp
     os.makedirs(logdir, exist_ok=True)
     daemon = qemu_proc = None
+    daemon_kind = None
+    extras = []
     try:
         if args.script:
             with open(args.script) as f:
@@ -404,6 +409,7 @@ def run_guest(args, sink=None):
         sock = os.path.join(tmp, "vfs.sock")
         if args.daemon != "none":
             daemon, dcmd, dlog = start_daemon(args, shared, sock, logdir)
+            daemon_kind = args.daemon
             if args.state_dir:
                 write_state(args.state_dir, "socket", sock)
                 # What a test needs to kill this daemon and start another.
@@ -411,6 +417,26 @@ def run_guest(args, sink=None):
                 write_state(args.state_dir, "daemon.cmd",
                             json.dumps(dcmd) + "\n")
         qcmd = qemu_command(args, qemu, initrd, logdir, sock)
+        # More shares, each served by one of our daemons started with the
+        # given arguments as they are (the test names its shared
+        # directory, and the socket as @SOCK@), for tests of many
+        # command lines in one boot.
+        for i, spec in enumerate(args.extra_daemon):
+            tag, _, dargs = spec.partition("=")
+            xsock = os.path.join(tmp, f"extra{i}.sock")
+            xlog = os.path.join(logdir, f"virtiofsd-{tag}.log")
+            xcmd = [args.daemon_binary or OUR_VIRTIOFSD] + \
+                [a.replace("@SOCK@", xsock) for a in shlex.split(dargs)]
+            if not args.quiet:
+                log(f"daemon {tag}: " + " ".join(shlex.quote(c) for c in xcmd))
+            xproc = subprocess.Popen(xcmd, stdout=open(xlog, "w"),
+                                     stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+            extras.append(xproc)
+            wait_for_socket(xsock, xproc, 15, f"virtiofsd for {tag}", xlog)
+            qcmd += ["-chardev", f"socket,id=x{i},path={xsock}", "-device",
+                     f"vhost-user-fs-pci,chardev=x{i},tag={tag}"]
 
         qlog = os.path.join(logdir, "qemu.log")
         if not args.quiet:
@@ -480,17 +506,31 @@ def run_guest(args, sink=None):
         return rc
     finally:
         stop(qemu_proc)
-        if daemon is not None and args.state_dir:
+        ours_log = os.environ.get("VFSD_OURS_LOG") if daemon_kind == "ours" \
+            else None
+        if daemon is not None and (args.state_dir or ours_log):
             # A back-end must end by itself once its front-end is gone:
             # say how it did, for tests that kill QEMU.
             try:
                 daemon.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+        if daemon is not None and args.state_dir:
             write_state(args.state_dir, "daemon.exit",
                         "running" if daemon.poll() is None
                         else str(daemon.returncode))
         stop(daemon)
+        for x in extras:
+            # They log what they did when the front-end goes away
+            try:
+                x.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+            stop(x)
+        if daemon is not None and ours_log:
+            # Its last words (what it did, at exit) for the wrapper to judge
+            with open(dlog) as f, open(ours_log, "a") as out:
+                out.write(f.read())
         # The logs are in LOG_DIR when one was given; the rest (initrd,
         # socket, default shared directory) is never needed afterwards.
         shutil.rmtree(tmp, ignore_errors=True)
@@ -516,6 +556,10 @@ def build_parser():
                         "(default: ours when built, else rust)")
     p.add_argument("--daemon-binary", help="binary for --daemon ours/rust")
     p.add_argument("--daemon-args", default="", help="extra daemon options")
+    p.add_argument("--extra-daemon", action="append", default=[],
+                   metavar="TAG=ARGS",
+                   help="another share, tag TAG, served by our virtiofsd "
+                        "started with ARGS (@SOCK@: its socket); repeatable")
     p.add_argument("--shared", help="host directory to share (default: a "
                    "fresh empty one)")
     p.add_argument("--tag", default="vfs")

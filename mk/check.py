@@ -123,6 +123,24 @@ def guest(name, script, *vm_args, timeout=600):
                  needs=[QEMU, INITRAMFS], timeout=timeout)
 
 
+def guest_fh(name, script, *vm_args, timeout=600):
+    """A guest test with our virtiofsd holding inodes by file handle
+    (--inode-file-handles=mandatory), which harness/tests/with-handles.sh
+    checks in the daemon's log."""
+    s = guest(name, script, *vm_args, timeout=timeout)
+    s.cmd[1:2] = [os.path.join(TOP, "harness", "tests", "with-handles.sh"),
+                  script]
+    return s
+
+
+def many_inodes(mode, what):
+    """harness/tests/many-inodes.sh, smaller than its 200,000 files"""
+    s = guest(f"guest: 40,000 stats under --rlimit-nofile=10000, {what}",
+              "many-inodes.sh", mode, timeout=900)
+    s.env = {"FILES": "40000", "NOFILE": "10000"}
+    return s
+
+
 def unit(name, target, timeout=120):
     """A GLib test program of ours, built by ninja in build/qemu."""
     binary = os.path.join(QBUILD, target)
@@ -242,6 +260,25 @@ SUITES = [
     # to where they were and stay under --rlimit-nofile's bound.
     guest("guest: our virtiofsd under a FORGET flood", "forget-flood.sh",
           timeout=900),
+    # The Rust virtiofsd's command-line forms (libvirt's, kata's, a
+    # user's), a daemon each, all seen from one guest
+    guest("guest: our virtiofsd started with the Rust virtiofsd's options",
+          "rust-options.sh", timeout=600),
+    # --inode-file-handles: the suites that touch inodes, with the daemon
+    # holding them by handle (shorter under TCG where they are long)
+    guest_fh("guest: virtio-fs smoke, inodes by file handle", "smoke.sh",
+             "--daemon", "ours", "--cache-mode", "never"),
+    guest_fh("guest: POSIX exercise, inodes by file handle", "posix.sh",
+             timeout=900),
+    guest_fh("guest: DAX fsx, 20,000 operations, inodes by file handle",
+             "fsx.sh", "--daemon", "ours", "--env", "FSX_OPS=20000",
+             timeout=900),
+    guest_fh("guest: FORGET flood, inodes by file handle", "forget-flood.sh",
+             timeout=900),
+    # More files than --rlimit-nofile allows fds: with fds the lookups
+    # past the bound fail with ENFILE, by handle all of them work
+    many_inodes("fds", "inodes by fd"),
+    many_inodes("handles", "by file handle"),
     # --posix-acl with --uid-map/--gid-map: ids, umask, ACLs end to end
     guest("guest: our virtiofsd with POSIX ACLs and id maps",
           "acl-idmap.sh", timeout=300),

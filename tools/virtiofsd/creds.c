@@ -167,6 +167,49 @@ int vfsd_drop_mapped_capability(VfsdFs *fs, VfsdInode *inode, int fd)
 }
 
 /*
+ * A creation's security label, like the capability above, is reached by
+ * fs-entry.c and fs-file.c from here, below them.
+ */
+int vfsd_creds_set_label(VfsdFs *fs, const VfsdCtx *ctx, int fd)
+{
+    char host[VFSD_XATTR_NAME_MAX + 1];
+    const char *name = ctx->label_name;
+    char procname[32];
+    unsigned int unmatched;
+    int ret;
+
+    if (fs->opts->xattrmap) {
+        unmatched = vfsd_xattrmap_unmatched(fs->opts->xattrmap);
+        ret = vfsd_xattrmap_to_host(fs->opts->xattrmap, VFSD_XATTR_OP_SET,
+                                    name, host);
+        if (vfsd_xattrmap_unmatched(fs->opts->xattrmap) != unmatched) {
+            vfsd_guest_error("--xattrmap: no rule matches the security "
+                             "label's name '%s'", name);
+        }
+        if (ret) {
+            return ret;
+        }
+        name = host;
+    }
+    /* By name, so that an O_PATH fd (a symlink, a device) will do */
+    snprintf(procname, sizeof(procname), "%d", fd);
+    if (setxattr(procname, name, ctx->label, ctx->label_size,
+                 XATTR_CREATE) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+char *vfsd_creds_label_tmp_name(unsigned int attempt)
+{
+    static gint next;
+
+    return g_strdup_printf(".virtiofsd-label.%d.%u.%u", (int)getpid(),
+                           (unsigned int)g_atomic_int_add(&next, 1),
+                           attempt);
+}
+
+/*
  * Who applies the guest's umask to a new file.  Normally the guest did
  * already (the daemon runs with umask 0), and masking again is harmless.
  * With FUSE_DONT_MASK (negotiated with --posix-acl) the guest sends the

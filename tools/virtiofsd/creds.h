@@ -29,6 +29,18 @@ void vfsd_restore_fsetid(bool dropped);
  * file.  Returns 0 or -errno.
  */
 int vfsd_drop_mapped_capability(VfsdFs *fs, VfsdInode *inode, int fd);
+
+/*
+ * Sets the creation's security label (@ctx->label_name, through
+ * --xattrmap) on @fd, a new file not yet under its name.  0 or -errno.
+ */
+int vfsd_creds_set_label(VfsdFs *fs, const VfsdCtx *ctx, int fd);
+
+/*
+ * A name to make a labelled file under before it gets its own: unique
+ * in the daemon, @attempt makes another one.  To be g_free'd.
+ */
+char *vfsd_creds_label_tmp_name(unsigned int attempt);
 bool vfsd_umask_enter(VfsdFs *fs, mode_t *mode, mode_t umask);
 void vfsd_umask_leave(VfsdFs *fs, bool entered);
 

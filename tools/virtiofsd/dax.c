@@ -861,7 +861,7 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid, uint64_t foffset,
     }
     inode = vfsd_inode_get(fs, nodeid);
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFREG) {
         return -EINVAL;

@@ -35,7 +35,7 @@ int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
     int fd;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFDIR) {
         return -ENOTDIR;

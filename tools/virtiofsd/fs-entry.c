@@ -30,7 +30,7 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
     int ret;
 
     if (!dir) {
-        return -ENOENT;
+        return -errno;
     }
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;
@@ -52,7 +52,7 @@ int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, VfsdAttr *attr,
     int ret;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     ret = vfsd_fill_attr(fs, inode, attr);
     if (ret < 0) {
@@ -128,7 +128,7 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
     int ret;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     proc_name(inode, name, sizeof(name));
     if (fs->opts->readonly &&
@@ -221,7 +221,7 @@ int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size)
     ssize_t n;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFLNK) {
         return -EINVAL;
@@ -236,6 +236,59 @@ typedef enum VfsdNodeKind {
     VFSD_NODE_SYMLINK,
 } VfsdNodeKind;
 
+static int make_one(VfsdInode *dir, const char *name, VfsdNodeKind kind,
+                    mode_t mode, dev_t rdev, const char *link_target)
+{
+    switch (kind) {
+    case VFSD_NODE_SYMLINK:
+        return symlinkat(link_target, dir->fd, name);
+    case VFSD_NODE_MKDIR:
+        return mkdirat(dir->fd, name, mode & 07777);
+    default:
+        return mknodat(dir->fd, name, mode, rdev);
+    }
+}
+
+/*
+ * With a security label, the node is made under a name of ours, labelled,
+ * then renamed to its own name without replacing what may be there: no
+ * one sees it unlabelled under its name, and on any error it is removed.
+ * Sets errno like the calls it makes.
+ */
+static int make_labelled(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
+                         const char *name, VfsdNodeKind kind, mode_t mode,
+                         dev_t rdev, const char *link_target)
+{
+    g_autofree char *tmp = NULL;
+    unsigned int attempt = 0;
+    int fd, ret, err;
+
+    do {
+        g_free(tmp);
+        tmp = vfsd_creds_label_tmp_name(attempt);
+        ret = make_one(dir, tmp, kind, mode, rdev, link_target);
+    } while (ret < 0 && errno == EEXIST && ++attempt < 8);
+    if (ret < 0) {
+        return -1;
+    }
+    fd = openat(dir->fd, tmp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    ret = fd < 0 ? -errno : vfsd_creds_set_label(fs, ctx, fd);
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (ret == 0 && renameat2(dir->fd, tmp, dir->fd, name,
+                              RENAME_NOREPLACE) < 0) {
+        ret = -errno;
+    }
+    if (ret < 0) {
+        err = -ret;
+        unlinkat(dir->fd, tmp, kind == VFSD_NODE_MKDIR ? AT_REMOVEDIR : 0);
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
 static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                      const char *name, VfsdNodeKind kind, mode_t mode,
                      dev_t rdev, mode_t umask, const char *link_target,
@@ -247,7 +300,7 @@ static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     int ret;
 
     if (!dir) {
-        return -ENOENT;
+        return -errno;
     }
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;
@@ -262,16 +315,11 @@ static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     if (kind != VFSD_NODE_SYMLINK) {
         masked = vfsd_umask_enter(fs, &mode, umask);
     }
-    switch (kind) {
-    case VFSD_NODE_SYMLINK:
-        ret = symlinkat(link_target, dir->fd, name);
-        break;
-    case VFSD_NODE_MKDIR:
-        ret = mkdirat(dir->fd, name, mode & 07777);
-        break;
-    default:
-        ret = mknodat(dir->fd, name, mode, rdev);
-        break;
+    if (ctx->label_name) {
+        ret = make_labelled(fs, ctx, dir, name, kind, mode, rdev,
+                            link_target);
+    } else {
+        ret = make_one(dir, name, kind, mode, rdev, link_target);
     }
     ret = ret < 0 ? -errno : 0;
     vfsd_umask_leave(fs, masked);
@@ -309,7 +357,7 @@ int vfsd_op_unlink(VfsdFs *fs, uint64_t parent, const char *name,
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
 
     if (!dir) {
-        return -ENOENT;
+        return -errno;
     }
     if (fs->opts->readonly) {
         return -EROFS;
@@ -324,10 +372,14 @@ int vfsd_op_rename(VfsdFs *fs, uint64_t parent, const char *name,
                    uint64_t newparent, const char *newname, uint32_t flags)
 {
     g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
-    g_autoptr(VfsdInode) newdir = vfsd_inode_get(fs, newparent);
+    g_autoptr(VfsdInode) newdir = NULL;
 
-    if (!dir || !newdir) {
-        return -ENOENT;
+    if (!dir) {
+        return -errno;
+    }
+    newdir = vfsd_inode_get(fs, newparent);
+    if (!newdir) {
+        return -errno;
     }
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) {
         return -EINVAL;
@@ -345,11 +397,15 @@ int vfsd_op_link(VfsdFs *fs, uint64_t nodeid, uint64_t newparent,
                  const char *newname, VfsdEntry *e)
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
-    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, newparent);
+    g_autoptr(VfsdInode) dir = NULL;
     char name[32];
 
-    if (!inode || !dir) {
-        return -ENOENT;
+    if (!inode) {
+        return -errno;
+    }
+    dir = vfsd_inode_get(fs, newparent);
+    if (!dir) {
+        return -errno;
     }
     if (inode->type == S_IFDIR) {
         return -EPERM;
@@ -376,7 +432,7 @@ int vfsd_op_statfs(VfsdFs *fs, uint64_t nodeid, struct statfs *st)
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     return fstatfs(inode->fd, st) < 0 ? -errno : 0;
 }
@@ -389,7 +445,7 @@ int vfsd_op_access(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid, int mask)
     int ret;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (mask & ~(R_OK | W_OK | X_OK)) {
         return -EINVAL;
@@ -417,20 +473,21 @@ static VfsdInode *syncfs_stand_in(VfsdFs *fs, VfsdInode *inode)
 {
     VfsdInodeStore *st = &fs->inodes;
     GHashTableIter it;
-    VfsdInode *other, *found = NULL;
+    VfsdInode *other;
+    uint64_t found = 0;
 
     g_mutex_lock(&st->lock);
     g_hash_table_iter_init(&it, st->by_nodeid);
     while (g_hash_table_iter_next(&it, NULL, (gpointer *)&other)) {
         if ((other->type == S_IFDIR || other->type == S_IFREG) &&
             other->dev == inode->dev && other->mnt_id == inode->mnt_id) {
-            found = other;
-            vfsd_inode_ref(found);
+            found = other->nodeid;
             break;
         }
     }
     g_mutex_unlock(&st->lock);
-    return found;
+    /* Not under the table's lock: a handle inode is opened to be used */
+    return found ? vfsd_inode_get(fs, found) : NULL;
 }
 
 int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
@@ -439,7 +496,7 @@ int vfsd_op_syncfs(VfsdFs *fs, uint64_t nodeid)
     int fd, ret = 0;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFREG && inode->type != S_IFDIR) {
         VfsdInode *stand_in = syncfs_stand_in(fs, inode);

@@ -152,7 +152,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
     int fd, ret;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (inode->type != S_IFREG) {
         return inode->type == S_IFDIR ? -EISDIR : -ENXIO;
@@ -233,6 +233,42 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
 }
 
 /*
+ * A new regular file with the creation's security label: made and
+ * labelled under a name of ours, then renamed to @name if nothing is
+ * there, so that it never has its name without its label; on any error
+ * it is removed.  EEXIST when @name exists.  Sets errno, like openat().
+ */
+static int create_labelled(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
+                           const char *name, int f, mode_t mode)
+{
+    g_autofree char *tmp = NULL;
+    unsigned int attempt = 0;
+    int fd, ret;
+
+    do {
+        g_free(tmp);
+        tmp = vfsd_creds_label_tmp_name(attempt);
+        fd = openat(dir->fd, tmp, f | O_EXCL | O_CREAT | O_NOFOLLOW |
+                    O_CLOEXEC | O_NONBLOCK, mode);
+    } while (fd < 0 && errno == EEXIST && ++attempt < 8);
+    if (fd < 0) {
+        return -1;
+    }
+    ret = vfsd_creds_set_label(fs, ctx, fd);
+    if (ret == 0 && renameat2(dir->fd, tmp, dir->fd, name,
+                              RENAME_NOREPLACE) < 0) {
+        ret = -errno;
+    }
+    if (ret < 0) {
+        unlinkat(dir->fd, tmp, 0);
+        close(fd);
+        errno = -ret;
+        return -1;
+    }
+    return fd;
+}
+
+/*
  * Creates (or, without O_EXCL, opens) @name in @dir, or an unnamed file
  * in it (@tmpfile), as the guest's caller: an fd of a regular file with
  * @f's status flags, or a negative errno.  The fds are accounted by the
@@ -255,14 +291,27 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
     if (tmpfile) {
         fd = openat(dir->fd, ".", (f & ~O_CREAT) | O_TMPFILE | O_CLOEXEC,
                     mode);
+        /* Nameless until linked: labelled before anyone can see it */
+        if (fd >= 0 && ctx->label_name) {
+            ret = vfsd_creds_set_label(fs, ctx, fd);
+            if (ret < 0) {
+                close(fd);
+                fd = -1;
+                errno = -ret;
+            }
+        }
     } else {
         /*
          * O_NONBLOCK until we know it is a regular file: an existing FIFO
          * must not block the daemon.
          */
-        fd = openat(dir->fd, name,
-                    f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
-                    O_NONBLOCK, mode);
+        if (ctx->label_name) {
+            fd = create_labelled(fs, ctx, dir, name, f, mode);
+        } else {
+            fd = openat(dir->fd, name,
+                        f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
+                        O_NONBLOCK, mode);
+        }
         if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
             /*
              * Its transient O_PATH fd is accounted: the caller's second
@@ -309,7 +358,7 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
     int fd, pfd = -1, ret;
 
     if (!dir) {
-        return -ENOENT;
+        return -errno;
     }
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;

@@ -38,11 +38,20 @@ typedef struct VfsdMig VfsdMig;
  * A host inode the guest knows by nodeid.  It is held by an O_PATH fd, so
  * the guest's view never depends on re-walking paths that may change
  * under us; (dev, ino, mnt_id) identifies it.
+ *
+ * With --inode-file-handles it may be held by a file handle instead: then
+ * @fd is open only while a request, an open file or a DAX mapping uses the
+ * inode (@fd_users > 0), so that the inodes the guest merely remembers
+ * hold no fd (inode.c).
  */
 typedef struct VfsdInode {
     VfsdFs *fs;
     uint64_t nodeid;
-    int fd;
+    int fd;                     /* -1 while a handle inode has no user */
+    struct file_handle *handle; /* NULL: held by @fd for its lifetime */
+    int mount_fd;               /* what open_by_handle_at() needs */
+    GMutex fd_lock;
+    unsigned int fd_users;      /* under fd_lock; handle inodes only */
     dev_t dev;
     ino_t ino;
     uint64_t mnt_id;
@@ -138,6 +147,14 @@ typedef struct VfsdCtx {
      * parent directory's group when the caller is in it, else VFSD_NO_ID
      */
     gid_t supp_gid;
+    /*
+     * A creation's security label (FUSE_SECURITY_CTX, --security-label):
+     * the extended attribute the guest names, to be on the new file from
+     * the moment it has its name.  NULL: none.
+     */
+    const char *label_name;
+    const void *label;
+    uint32_t label_size;
 } VfsdCtx;
 
 struct VfsdFs {
@@ -152,6 +169,16 @@ struct VfsdFs {
     /* fds held for the guest, bounded so it cannot exhaust ours */
     gint fds_open;
     int fds_max;
+
+    /*
+     * --inode-file-handles: whether new inodes are held by handle, and
+     * one fd per mount for open_by_handle_at() (int mount id -> fd + 1)
+     */
+    bool use_handles;
+    GMutex mounts_lock;
+    GHashTable *mount_fds;
+    gint handles_made;          /* inodes held by handle */
+    gint handles_opened;        /* open_by_handle_at() calls */
 
     VfsdDax *dax;               /* NULL without a DAX window */
     VfsdStats *stats;           /* NULL without --stats */

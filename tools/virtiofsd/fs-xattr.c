@@ -45,7 +45,7 @@ static ssize_t xattr_call(VfsdFs *fs, uint64_t nodeid, int op,
     int fd = -1;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (!fs->opts->xattr) {
         return -ENOSYS;
@@ -102,7 +102,7 @@ static int acl_kill_sgid(VfsdFs *fs, uint64_t nodeid)
     struct stat st;
 
     if (!inode) {
-        return -ENOENT;
+        return -errno;
     }
     if (fstat(inode->fd, &st) < 0) {
         return -errno;

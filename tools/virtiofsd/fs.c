@@ -58,7 +58,7 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
         *err = g_strdup("the shared directory is not a directory");
         return false;
     }
-    return true;
+    return vfsd_inodes_handles_init(fs, root_fd, err);
 }
 
 void vfsd_fs_reset(VfsdFs *fs)
@@ -98,6 +98,7 @@ void vfsd_fs_cleanup(VfsdFs *fs)
         fs->stats = NULL;
     }
     vfsd_inodes_destroy(fs);
+    vfsd_inodes_handles_cleanup(fs);
     g_hash_table_destroy(fs->handles);
     g_mutex_clear(&fs->handles_lock);
     g_mutex_clear(&fs->umask_lock);
@@ -173,6 +174,9 @@ int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
         return ret;
     }
     inode = vfsd_inode_intern(fs, fd, &stx);
+    if (!inode) {
+        return -errno;
+    }
 
     memset(e, 0, sizeof(*e));
     e->nodeid = inode->nodeid;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -44,14 +45,75 @@ void vfsd_inodes_init(VfsdInodeStore *st)
     st->lost = 0;
 }
 
+/*
+ * Inodes held by file handle: the O_PATH fd is opened from the handle by
+ * the first user and closed by the last, so that an inode only the
+ * guest's cache remembers costs no fd.  A user is whoever took the inode
+ * with vfsd_inode_get() or vfsd_inode_ref(); the table's own reference is
+ * not one.
+ */
+static int inode_fd_hold(VfsdInode *inode)
+{
+    VfsdFs *fs = inode->fs;
+    int fd, ret = 0;
+
+    if (!inode->handle) {
+        return 0;
+    }
+    g_mutex_lock(&inode->fd_lock);
+    if (inode->fd_users == 0) {
+        if (!vfsd_fd_reserve(fs)) {
+            ret = -ENFILE;
+        } else {
+            fd = open_by_handle_at(inode->mount_fd, inode->handle,
+                                   O_PATH | O_CLOEXEC);
+            if (fd < 0) {
+                /* ESTALE for a file deleted meanwhile: the guest's answer */
+                ret = -errno;
+                vfsd_fd_release(fs);
+            } else {
+                inode->fd = fd;
+                g_atomic_int_inc(&fs->handles_opened);
+            }
+        }
+    }
+    if (ret == 0) {
+        inode->fd_users++;
+    }
+    g_mutex_unlock(&inode->fd_lock);
+    return ret;
+}
+
+static void inode_fd_let_go(VfsdInode *inode)
+{
+    if (!inode->handle) {
+        return;
+    }
+    g_mutex_lock(&inode->fd_lock);
+    g_assert(inode->fd_users > 0);
+    if (--inode->fd_users == 0) {
+        vfsd_fd_close(inode->fs, inode->fd);
+        inode->fd = -1;
+    }
+    g_mutex_unlock(&inode->fd_lock);
+}
+
+/* Another user of an inode the caller uses, so its fd is open already */
 void vfsd_inode_ref(VfsdInode *inode)
 {
     g_atomic_int_inc(&inode->refcount);
+    if (inode->handle) {
+        g_mutex_lock(&inode->fd_lock);
+        g_assert(inode->fd_users > 0);
+        inode->fd_users++;
+        g_mutex_unlock(&inode->fd_lock);
+    }
 }
 
-void vfsd_inode_unref(VfsdInode *inode)
+/* Drops a reference that is not a user's: the table's */
+static void inode_drop(VfsdInode *inode)
 {
-    if (!inode || !g_atomic_int_dec_and_test(&inode->refcount)) {
+    if (!g_atomic_int_dec_and_test(&inode->refcount)) {
         return;
     }
     vfsd_inode_plocks_drop(inode, 0);
@@ -59,12 +121,24 @@ void vfsd_inode_unref(VfsdInode *inode)
         g_hash_table_destroy(inode->plocks);
     }
     g_mutex_clear(&inode->plock_lock);
+    g_mutex_clear(&inode->fd_lock);
     /* Plain data, and nothing of dax.c holds the inode any more */
     g_free(inode->dax);
-    if (inode->fd >= 0) {
+    /* A handle inode's fd went with its last user; a lost one has none */
+    if (!inode->handle && inode->fd >= 0) {
         vfsd_fd_close(inode->fs, inode->fd);
     }
+    g_free(inode->handle);
     g_free(inode);
+}
+
+void vfsd_inode_unref(VfsdInode *inode)
+{
+    if (!inode) {
+        return;
+    }
+    inode_fd_let_go(inode);
+    inode_drop(inode);
 }
 
 VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid)
@@ -72,14 +146,27 @@ VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid)
     VfsdInodeStore *st = &fs->inodes;
     VfsdInode *inode;
 
+    int ret;
+
     g_mutex_lock(&st->lock);
     inode = g_hash_table_lookup(st->by_nodeid, &nodeid);
     if (inode && inode->lost) {
         inode = NULL;
     } else if (inode) {
-        vfsd_inode_ref(inode);
+        g_atomic_int_inc(&inode->refcount);
     }
     g_mutex_unlock(&st->lock);
+    if (!inode) {
+        errno = ENOENT;
+        return NULL;
+    }
+    /* Outside the table's lock: it may open the inode from its handle */
+    ret = inode_fd_hold(inode);
+    if (ret < 0) {
+        inode_drop(inode);
+        errno = -ret;
+        return NULL;
+    }
     return inode;
 }
 
@@ -122,10 +209,94 @@ void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner)
     g_mutex_unlock(&inode->plock_lock);
 }
 
+/*
+ * The fd open_by_handle_at() needs for handles of mount @mnt_id, opened
+ * from @fd, an inode of that mount, the first time the mount is seen.
+ * The guest reaches a mount first through its root (its parent is in
+ * another mount, or it is the shared directory), so what is kept is the
+ * mount's root, which cannot go away while the mount is there.  It must
+ * be a real open (the kernel takes no O_PATH fd there), so only a
+ * directory is opened: a mount whose root is another file (a bind-mounted
+ * file) gets no handles.  -1 with errno set when there is none.
+ */
+static int mount_fd_of(VfsdFs *fs, int mnt_id, int fd)
+{
+    char name[32];
+    gpointer v;
+    int mfd;
+
+    g_mutex_lock(&fs->mounts_lock);
+    v = g_hash_table_lookup(fs->mount_fds, GINT_TO_POINTER(mnt_id));
+    if (v) {
+        mfd = GPOINTER_TO_INT(v) - 1;
+    } else {
+        /* The daemon's own, as the root's: not the guest's to account */
+        snprintf(name, sizeof(name), "%d", fd);
+        mfd = openat(fs->proc_self_fd, name,
+                     O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
+        if (mfd >= 0) {
+            g_hash_table_insert(fs->mount_fds, GINT_TO_POINTER(mnt_id),
+                                GINT_TO_POINTER(mfd + 1));
+        } else if (errno == ENOTDIR) {
+            errno = EOPNOTSUPP;
+        }
+    }
+    g_mutex_unlock(&fs->mounts_lock);
+    return mfd;
+}
+
+/* The handle of @fd, or NULL with errno set */
+static struct file_handle *handle_of(int fd, int *mnt_id)
+{
+    g_autofree struct file_handle *fh = g_malloc(sizeof(*fh) +
+                                                 MAX_HANDLE_SZ);
+    size_t size;
+
+    fh->handle_bytes = MAX_HANDLE_SZ;
+    if (name_to_handle_at(fd, "", fh, mnt_id, AT_EMPTY_PATH) < 0) {
+        return NULL;
+    }
+    size = sizeof(*fh) + fh->handle_bytes;
+    return g_realloc(g_steal_pointer(&fh), size);
+}
+
+/*
+ * With --inode-file-handles, the handle for a new inode: NULL to hold it
+ * by fd (prefer, on a file system without handles), or an error.
+ */
+static int inode_make_handle(VfsdFs *fs, int fd, struct file_handle **fh,
+                             int *mount_fd)
+{
+    int mnt_id, err;
+
+    *fh = NULL;
+    if (!fs->use_handles) {
+        return 0;
+    }
+    *fh = handle_of(fd, &mnt_id);
+    if (*fh) {
+        *mount_fd = mount_fd_of(fs, mnt_id, fd);
+        if (*mount_fd >= 0) {
+            return 0;
+        }
+        g_free(*fh);
+        *fh = NULL;
+    }
+    err = errno;
+    if (fs->opts->inode_file_handles == VFSD_INODE_FH_MANDATORY) {
+        vfsd_guest_error("no file handle for an inode (%s), and "
+                         "--inode-file-handles=mandatory", strerror(err));
+        return -err;
+    }
+    return 0;
+}
+
 VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
 {
     VfsdInodeStore *st = &fs->inodes;
     VfsdInode key, *inode, *fresh;
+    g_autofree struct file_handle *fh = NULL;
+    int mount_fd = -1, ret;
 
     key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
     key.ino = stx->stx_ino;
@@ -134,17 +305,50 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     fresh = g_new0(VfsdInode, 1);
     g_mutex_lock(&st->lock);
     inode = g_hash_table_lookup(st->by_key, &key);
+    if (!inode && fs->use_handles) {
+        /*
+         * A new inode needs its handle, made without the table's lock (a
+         * system call must not run under it); a known one does not, and
+         * most lookups are of known inodes.
+         */
+        g_mutex_unlock(&st->lock);
+        ret = inode_make_handle(fs, fd, &fh, &mount_fd);
+        if (ret < 0) {
+            vfsd_fd_close(fs, fd);
+            g_free(fresh);
+            errno = -ret;
+            return NULL;
+        }
+        g_mutex_lock(&st->lock);
+        inode = g_hash_table_lookup(st->by_key, &key);
+    }
     if (inode) {
         inode->nlookup++;
-        vfsd_inode_ref(inode);
+        g_atomic_int_inc(&inode->refcount);
+        if (inode->handle) {
+            /* A handle inode nobody uses takes over our fd, reserved */
+            g_mutex_lock(&inode->fd_lock);
+            if (inode->fd_users++ == 0) {
+                inode->fd = fd;
+                fd = -1;
+            }
+            g_mutex_unlock(&inode->fd_lock);
+        }
     } else {
         inode = fresh;
         fresh = NULL;
         inode->fs = fs;
         g_mutex_init(&inode->plock_lock);
+        g_mutex_init(&inode->fd_lock);
         inode->nodeid = st->next_nodeid++;
         inode->fd = fd;
         fd = -1;
+        if (fh) {
+            inode->handle = g_steal_pointer(&fh);
+            inode->mount_fd = mount_fd;
+            inode->fd_users = 1;
+            g_atomic_int_inc(&fs->handles_made);
+        }
         inode->dev = key.dev;
         inode->ino = key.ino;
         inode->mnt_id = key.mnt_id;
@@ -199,7 +403,7 @@ void vfsd_inode_forget(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup)
     g_mutex_unlock(&st->lock);
 
     if (drop) {
-        vfsd_inode_unref(inode);
+        inode_drop(inode);
     }
 }
 
@@ -225,7 +429,7 @@ void vfsd_inodes_forget_all(VfsdFs *fs)
     g_mutex_unlock(&st->lock);
 
     for (i = 0; i < dead->len; i++) {
-        vfsd_inode_unref(g_ptr_array_index(dead, i));
+        inode_drop(g_ptr_array_index(dead, i));
     }
     g_ptr_array_free(dead, true);
 }
@@ -241,7 +445,7 @@ void vfsd_inodes_destroy(VfsdFs *fs)
         inode_unhash(st, root);
         st->root = NULL;
         g_mutex_unlock(&st->lock);
-        vfsd_inode_unref(root);
+        inode_drop(root);
     }
     g_hash_table_destroy(st->by_nodeid);
     g_hash_table_destroy(st->by_key);
@@ -263,6 +467,7 @@ bool vfsd_inodes_set_root(VfsdFs *fs, int fd)
     g_mutex_init(&root->plock_lock);
     root->nodeid = FUSE_ROOT_ID;
     root->fd = fd;
+    g_mutex_init(&root->fd_lock);
     root->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
     root->ino = stx.stx_ino;
     root->mnt_id = stx.stx_mnt_id;
@@ -278,6 +483,90 @@ bool vfsd_inodes_set_root(VfsdFs *fs, int fd)
     return true;
 }
 
+/*
+ * --inode-file-handles: whether the daemon can hold inodes by handle, as
+ * tried on the shared directory (@root_fd) with the capabilities it
+ * kept.  Opening a handle needs CAP_DAC_READ_SEARCH: without it prefer
+ * means fds, mandatory refuses.  A shared directory whose file system
+ * has no handles refuses mandatory; prefer still tries each inode, as
+ * the mounts below may have them.
+ */
+bool vfsd_inodes_handles_init(VfsdFs *fs, int root_fd, char **err)
+{
+    VfsdInodeFh mode = fs->opts->inode_file_handles;
+    g_autofree struct file_handle *fh = NULL;
+    int mnt_id, mfd, fd;
+
+    g_mutex_init(&fs->mounts_lock);
+    fs->mount_fds = g_hash_table_new(NULL, NULL);
+    if (mode == VFSD_INODE_FH_NEVER) {
+        return true;
+    }
+    fh = handle_of(root_fd, &mnt_id);
+    if (!fh) {
+        if (mode == VFSD_INODE_FH_MANDATORY) {
+            *err = g_strdup_printf("--inode-file-handles=mandatory: the "
+                                   "shared directory has no file handles "
+                                   "(%s)", strerror(errno));
+            return false;
+        }
+        vfsd_info("the shared directory has no file handles (%s): its "
+                  "inodes are held by fds", strerror(errno));
+    } else {
+        mfd = mount_fd_of(fs, mnt_id, root_fd);
+        if (mfd < 0) {
+            *err = g_strdup_printf("cannot open the shared directory (%s)",
+                                   strerror(errno));
+            return false;
+        }
+        fd = open_by_handle_at(mfd, fh, O_PATH | O_CLOEXEC);
+        if (fd < 0) {
+            if (mode == VFSD_INODE_FH_MANDATORY) {
+                *err = g_strdup_printf("--inode-file-handles=mandatory: "
+                                       "cannot open a file handle (%s; it "
+                                       "needs CAP_DAC_READ_SEARCH)",
+                                       strerror(errno));
+                return false;
+            }
+            vfsd_info("cannot open file handles (%s; they need "
+                      "CAP_DAC_READ_SEARCH): inodes are held by fds",
+                      strerror(errno));
+            return true;
+        }
+        close(fd);
+    }
+    fs->use_handles = true;
+    vfsd_info("inodes are held by file handles where the file system "
+              "has them");
+    return true;
+}
+
+void vfsd_inodes_report(VfsdFs *fs)
+{
+    if (fs->use_handles) {
+        vfsd_info("file handles: %d inodes held by handle, %d opened from "
+                  "one", g_atomic_int_get(&fs->handles_made),
+                  g_atomic_int_get(&fs->handles_opened));
+    }
+}
+
+void vfsd_inodes_handles_cleanup(VfsdFs *fs)
+{
+    GHashTableIter it;
+    gpointer v;
+
+    if (!fs->mount_fds) {
+        return;
+    }
+    vfsd_inodes_report(fs);
+    g_hash_table_iter_init(&it, fs->mount_fds);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        close(GPOINTER_TO_INT(v) - 1);
+    }
+    g_hash_table_destroy(fs->mount_fds);
+    g_mutex_clear(&fs->mounts_lock);
+}
+
 GPtrArray *vfsd_inodes_snapshot(VfsdFs *fs)
 {
     VfsdInodeStore *st = &fs->inodes;
@@ -286,15 +575,32 @@ GPtrArray *vfsd_inodes_snapshot(VfsdFs *fs)
     GHashTableIter it;
     VfsdInode *inode;
 
+    GPtrArray *known = g_ptr_array_new();
+    unsigned int i;
+
     g_mutex_lock(&st->lock);
     g_hash_table_iter_init(&it, st->by_nodeid);
     while (g_hash_table_iter_next(&it, NULL, (gpointer *)&inode)) {
         if (inode != st->root) {
-            vfsd_inode_ref(inode);
-            g_ptr_array_add(all, inode);
+            g_atomic_int_inc(&inode->refcount);
+            g_ptr_array_add(known, inode);
         }
     }
     g_mutex_unlock(&st->lock);
+    /*
+     * Each a user, with its fd open: one held by file handle is opened
+     * from it, outside the table's lock.  One that no longer opens (gone
+     * on the host) is left out, as if the guest had forgotten it.
+     */
+    for (i = 0; i < known->len; i++) {
+        inode = g_ptr_array_index(known, i);
+        if (inode_fd_hold(inode) == 0) {
+            g_ptr_array_add(all, inode);
+        } else {
+            inode_drop(inode);
+        }
+    }
+    g_ptr_array_free(known, true);
     return all;
 }
 
@@ -312,6 +618,8 @@ bool vfsd_inode_restore(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup,
     inode->refcount = 1;
     inode->type = type;
     inode->lost = fd < 0;
+    /* Restored inodes are held by fd, whatever --inode-file-handles says */
+    g_mutex_init(&inode->fd_lock);
     if (fd >= 0) {
         inode->dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
         inode->ino = stx->stx_ino;
@@ -336,6 +644,7 @@ bool vfsd_inode_restore(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup,
     }
     g_mutex_unlock(&st->lock);
     if (!ok) {
+        g_mutex_clear(&inode->fd_lock);
         g_free(inode);
     }
     return ok;

@@ -14,13 +14,23 @@
 void vfsd_inodes_init(VfsdInodeStore *st);
 bool vfsd_inodes_set_root(VfsdFs *fs, int fd);
 void vfsd_inodes_destroy(VfsdFs *fs);
+bool vfsd_inodes_handles_init(VfsdFs *fs, int root_fd, char **err);
+void vfsd_inodes_handles_cleanup(VfsdFs *fs);
+/* Logs how many inodes were held by file handle, and opened from one */
+void vfsd_inodes_report(VfsdFs *fs);
+/*
+ * The inode with @nodeid, with a reference and its fd open for the
+ * caller; NULL with errno set: ENOENT for an unknown nodeid, or why a
+ * handle inode could not be opened (ESTALE: deleted on the host).
+ */
 VfsdInode *vfsd_inode_get(VfsdFs *fs, uint64_t nodeid);
 void vfsd_inode_ref(VfsdInode *inode);
 void vfsd_inode_unref(VfsdInode *inode);
 /*
  * Takes over @fd, an O_PATH fd accounted with vfsd_fd_reserve(), whose
  * attributes are @stx: the inode behind it, with one more lookup and a
- * reference for the caller.
+ * reference for the caller.  NULL with errno set when the inode cannot be
+ * held (no file handle with --inode-file-handles=mandatory).
  */
 VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx);
 void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner);

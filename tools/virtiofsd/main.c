@@ -209,7 +209,9 @@ int main(int argc, char **argv)
 
     /* Modes come from the guest, already masked by its umask */
     caller_umask = umask(0);
-    set_rlimit(opts.rlimit_nofile);
+    if (!opts.rlimit_keep) {
+        set_rlimit(opts.rlimit_nofile);
+    }
     signal(SIGPIPE, SIG_IGN);
     /* setgroups is denied in our user namespace: we keep what we had */
     if (!in_userns && !vfsd_creds_init(&err)) {

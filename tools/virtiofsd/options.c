@@ -25,11 +25,17 @@
 /* A range kept longer than this holds a file the guest is done with */
 #define VFSD_MAX_DAX_UNMAP_DELAY 60000
 
+/*
+ * As the Rust daemon's: the negotiation modes tell libvirt that
+ * --posix-acl and --security-label take =never|auto|always
+ */
 static const char capabilities[] =
     "{\n"
     "  \"type\": \"fs\",\n"
     "  \"features\": [\n"
     "    \"migrate-precopy\",\n"
+    "    \"posix-acl-negotiation-mode\",\n"
+    "    \"security-label-negotiation-mode\",\n"
     "    \"separate-options\"\n"
     "  ]\n"
     "}\n";
@@ -56,8 +62,14 @@ void vfsd_options_usage(const char *prog)
            "  --xattrmap=RULES          translate extended attribute names\n"
            "                            (e.g. :map::user.virtiofs.:); turns\n"
            "                            --xattr on\n"
-           "  --posix-acl               POSIX ACLs, enforced by the guest\n"
-           "                            (needs --xattr)\n"
+           "  --posix-acl[=never|auto|always]  POSIX ACLs, enforced by the\n"
+           "                            guest; turns --xattr on (never;\n"
+           "                            bare: always, the guest must have\n"
+           "                            them; auto: if it has)\n"
+           "  --security-label[=never|auto|always]  store the security\n"
+           "                            label the guest sends with each\n"
+           "                            creation on the new file; turns\n"
+           "                            --xattr on (never; bare: always)\n"
            "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
            "  --writeback               guest writeback cache\n"
            "  --announce-submounts      tell the guest about submounts\n"
@@ -66,6 +78,13 @@ void vfsd_options_usage(const char *prog)
            "  --preserve-noatime        pass the guest's O_NOATIME on (off:\n"
            "                            dropped, so that opening a file the\n"
            "                            caller does not own cannot fail)\n"
+           "  --inode-file-handles=never|prefer|mandatory  (never)\n"
+           "                            hold the inodes the guest knows by\n"
+           "                            file handle rather than by fd, so\n"
+           "                            that they do not count against the\n"
+           "                            fd limit (needs CAP_DAC_READ_SEARCH;\n"
+           "                            prefer: fds where the file system or\n"
+           "                            the privileges do not allow handles)\n"
            "  --modcaps=[+-]CAP[:[+-]CAP...]  add (+) or drop (-)\n"
            "                            capabilities, e.g. +sys_admin:-chown\n"
            "  --readonly                refuse every change\n"
@@ -115,7 +134,8 @@ void vfsd_options_usage(const char *prog)
            "  --no-migration            do not offer the front-end the\n"
            "                            back-end state transfer\n"
            "  --thread-pool-size=N      worker threads per queue (0: none)\n"
-           "  --rlimit-nofile=N         raise RLIMIT_NOFILE to N\n"
+           "  --rlimit-nofile=N         set RLIMIT_NOFILE to N (default: its\n"
+           "                            hard limit; 0: leave it as it is)\n"
            "  --log-level=error|warn|info|debug    (info)\n"
            "  --syslog                  log to syslog\n"
            "  --print-capabilities      print what libvirt needs to know\n"
@@ -260,6 +280,41 @@ static bool parse_seccomp(VfsdOptions *o, const char *v, char **err)
     return true;
 }
 
+/* --posix-acl and --security-label: [=never|auto|always] */
+static bool parse_negotiation(const char *opt, const char *v,
+                              VfsdNegotiation *n, char **err)
+{
+    if (!strcmp(v, "never")) {
+        *n = VFSD_NEGOTIATE_NEVER;
+    } else if (!strcmp(v, "auto")) {
+        *n = VFSD_NEGOTIATE_AUTO;
+    } else if (!strcmp(v, "always")) {
+        *n = VFSD_NEGOTIATE_ALWAYS;
+    } else {
+        *err = g_strdup_printf("invalid %s '%s' (never, auto or always)",
+                               opt, v);
+        return false;
+    }
+    return true;
+}
+
+static bool parse_inode_fh(VfsdOptions *o, const char *v, char **err)
+{
+    if (!strcmp(v, "never")) {
+        o->inode_file_handles = VFSD_INODE_FH_NEVER;
+    } else if (!strcmp(v, "prefer") || !strcmp(v, "fallback")) {
+        /* "fallback": the Rust daemon's older name for prefer */
+        o->inode_file_handles = VFSD_INODE_FH_PREFER;
+    } else if (!strcmp(v, "mandatory")) {
+        o->inode_file_handles = VFSD_INODE_FH_MANDATORY;
+    } else {
+        *err = g_strdup_printf("invalid --inode-file-handles '%s' (never, "
+                               "prefer or mandatory)", v);
+        return false;
+    }
+    return true;
+}
+
 static bool parse_dax_policy(VfsdOptions *o, const char *v, char **err)
 {
     if (!strcmp(v, "never")) {
@@ -384,6 +439,9 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
           false },
         { "posix_acl", offsetof(VfsdOptions, posix_acl), true },
         { "no_posix_acl", offsetof(VfsdOptions, posix_acl), false },
+        { "security_label", offsetof(VfsdOptions, security_label_on), true },
+        { "no_security_label", offsetof(VfsdOptions, security_label_on),
+          false },
         { "watch_truncate", offsetof(VfsdOptions, watch_truncate), true },
         { "readdirplus", offsetof(VfsdOptions, no_readdirplus), false },
         { "no_readdirplus", offsetof(VfsdOptions, no_readdirplus), true },
@@ -454,6 +512,10 @@ enum {
     OPT_MIGRATION_MODE,
     OPT_MIGRATION_ON_ERROR,
     OPT_O,
+    OPT_INODE_FILE_HANDLES,
+    /* [=VALUE] only, as the Rust daemon has them: bare, they mean always */
+    OPT_SECURITY_LABEL,
+    OPT_POSIX_ACL,
     OPT_FLAG_FIRST,
     OPT_XATTR = OPT_FLAG_FIRST,
     OPT_NO_XATTR,
@@ -470,7 +532,6 @@ enum {
     OPT_DEBUG,
     OPT_HELP,
     OPT_VERSION,
-    OPT_POSIX_ACL,
     OPT_ALLOW_MMAP,
     OPT_ALLOW_DIRECT_IO,
     OPT_WATCH_TRUNCATE,
@@ -535,6 +596,8 @@ static const struct {
     { "--no-announce-submounts", OPT_NO_ANNOUNCE_SUBMOUNTS },
     { "--no-readdirplus", OPT_NO_READDIRPLUS },
     { "--preserve-noatime", OPT_PRESERVE_NOATIME },
+    { "--inode-file-handles", OPT_INODE_FILE_HANDLES },
+    { "--security-label", OPT_SECURITY_LABEL },
     { "--migration-mode", OPT_MIGRATION_MODE },
     { "--migration-on-error", OPT_MIGRATION_ON_ERROR },
     { "--migration-verify-handles", OPT_MIGRATION_VERIFY_HANDLES },
@@ -590,9 +653,6 @@ static bool apply_flag(VfsdOptions *o, int id)
         return true;
     case OPT_VERSION:
         o->version = true;
-        return true;
-    case OPT_POSIX_ACL:
-        o->posix_acl = true;
         return true;
     case OPT_ALLOW_MMAP:
         o->allow_mmap = true;
@@ -665,11 +725,13 @@ static bool apply_number(VfsdOptions *o, int id, const char *val, char **err)
         o->thread_pool_size = n;
         return true;
     case OPT_RLIMIT_NOFILE:
-        if (!parse_u64(val, &n, INT_MAX) || n == 0) {
+        if (!parse_u64(val, &n, INT_MAX)) {
             *err = g_strdup_printf("invalid file limit '%s'", val);
             return false;
         }
+        /* 0: the limit stays as it is, as with the Rust daemon */
         o->rlimit_nofile = n;
+        o->rlimit_keep = n == 0;
         return true;
     case OPT_DAX_UNMAP_DELAY:
         if (!parse_u64(val, &n, VFSD_MAX_DAX_UNMAP_DELAY)) {
@@ -714,6 +776,22 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return parse_sandbox(o, val, err);
     case OPT_SECCOMP:
         return parse_seccomp(o, val, err);
+    case OPT_INODE_FILE_HANDLES:
+        return parse_inode_fh(o, val, err);
+    case OPT_SECURITY_LABEL:
+        o->security_label_on = false;
+        return parse_negotiation("--security-label", val, &o->security_label,
+                                 err);
+    case OPT_POSIX_ACL: {
+        VfsdNegotiation n;
+
+        if (!parse_negotiation("--posix-acl", val, &n, err)) {
+            return false;
+        }
+        o->posix_acl = n != VFSD_NEGOTIATE_NEVER;
+        o->posix_acl_always = n == VFSD_NEGOTIATE_ALWAYS;
+        return true;
+    }
     case OPT_LOG_LEVEL:
         return parse_log_level(o, val, err);
     case OPT_DAX_POLICY:
@@ -811,7 +889,10 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
             *err = g_strdup_printf("unknown option '%s' (see --help)", arg);
             return false;
         }
-        if (id >= OPT_FLAG_FIRST) {
+        if (id == OPT_SECURITY_LABEL || id == OPT_POSIX_ACL) {
+            /* Never the next argument: "--posix-acl --xattr" is two */
+            val = eq ? eq + 1 : "always";
+        } else if (id >= OPT_FLAG_FIRST) {
             if (eq) {
                 *err = g_strdup_printf("option '%.*s' takes no value",
                                        (int)len, arg);
@@ -851,9 +932,25 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     if (o->xattrmap) {
         o->xattr = true;
     }
-    /* ACLs travel as extended attributes */
-    if (o->posix_acl && !o->xattr) {
-        *err = g_strdup("--posix-acl needs --xattr");
+    /* -o security_label is the Rust daemon's always */
+    if (o->security_label_on) {
+        o->security_label = VFSD_NEGOTIATE_ALWAYS;
+    }
+    /*
+     * ACLs and labels travel as extended attributes: as with the Rust
+     * daemon, they turn them on
+     */
+    if (o->posix_acl || o->security_label != VFSD_NEGOTIATE_NEVER) {
+        o->xattr = true;
+    }
+    /* As the Rust daemon: handles cannot be opened without it */
+    if (o->inode_file_handles != VFSD_INODE_FH_NEVER &&
+        (o->caps_drop & (1ULL << CAP_DAC_READ_SEARCH))) {
+        *err = g_strdup_printf("--modcaps cannot drop dac_read_search with "
+                               "--inode-file-handles=%s: file handles need "
+                               "it", o->inode_file_handles ==
+                               VFSD_INODE_FH_PREFER ? "prefer" :
+                               "mandatory");
         return false;
     }
     return true;

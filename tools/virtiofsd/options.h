@@ -38,6 +38,20 @@ typedef enum VfsdDaxPolicy {
 
 #define VFSD_DAX_XATTR_NAME "user.virtiofsd.dax"
 
+/* --inode-file-handles: how the inodes the guest knows are held */
+typedef enum VfsdInodeFh {
+    VFSD_INODE_FH_NEVER,        /* O_PATH fds */
+    VFSD_INODE_FH_PREFER,       /* handles where the file system has them */
+    VFSD_INODE_FH_MANDATORY,    /* handles, or no start / failed lookup */
+} VfsdInodeFh;
+
+/* A FUSE feature the guest may or may not offer: --security-label */
+typedef enum VfsdNegotiation {
+    VFSD_NEGOTIATE_NEVER,       /* not offered */
+    VFSD_NEGOTIATE_AUTO,        /* used if the guest has it */
+    VFSD_NEGOTIATE_ALWAYS,      /* INIT fails without it */
+} VfsdNegotiation;
+
 /* --migration-mode: how the source names each inode to the destination */
 typedef enum VfsdMigMode {
     VFSD_MIG_FIND_PATHS,        /* its path under the shared directory */
@@ -66,6 +80,7 @@ typedef struct VfsdOptions {
     VfsdCache cache;
     VfsdSandbox sandbox;
     VfsdSeccomp seccomp;
+    VfsdInodeFh inode_file_handles;
     bool xattr;
     bool flock;
     bool posix_lock;
@@ -83,12 +98,16 @@ typedef struct VfsdOptions {
     bool killpriv_v2;
     bool allow_mmap;
     bool allow_direct_io;       /* honour the guest's O_DIRECT */
-    bool posix_acl;             /* FUSE_POSIX_ACL; needs xattr */
+    bool posix_acl;             /* FUSE_POSIX_ACL; turns xattr on */
+    bool posix_acl_always;      /* --posix-acl=always: INIT fails without */
+    VfsdNegotiation security_label;     /* FUSE_SECURITY_CTX */
+    bool security_label_on;     /* -o security_label: always */
     VfsdXattrMap *xattrmap;     /* name translation; NULL: none */
     VfsdIdMap uid_map;          /* guest <-> host ids; empty: identity */
     VfsdIdMap gid_map;
     unsigned int thread_pool_size;
-    uint64_t rlimit_nofile;     /* 0: leave the limit alone */
+    uint64_t rlimit_nofile;     /* 0: raise it to the hard limit */
+    bool rlimit_keep;           /* --rlimit-nofile=0: leave it alone */
     VfsdLogLevel log_level;
     bool syslog;
     VfsdDaxPolicy dax_policy;

@@ -46,6 +46,8 @@ static const int allowed[] = {
     /* File system operations */
     SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(close),
     SCMP_SYS(statx), SCMP_SYS(fstat), SCMP_SYS(newfstatat),
+    /* --inode-file-handles */
+    SCMP_SYS(name_to_handle_at), SCMP_SYS(open_by_handle_at),
     SCMP_SYS(fstatfs), SCMP_SYS(getdents64), SCMP_SYS(lseek),
     SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev),
     SCMP_SYS(pread64), SCMP_SYS(pwrite64), SCMP_SYS(preadv),

@@ -56,6 +56,9 @@ typedef struct VfsdReq {
     bool no_wait;               /* a SETLKW must not wait (see server.h) */
     VfsdBuf ext;                /* the request extensions (total_extlen) */
     size_t written;
+    /* What ctx.label_name and ctx.label point into; 0 or an errno */
+    char *label_mem;
+    int label_err;
 } VfsdReq;
 
 /*
@@ -391,6 +394,25 @@ static void do_init(VfsdReq *r)
         flags |= (uint64_t)in.flags2 << 32;
     }
     want = flags & init_supported(fs);
+    if (fs->opts->posix_acl_always && !(flags & FUSE_POSIX_ACL)) {
+        vfsd_err("--posix-acl=always, and the guest has no POSIX ACLs "
+                 "(FUSE_POSIX_ACL)");
+        reply_err(r, -EPROTO);
+        return;
+    }
+    if (fs->opts->security_label != VFSD_NEGOTIATE_NEVER) {
+        if (flags & FUSE_SECURITY_CTX) {
+            want |= FUSE_SECURITY_CTX;
+        } else if (fs->opts->security_label == VFSD_NEGOTIATE_ALWAYS) {
+            vfsd_err("--security-label=always, and the guest does not "
+                     "send security labels (FUSE_SECURITY_CTX)");
+            reply_err(r, -EPROTO);
+            return;
+        } else {
+            vfsd_info("--security-label=auto: the guest does not send "
+                      "security labels, files are created without");
+        }
+    }
 
     fs->conn.proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
     fs->conn.flags = want;
@@ -559,6 +581,11 @@ static void do_symlink(VfsdReq *r)
     g_autofree char *target = g_malloc(PATH_MAX);
     VfsdEntry e;
 
+    if (r->label_err) {
+        reply_err(r, r->label_err);
+        return;
+    }
+
     /* FUSE_SYMLINK: the new name, then the target */
     if (!get_name(r, name) ||
         !get_string(r, target, PATH_MAX - 1, -ENAMETOOLONG)) {
@@ -578,6 +605,11 @@ static void do_mknod(VfsdReq *r)
     char name[VFSD_NAME_MAX + 1];
     VfsdEntry e;
 
+    if (r->label_err) {
+        reply_err(r, r->label_err);
+        return;
+    }
+
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
     }
@@ -596,6 +628,11 @@ static void do_mkdir(VfsdReq *r)
     struct fuse_mkdir_in in;
     char name[VFSD_NAME_MAX + 1];
     VfsdEntry e;
+
+    if (r->label_err) {
+        reply_err(r, r->label_err);
+        return;
+    }
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
@@ -673,6 +710,11 @@ static void do_create(VfsdReq *r, bool tmpfile)
     VfsdEntry e;
     VfsdOpened o;
     int ret;
+
+    if (r->label_err) {
+        reply_err(r, r->label_err);
+        return;
+    }
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
@@ -1163,11 +1205,66 @@ static void do_destroy(VfsdReq *r)
 }
 
 /*
+ * The security label of a creation (FUSE_SECURITY_CTX): a fuse_secctx,
+ * the attribute's name (NUL-terminated) and its value, in an extension
+ * whose type is the number of labels.  Linux sends one, or none when no
+ * security module labels the file.  A malformed or unexpected one fails
+ * the creation with EINVAL: the file must not be made without the label
+ * the guest asked for.
+ */
+static void get_label(VfsdReq *r, VfsdBuf *body, uint32_t count)
+{
+    struct fuse_secctx sc;
+    size_t len, avail;
+    char *mem;
+
+    if (count == 0) {
+        return;
+    }
+    if (count != 1 || r->ctx.label_name ||
+        !vfsd_buf_read(body, &sc, sizeof(sc))) {
+        vfsd_guest_error("%s: %u security labels", vfsd_opname(r->h.opcode),
+                         count);
+        r->label_err = -EINVAL;
+        return;
+    }
+    /* The args were copied: one piece, the extension's end bounds it */
+    avail = vfsd_buf_remaining(body);
+    if (sc.size == 0 || sc.size > XATTR_SIZE_MAX || sc.size >= avail) {
+        vfsd_guest_error("%s: a security label of %u bytes in %zu",
+                         vfsd_opname(r->h.opcode), sc.size, avail);
+        r->label_err = -EINVAL;
+        return;
+    }
+    mem = g_malloc(avail + 1);
+    if (!vfsd_buf_read(body, mem, avail)) {
+        g_free(mem);
+        r->label_err = -EINVAL;
+        return;
+    }
+    mem[avail] = '\0';
+    len = strnlen(mem, avail);
+    /* name, NUL, value: padding may follow the value */
+    if (len == 0 || len > XATTR_NAME_MAX || len + 1 + sc.size > avail) {
+        vfsd_guest_error("%s: malformed security label",
+                         vfsd_opname(r->h.opcode));
+        g_free(mem);
+        r->label_err = -EINVAL;
+        return;
+    }
+    r->label_mem = mem;
+    r->ctx.label_name = mem;
+    r->ctx.label = mem + len + 1;
+    r->ctx.label_size = sc.size;
+}
+
+/*
  * FUSE_EXT_GROUPS comes with a creation when the caller is in the parent
  * directory's group without it being its own: the host must act with
  * that group too, or refuse what the guest (and the host, for a local
  * caller) allows.  Malformed extensions are ignored with a log line: the
- * request is served with the caller's own group only.
+ * request is served with the caller's own group only.  A malformed
+ * security label is not (see get_label()).
  */
 static void get_extensions(VfsdReq *r)
 {
@@ -1184,10 +1281,19 @@ static void get_extensions(VfsdReq *r)
             vfsd_guest_error("%s: extension of %u bytes in %zu",
                              vfsd_opname(r->h.opcode), xh.size,
                              vfsd_buf_remaining(&ext) + sizeof(xh));
+            /* A label may have been in it */
+            if (r->fs->conn.flags & FUSE_SECURITY_CTX) {
+                r->label_err = -EINVAL;
+            }
             return;
         }
         body.remaining = xh.size - sizeof(xh);
         vfsd_buf_skip(&ext, xh.size - sizeof(xh));
+        if (xh.type <= FUSE_MAX_NR_SECCTX &&
+            (r->fs->conn.flags & FUSE_SECURITY_CTX)) {
+            get_label(r, &body, xh.type);
+            continue;
+        }
         if (xh.type != FUSE_EXT_GROUPS ||
             !(r->fs->conn.flags & FUSE_CREATE_SUPP_GROUP)) {
             continue;
@@ -1480,17 +1586,10 @@ static bool decode(VfsdReq *r, const VfsdReqHead *head, uint8_t **args,
     return true;
 }
 
-static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
-                      VfsdBuf *out, VfsdRunMode mode)
+static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
+                          VfsdBuf *in, VfsdRunMode mode)
 {
-    VfsdReq req = {
-        .fs = fs,
-        .in = in,
-        .out = out,
-        .h = head->h,
-        .no_wait = mode == VFSD_RUN_NO_WAIT,
-    };
-    VfsdReq *r = &req;
+    VfsdFs *fs = r->fs;
     g_autofree uint8_t *args = NULL;
     VfsdSeg args_seg;
     VfsdBuf args_buf;
@@ -1498,7 +1597,7 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
     int64_t start;
 
     if (G_UNLIKELY(vfsd_capture_fd >= 0)) {
-        vfsd_capture_request(head->valid ? &head->h : NULL, in, out);
+        vfsd_capture_request(head->valid ? &head->h : NULL, in, r->out);
     }
     if (!decode(r, head, &args, &args_seg, &args_buf)) {
         return r->written;
@@ -1549,6 +1648,22 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
         vfsd_stats_record_op(fs->stats, r->h.opcode, start);
     }
     return r->written;
+}
+
+static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
+                      VfsdBuf *out, VfsdRunMode mode)
+{
+    VfsdReq req = {
+        .fs = fs,
+        .in = in,
+        .out = out,
+        .h = head->h,
+        .no_wait = mode == VFSD_RUN_NO_WAIT,
+    };
+    size_t n = process_req(&req, head, in, mode);
+
+    g_free(req.label_mem);
+    return n;
 }
 
 size_t vfsd_process_request(VfsdFs *fs, const VfsdReqHead *head,

@@ -31,6 +31,7 @@
 #include "vhost.h"
 #include "dax.h"
 #include "fs.h"
+#include "inode.h"
 #include "intr.h"
 #include "log.h"
 #include "migrate.h"
@@ -889,6 +890,7 @@ static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
         if (dev->fs->stats) {
             vfsd_stats_report(dev->fs->stats);
         }
+        vfsd_inodes_report(dev->fs);
         return 0;
     case VFSD_VHOST_USER_GET_SHMEM_CONFIG:
         if (!send_shmem_config(dev, vmsg)) {

@@ -24,9 +24,22 @@
 
 #include "vfsd-test.h"
 
+/* Non-NULL data: the same test with inodes held by file handle */
+static const int by_handle = 1;
+
 static void setup(TestFs *t, gconstpointer data)
 {
+    VfsdOptions o;
+
     test_fs_setup(t, NULL);
+    if (data) {
+        o = t->opts;
+        test_fs_teardown(t);
+        /* mandatory: a test that would quietly run with fds fails */
+        o.inode_file_handles = VFSD_INODE_FH_MANDATORY;
+        test_fs_setup(t, &o);
+        g_assert_true(t->fs.use_handles);
+    }
     test_fs_init_session(t, FUSE_POSIX_LOCKS | FUSE_FLOCK_LOCKS |
                          FUSE_DO_READDIRPLUS | FUSE_HANDLE_KILLPRIV_V2 |
                          FUSE_SETXATTR_EXT);
@@ -334,12 +347,16 @@ static void test_dirs_and_names(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
     g_assert_cmpint(faccessat(t->dir_fd, "d", F_OK, 0), !=, 0);
 
-    /* The removed directory's inode is stale now */
+    /*
+     * The removed directory's inode is stale now: mkdirat() in it gives
+     * ENOENT, and its handle no longer opens (ESTALE)
+     */
     r = test_req_new(FUSE_MKDIR, dir);
     test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
                  sizeof(struct fuse_mkdir_in));
     test_req_add_str(r, "x");
-    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==,
+                    data ? -ESTALE : -ENOENT);
 }
 
 static void test_attrs(TestFs *t, gconstpointer data)
@@ -1129,6 +1146,255 @@ static void test_forget(TestFs *t, gconstpointer data)
     test_req_add(r, &(struct fuse_getattr_in){ 0 },
                  sizeof(struct fuse_getattr_in));
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+}
+
+/*
+ * --inode-file-handles: the inodes the guest knows hold no fd once their
+ * requests are done, each request opens its inode from the handle, and a
+ * file deleted on the host gives the guest the host's ESTALE.
+ */
+static void test_handles(TestFs *t, gconstpointer data)
+{
+    struct fuse_attr_out out;
+    uint64_t ino[50], fh;
+    char name[16];
+    int before, opened, made, i;
+    TestReq *r;
+
+    before = g_atomic_int_get(&t->fs.fds_open);
+    made = g_atomic_int_get(&t->fs.handles_made);
+    for (i = 0; i < 50; i++) {
+        snprintf(name, sizeof(name), "f%d", i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0600, 0), ==, 0);
+        ino[i] = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    }
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.handles_made), ==, made + 50);
+
+    opened = g_atomic_int_get(&t->fs.handles_opened);
+    r = test_req_new(FUSE_GETATTR, ino[7]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.handles_opened), ==, opened + 1);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+
+    /* An open file keeps its inode's fd while it is open */
+    fh = test_open(t, ino[8], O_RDWR);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before + 2);
+    g_assert_cmpint(test_write(t, ino[8], fh, 0, "x", 1), ==, 1);
+    r = test_req_new(FUSE_RELEASE, ino[8]);
+    test_req_add(r, &(struct fuse_release_in){ .fh = fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+
+    g_assert_cmpint(unlinkat(t->dir_fd, "f9", 0), ==, 0);
+    r = test_req_new(FUSE_GETATTR, ino[9]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==,
+                    -ESTALE);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+}
+
+static void test_handles_startup(void)
+{
+    VfsdOptions o;
+    TestFs t;
+
+    /* prefer: handles as root, fds without CAP_DAC_READ_SEARCH */
+    test_fs_setup(&t, NULL);
+    o = t.opts;
+    test_fs_teardown(&t);
+    o.inode_file_handles = VFSD_INODE_FH_PREFER;
+    test_fs_setup(&t, &o);
+    g_assert_cmpint(t.fs.use_handles, ==, geteuid() == 0);
+    test_fs_teardown(&t);
+}
+
+/*
+ * FUSE_SECURITY_CTX: appends a security label extension to @r, as Linux
+ * sends one: a header whose type is @count, a fuse_secctx, the name and
+ * the value, padded to 8 bytes.
+ */
+static void add_label(TestReq *r, const char *name, const char *value,
+                      uint32_t count)
+{
+    size_t len = sizeof(struct fuse_secctx_header) +
+                 sizeof(struct fuse_secctx) + strlen(name) + 1 +
+                 strlen(value);
+    struct fuse_secctx_header sh = {
+        .size = (len + 7) & ~(size_t)7, .nr_secctx = count,
+    };
+    struct fuse_secctx sc = { .size = strlen(value) };
+    struct fuse_in_header *h;
+    static const char zeros[8];
+
+    test_req_add(r, &sh, sizeof(sh));
+    test_req_add(r, &sc, sizeof(sc));
+    test_req_add_str(r, name);
+    test_req_add(r, value, strlen(value));
+    test_req_add(r, zeros, sh.size - len);
+    h = (void *)r->data->data;
+    h->total_extlen = sh.size / 8;
+}
+
+/* What the host has under @attr on @name, or "" */
+static char *host_label(TestFs *t, const char *name, const char *attr)
+{
+    g_autofree char *path = g_strdup_printf("%s/%s", t->dir, name);
+    char buf[256];
+    ssize_t n = lgetxattr(path, attr, buf, sizeof(buf) - 1);
+
+    return g_strndup(buf, n < 0 ? 0 : n);
+}
+
+/* Nothing but @names in the share: no temporary name was left behind */
+static void assert_only(TestFs *t, const char *const *names)
+{
+    g_autoptr(GDir) d = g_dir_open(t->dir, 0, NULL);
+    const char *n;
+
+    g_assert_nonnull(d);
+    while ((n = g_dir_read_name(d))) {
+        if (!g_strv_contains(names, n)) {
+            g_error("'%s' left in the share", n);
+        }
+    }
+}
+
+static int label_req(TestFs *t, uint32_t opcode, const char *name,
+                     const char *attr, const char *value, uint32_t count)
+{
+    TestReq *r = test_req_new(opcode, FUSE_ROOT_ID);
+    uint8_t reply[sizeof(struct fuse_entry_out) +
+                  sizeof(struct fuse_open_out)];
+
+    switch (opcode) {
+    case FUSE_MKDIR:
+        test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
+                     sizeof(struct fuse_mkdir_in));
+        test_req_add_str(r, name);
+        break;
+    case FUSE_MKNOD:
+        test_req_add(r, &(struct fuse_mknod_in){ .mode = S_IFIFO | 0644 },
+                     sizeof(struct fuse_mknod_in));
+        test_req_add_str(r, name);
+        break;
+    case FUSE_SYMLINK:
+        test_req_add_str(r, name);
+        test_req_add_str(r, "target");
+        break;
+    default:
+        test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR,
+                                                  .mode = S_IFREG | 0644 },
+                     sizeof(struct fuse_create_in));
+        test_req_add_str(r, name);
+        break;
+    }
+    if (attr) {
+        add_label(r, attr, value, count);
+    }
+    return test_send(t, r, 4096, reply, sizeof(reply), &(size_t){ 0 });
+}
+
+/*
+ * --security-label: the label the guest sends with a creation is on the
+ * new file, and a creation whose label cannot be stored (or is malformed)
+ * fails with the host's error and leaves nothing, under the name or under
+ * the temporary one.
+ */
+static void test_security_label(void)
+{
+    static const uint32_t ops[] = {
+        FUSE_MKDIR, FUSE_MKNOD, FUSE_SYMLINK, FUSE_CREATE,
+    };
+    static const char *const made[] = { "n0", "n1", "n2", "n3", NULL };
+    const char *attr = "security.virtiofsd-test";
+    struct fuse_init_out out;
+    VfsdOptions o;
+    TestFs t;
+    TestReq *r;
+    unsigned int i;
+    char name[8];
+
+    if (geteuid() != 0) {
+        g_test_skip("security.* needs CAP_SYS_ADMIN");
+        return;
+    }
+    test_fs_setup(&t, NULL);
+    o = t.opts;
+    test_fs_teardown(&t);
+    o.security_label = VFSD_NEGOTIATE_ALWAYS;
+
+    /* always: a guest without FUSE_SECURITY_CTX cannot mount */
+    test_fs_setup(&t, &o);
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &(struct fuse_init_in){ .major = 7, .minor = 41,
+                                            .flags = FUSE_INIT_EXT },
+                 sizeof(struct fuse_init_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==,
+                    -EPROTO);
+    test_fs_teardown(&t);
+    /* auto: it can, and gets no labels */
+    o.security_label = VFSD_NEGOTIATE_AUTO;
+    test_fs_setup(&t, &o);
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &(struct fuse_init_in){ .major = 7, .minor = 41,
+                                            .flags = FUSE_INIT_EXT },
+                 sizeof(struct fuse_init_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_false(out.flags2 & (FUSE_SECURITY_CTX >> 32));
+    test_fs_teardown(&t);
+
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, FUSE_SECURITY_CTX);
+    g_assert_true(t.fs.conn.flags & FUSE_SECURITY_CTX);
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        g_autofree char *got = NULL;
+
+        snprintf(name, sizeof(name), "n%u", i);
+        g_assert_cmpint(label_req(&t, ops[i], name, attr, "label-one", 1),
+                        ==, 0);
+        got = host_label(&t, name, attr);
+        g_assert_cmpstr(got, ==, "label-one");
+        /* An existing name: EEXIST, and the temporary node is gone */
+        g_assert_cmpint(label_req(&t, ops[i], name, attr, "label-two", 1),
+                        ==, ops[i] == FUSE_CREATE ? 0 : -EEXIST);
+        g_free(got);
+        got = host_label(&t, name, attr);
+        g_assert_cmpstr(got, ==, "label-one");
+        assert_only(&t, made);
+    }
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        snprintf(name, sizeof(name), "x%u", i);
+        /* A name the host has no namespace for: its EOPNOTSUPP */
+        g_assert_cmpint(label_req(&t, ops[i], name, "bogus.label", "v", 1),
+                        ==, -EOPNOTSUPP);
+        /* Two labels (Linux sends one), or none with a count of one */
+        g_assert_cmpint(label_req(&t, ops[i], name, attr, "v", 2), ==,
+                        -EINVAL);
+        g_assert_cmpint(faccessat(t.dir_fd, name, F_OK, AT_SYMLINK_NOFOLLOW),
+                        !=, 0);
+        assert_only(&t, made);
+    }
+    /* No label (nr_secctx 0): created as without --security-label */
+    r = test_req_new(FUSE_MKDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_mkdir_in){ .mode = 0755 },
+                 sizeof(struct fuse_mkdir_in));
+    test_req_add_str(r, "plain");
+    {
+        struct fuse_secctx_header sh = { .size = 8, .nr_secctx = 0 };
+        struct fuse_in_header *h;
+
+        test_req_add(r, &sh, sizeof(sh));
+        h = (void *)r->data->data;
+        h->total_extlen = 1;
+    }
+    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, 0);
+    g_assert_cmpint(faccessat(t.dir_fd, "plain", F_OK, 0), ==, 0);
+    test_fs_teardown(&t);
 }
 
 static void test_readonly(void)
@@ -2320,6 +2586,10 @@ int main(int argc, char **argv)
 
 #define ADD(path, fn) \
     g_test_add("/virtiofsd/ops/" path, TestFs, NULL, setup, fn, teardown)
+/* The same, with --inode-file-handles=mandatory */
+#define ADD_FH(path, fn) \
+    g_test_add("/virtiofsd/ops/handles/" path, TestFs, &by_handle, setup, \
+               fn, teardown)
 
     ADD("create-write-read", test_create_write_read);
     ADD("create-trunc-existing", test_create_trunc_existing);
@@ -2340,6 +2610,26 @@ int main(int argc, char **argv)
     ADD("lost-reply", test_lost_reply);
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
+    ADD_FH("fds-and-stale", test_handles);
+    ADD_FH("create-write-read", test_create_write_read);
+    ADD_FH("create-trunc-existing", test_create_trunc_existing);
+    ADD_FH("guest-credentials", test_guest_credentials);
+    ADD_FH("dirs-and-names", test_dirs_and_names);
+    ADD_FH("attrs", test_attrs);
+    ADD_FH("killpriv-v2", test_killpriv);
+    ADD_FH("readdir", test_readdir);
+    ADD_FH("statfs-access-syncfs", test_statfs_access_syncfs);
+    ADD_FH("xattr", test_xattr);
+    ADD_FH("xattr-symlink", test_xattr_symlink);
+    ADD_FH("fallocate-lseek-copy", test_fallocate_lseek_copy);
+    ADD_FH("locks", test_locks);
+    ADD_FH("tmpfile", test_tmpfile);
+    ADD_FH("errno/long-names", test_errno_long_names);
+    ADD_FH("errno/symlink-times", test_errno_symlink_times);
+    ADD_FH("errno/mknod-types", test_errno_mknod_types);
+    ADD_FH("errno/syncfs-special", test_errno_syncfs_special);
+    ADD_FH("errno/offsets", test_errno_offsets);
+    g_test_add_func("/virtiofsd/ops/handles/startup", test_handles_startup);
     ADD("errno/long-names", test_errno_long_names);
     ADD("errno/long-strings", test_errno_long_strings);
     ADD("errno/symlink-times", test_errno_symlink_times);
@@ -2354,6 +2644,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/ops/errno/killpriv-dax",
                     test_errno_killpriv_dax);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
+    g_test_add_func("/virtiofsd/ops/security-label", test_security_label);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);
     g_test_add_func("/virtiofsd/ops/id-map", test_id_map);
     g_test_add_func("/virtiofsd/ops/translate-ids", test_translate_ids);

@@ -142,7 +142,36 @@ static void test_posix_acl(void)
 
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x --posix-acl "
                         "--xattr"));
+    g_assert_true(o.posix_acl && o.xattr && o.posix_acl_always);
+    vfsd_options_free(&o);
+    /* As in the Rust daemon: it turns --xattr on; auto is not required */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--posix-acl=auto"));
+    g_assert_true(o.posix_acl && o.xattr && !o.posix_acl_always);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--posix-acl=never"));
+    g_assert_false(o.posix_acl || o.xattr);
+    vfsd_options_free(&o);
+
+    /* --security-label: never by default, bare is always */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x"));
+    g_assert_cmpint(o.security_label, ==, VFSD_NEGOTIATE_NEVER);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--security-label --readonly"));
+    g_assert_cmpint(o.security_label, ==, VFSD_NEGOTIATE_ALWAYS);
+    g_assert_true(o.xattr && o.readonly);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--security-label=auto"));
+    g_assert_cmpint(o.security_label, ==, VFSD_NEGOTIATE_AUTO);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 -o source=/x,posix_acl"));
     g_assert_true(o.posix_acl && o.xattr);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 -o source=/x,security_label"));
+    g_assert_cmpint(o.security_label, ==, VFSD_NEGOTIATE_ALWAYS);
     vfsd_options_free(&o);
     /* Off by default */
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x --xattr"));
@@ -193,6 +222,9 @@ static void test_errors(void)
         { "--fd=3 --shared-dir=/x --translate-uid=map:0:100:10 "
           "--translate-uid=host:105:7:1", "host ids overlap" },
         { "--fd=3 --shared-dir=/x --no-readdirplus=1", "takes no value" },
+        { "--fd=3 --shared-dir=/x --inode-file-handles=always",
+          "invalid --inode-file-handles 'always' (never, prefer or "
+          "mandatory)" },
         { "--fd=3 --shared-dir=/x --seccomp=", "invalid seccomp" },
         /* Maps: the message names the option and says why */
         { "--fd=3 --shared-dir=/x --uid-map=0:1000:1", "invalid --uid-map "
@@ -229,12 +261,15 @@ static void test_errors(void)
           "guest ids overlap" },
         { "--fd=3 --shared-dir=/x --uid-map", "needs a value" },
         { "--fd=3 --shared-dir=/x --frobnicate", "unknown option" },
-        { "--fd=3 --shared-dir=/x --posix-acl", "needs --xattr" },
-        { "--fd=3 --shared-dir=/x --posix-acl --xattr --no-xattr",
-          "needs --xattr" },
-        { "--fd=3 -o source=/x,posix_acl", "needs --xattr" },
+        { "--fd=3 --shared-dir=/x --posix-acl=yes",
+          "invalid --posix-acl 'yes' (never, auto or always)" },
+        { "--fd=3 --shared-dir=/x --security-label=selinux",
+          "invalid --security-label 'selinux' (never, auto or always)" },
+        { "--fd=3 --shared-dir=/x --inode-file-handles=prefer "
+          "--modcaps=-dac_read_search", "--modcaps cannot drop "
+          "dac_read_search with --inode-file-handles=prefer" },
         { "--fd=3 --shared-dir=/x --xattr --posix-acl=yes",
-          "takes no value" },
+          "invalid --posix-acl 'yes'" },
         { "--fd=3 -o source=/x,posix_acl=1", "unknown or malformed" },
         { "--fd=3 --shared-dir=/x --xattr=yes", "takes no value" },
         { "--fd=3 --shared-dir", "needs a value" },
@@ -248,7 +283,9 @@ static void test_errors(void)
         VfsdOptions o;
         g_autofree char *err = NULL;
 
-        g_assert_false(parse(&o, &err, cases[i].line));
+        if (parse(&o, &err, cases[i].line)) {
+            g_error("%s: accepted", cases[i].line);
+        }
         g_assert_nonnull(err);
         g_assert_null(strchr(err, '\n'));
         if (!strstr(err, cases[i].msg)) {
@@ -395,6 +432,8 @@ static void test_capabilities(void)
     g_assert_true(o.print_capabilities);
     g_assert_nonnull(strstr(caps, "\"type\": \"fs\""));
     g_assert_nonnull(strstr(caps, "\"separate-options\""));
+    g_assert_nonnull(strstr(caps, "\"posix-acl-negotiation-mode\""));
+    g_assert_nonnull(strstr(caps, "\"security-label-negotiation-mode\""));
     /* As the Rust daemon says it: back-end state for precopy migration */
     g_assert_nonnull(strstr(caps, "\"migrate-precopy\""));
     vfsd_options_free(&o);
@@ -536,6 +575,7 @@ static void test_rust_options(void)
     uint32_t id;
 
     g_assert_true(parse(&o, &err, "--socket-path=/tmp/s --shared-dir=/x"));
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_NEVER);
     g_assert_false(o.no_readdirplus);
     g_assert_false(o.preserve_noatime);
     g_assert_false(o.announce_submounts);
@@ -549,6 +589,7 @@ static void test_rust_options(void)
                         "-sys_ptrace"));
     g_assert_cmpstr(o.socket_path, ==, "/tmp/s");
     g_assert_true(o.no_readdirplus);
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_NEVER);
     g_assert_true(o.preserve_noatime);
     g_assert_false(o.announce_submounts);
     /* The last word on a capability wins */
@@ -558,6 +599,29 @@ static void test_rust_options(void)
                     (1ULL << 19 /* CAP_SYS_PTRACE */));
     vfsd_options_free(&o);
 
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--inode-file-handles=prefer"));
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_PREFER);
+    vfsd_options_free(&o);
+    /* 0 leaves the fd limit as it is */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--rlimit-nofile=0"));
+    g_assert_true(o.rlimit_keep);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--rlimit-nofile=100"));
+    g_assert_true(!o.rlimit_keep && o.rlimit_nofile == 100);
+    vfsd_options_free(&o);
+    /* The Rust daemon's older name for prefer */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--inode-file-handles=fallback "
+                        "--inode-file-handles mandatory"));
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_MANDATORY);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--inode-file-handles=fallback"));
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_PREFER);
+    vfsd_options_free(&o);
     /* The Rust daemon's migration options, defaults first */
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x"));
     g_assert_cmpint(o.migration_mode, ==, VFSD_MIG_FIND_PATHS);

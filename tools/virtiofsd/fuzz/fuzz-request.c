@@ -688,7 +688,9 @@ static void send_guest_init(VfsdFs *fs)
 
 static void check_fds(VfsdFs *fs, unsigned int base, const char *when)
 {
-    unsigned int held = count_fds() - base;
+    /* An fd per mount for file handles is the daemon's, as the root's */
+    unsigned int held = count_fds() - base -
+                        g_hash_table_size(fs->mount_fds);
 
     if (held != (unsigned int)g_atomic_int_get(&fs->fds_open)) {
         fuzz_fail("%s: the daemon holds %u fds, its accounting says %d",
@@ -756,6 +758,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opts.dax_policy = policies[(cfg >> 4) & 3];
     opts.dax_min_size = 1024 * 1024;
     opts.sandbox = VFSD_SANDBOX_NONE;
+    /*
+     * Inodes by file handle in half the inputs (cache=auto and always),
+     * where the privileges allow it
+     */
+    opts.inode_file_handles = (cfg & 2) ? VFSD_INODE_FH_PREFER :
+                              VFSD_INODE_FH_NEVER;
     opts.xattr = true;
     opts.flock = true;
     opts.posix_lock = true;

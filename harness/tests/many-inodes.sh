@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# A guest that stats more files than our virtiofsd may hold fds:
+#   many-inodes.sh fds|handles [vm.py args...]
+# FILES files (default 200,000, in directories of 10,000) are listed with
+# ls -l, which looks up and stats every one, under --rlimit-nofile=NOFILE
+# (default 20,000).  The guest keeps every inode it looked up (nothing
+# forgets them while it has memory), so:
+#   fds:     the daemon holds an O_PATH fd per inode, and once it holds
+#            all its bound allows each further lookup fails with ENFILE
+#            ("Too many open files in system"): the test checks that the
+#            stats that worked stop near the bound and that every failure
+#            is that one;
+#   handles: --inode-file-handles=mandatory: every stat works and the
+#            daemon's fds (sampled from /proc while the guest works) stay
+#            far below the bound.
+# Prints one line per mode with the counts and the guest's time.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$top/harness/tests/lib.sh"
+# mk/check.py puts --timeout N first
+vm_timeout=3000
+if [ "${1:-}" = --timeout ]; then
+    vm_timeout=$2
+    shift 2
+fi
+mode=${1:?usage: $0 [--timeout N] fds|handles [vm.py args...]}
+shift
+FILES=${FILES:-200000}
+NOFILE=${NOFILE:-20000}
+PER_DIR=10000
+case $mode in
+fds) opt=--inode-file-handles=never ;;
+handles) opt=--inode-file-handles=mandatory ;;
+*) echo "usage: $0 fds|handles" >&2; exit 2 ;;
+esac
+work=$(mktemp -d /tmp/vfsdax-many.XXXXXX)
+sampler=
+trap '[ -z "$sampler" ] || kill $sampler 2>/dev/null || true; rm -rf "$work"' EXIT
+mkdir -p "$work/shared"
+dirs=$(((FILES + PER_DIR - 1) / PER_DIR))
+for d in $(seq 1 $dirs); do
+    n=$((FILES - (d - 1) * PER_DIR))
+    [ $n -gt $PER_DIR ] && n=$PER_DIR
+    mkdir "$work/shared/d$d"
+    (cd "$work/shared/d$d" && seq -f 'f%g' 1 $n | xargs touch)
+done
+
+cat > "$work/guest.sh" <<'GUEST'
+. /lib/vfsdax.sh
+mount_virtiofs "$VFS_TAG" /mnt
+start=$(cut -d' ' -f1 /proc/uptime)
+ok=0
+for d in /mnt/d*; do
+    ls -l "$d" 2>> /tmp/err | grep -c ' f[0-9]' >> /tmp/counts || true
+done
+end=$(cut -d' ' -f1 /proc/uptime)
+ok=$(awk '{ s += $1 } END { print s + 0 }' /tmp/counts)
+errs=$(wc -l < /tmp/err)
+why=$(sed 's/.*: //' /tmp/err | sort | uniq -c | tr -s ' ' | tr '\n' ';')
+echo "RESULT ok=$ok errs=$errs secs=$(awk "BEGIN { print $end - $start }") why=$why"
+umount /mnt || fail umount
+GUEST
+
+# The daemon's largest fd count while the guest works
+sample_fds() {
+    local pid max=0 n
+    while [ ! -s "$work/state/daemon.pid" ]; do sleep 0.1; done
+    # The sandbox's child is there once the socket is
+    sleep 2
+    pid=$(serving_pid "$(cat "$work/state/daemon.pid")")
+    while [ -d "/proc/$pid" ]; do
+        n=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+        [ "$n" -gt "$max" ] && { max=$n; echo $max > "$work/maxfds"; }
+        sleep 0.5
+    done
+}
+sample_fds &
+sampler=$!
+rc=0
+python3 "$top/harness/vm.py" --quiet --shared "$work/shared" \
+    --state-dir "$work/state" --daemon ours --mem 2G \
+    --daemon-args="--rlimit-nofile=$NOFILE $opt" --daemon-must-live \
+    --timeout "$vm_timeout" "$@" "$work/guest.sh" > "$work/out" || rc=$?
+kill $sampler 2>/dev/null || true
+sampler=
+line=$(grep '^RESULT' "$work/out" || true)
+if [ $rc != 0 ] || [ -z "$line" ]; then
+    echo "FAIL: the guest run failed (status $rc):"
+    cat "$work/out"
+    exit 1
+fi
+ok=$(echo "$line" | sed 's/.* ok=\([0-9]*\).*/\1/')
+errs=$(echo "$line" | sed 's/.* errs=\([0-9]*\).*/\1/')
+secs=$(echo "$line" | sed 's/.* secs=\([0-9.]*\).*/\1/')
+why=$(echo "$line" | sed 's/.* why=//')
+maxfds=$(cat "$work/maxfds" 2>/dev/null || echo 0)
+echo "$mode: $FILES files, --rlimit-nofile=$NOFILE: $ok stat'ed, $errs" \
+     "failed ($why), daemon fds at most $maxfds, $secs s in the guest"
+fail() { echo "FAIL: $*"; exit 1; }
+case $mode in
+fds)
+    # The bound is NOFILE less the 64 fd.c keeps; the share's
+    # directories and the root take a few of it, and the guest may forget
+    # a few inodes (seen: 20,058 stats with a bound of 19,936)
+    [ "$ok" -le $((NOFILE + NOFILE / 100)) ] &&
+        [ "$ok" -gt $((NOFILE - 64 - 2 * dirs - 16)) ] ||
+        fail "$ok stats worked: not stopped by the fd bound"
+    [ "$errs" = $((FILES - ok)) ] || fail "$errs failures for $((FILES - ok)) missing"
+    [ "$(echo "$why" | grep -c 'Too many open files in system')" = 1 ] &&
+        [ "$(echo "$why" | tr ';' '\n' | grep -c .)" = 1 ] ||
+        fail "failures other than ENFILE: $why"
+    echo "ok: with fds, stats fail with ENFILE past the fd bound"
+    ;;
+handles)
+    [ "$ok" = "$FILES" ] && [ "$errs" = 0 ] || fail "$ok of $FILES stats worked"
+    [ "$maxfds" -gt 0 ] && [ "$maxfds" -lt 256 ] ||
+        fail "the daemon held up to $maxfds fds"
+    echo "ok: with file handles all $FILES stats work in $maxfds fds"
+    ;;
+esac
