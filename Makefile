@@ -26,7 +26,7 @@ QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
 .PHONY: all deps prepare qemu guest rust-virtiofsd upstream-qemu demo check bench fuzz \
         refresh-patches verify-tree checkpatch install clean distclean help \
-        port-base check-bases series bisect-check
+        port-base check-bases series bisect-check patch-lines
 
 all: qemu guest
 
@@ -39,6 +39,7 @@ help:
 	@echo "make refresh-patches save commits and edits made in build/src to patches/ and the repo"
 	@echo "make verify-tree     check patches/ + our files reproduce build/src"
 	@echo "make checkpatch      QEMU's checkpatch.pl on patches/ and our C files"
+	@echo "make patch-lines     lines the series adds to upstream files, per patch"
 	@echo "make series [SERIES_DIR=...]  the fork as one git-am series (build/series)"
 	@echo "make bisect-check [BISECT_PATCHES=N]  build QEMU after each patch of it"
 	@echo "make install PREFIX=...  install qemu-system-x86_64, virtiofsd and descriptors"
@@ -115,6 +116,10 @@ verify-tree:
 
 checkpatch: prepare
 	@$(TOP)/mk/checkpatch.sh
+
+# What a rebase onto the next upstream release may have to merge by hand
+patch-lines:
+	@$(TOP)/mk/patch-lines.sh
 
 # patches/ plus each new file in the patch that introduces it
 # (patches/series.map), checked with git am against the pinned upstream

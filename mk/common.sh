@@ -97,7 +97,7 @@ sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 # Where our new files live, at their QEMU path.  Everything under these is
 # copied over the upstream tree; the rest of this repository (mk/, harness/,
 # patches/, docs/benchmarks/ ...) is the project's own.
-OVERLAY_ROOTS=(hw include tools tests/qtest tests/unit docs/system docs/interop docs/devel docs/tools
+OVERLAY_ROOTS=(hw include system tools tests/qtest tests/unit docs/system docs/interop docs/devel docs/tools
               subprojects/libvhost-user)
 
 SRC=$BUILD/src

@@ -73,7 +73,7 @@ host_grow() {
 rc=0
 run_vm_with_host_step "$shared" host_grow --daemon ours --cache-size 16M \
     --append iomem=relaxed \
-    --qemu-args "-trace enable=virtio_shm_window_sigbus,file=$trace" \
+    --qemu-args "-trace enable=virtio_shmem_arena_sigbus,file=$trace" \
     "$@" "$guest_script" > "$out" || rc=$?
 cat "$out"
 [ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
@@ -84,7 +84,7 @@ grep -q '^winpeek: 4096 pages, 4094 zero pages' "$out" || {
     exit 1
 }
 echo "ok: the guest read and wrote 4094 window pages past the end of the file"
-pages=$(awk '/virtio_shm_window_sigbus / {
+pages=$(awk '/virtio_shmem_arena_sigbus / {
                  for (i = 1; i < NF; i++) { if ($(i + 1) == "pages") { n += $i } }
              }
              END { print n + 0 }' "$trace")

@@ -58,7 +58,7 @@ truncate_and_arm() {
     gdb -p "$qemu" -batch -nx \
         -ex 'set pagination off' -ex 'set confirm off' \
         -ex 'handle all nostop noprint pass' \
-        -ex 'break shm_window_sigbus_fixup' \
+        -ex 'break shmem_arena_sigbus_fixup' \
         -ex "shell touch $work/armed" \
         -ex 'continue' \
         -ex 'bt 3' \
@@ -81,7 +81,7 @@ if [ -n "$gdbpid" ]; then
     wait "$gdbpid" || true
     gdbpid=
 fi
-grep -q "Breakpoint 1, .*shm_window_sigbus_fixup" "$work/gdb.out" ||
+grep -q "Breakpoint 1, .*shmem_arena_sigbus_fixup" "$work/gdb.out" ||
     fail "the guest's access never reached QEMU's SIGBUS fix-up"
 grep -qx "REFILLED" "$work/gdb.out" ||
     fail "the host did not rewrite the file while QEMU was held in the fix-up"

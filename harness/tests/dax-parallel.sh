@@ -89,7 +89,7 @@ run() {
     python3 "$top/harness/vm.py" --quiet --shared "$shared" \
         --cache-size $((window >> 20))M --smp 4 --request-queues 4 \
         --log-dir "$work/$name" \
-        --qemu-args "-trace enable=virtio_shm_window_map,file=$work/$name.trace" \
+        --qemu-args "-trace enable=virtio_shmem_arena_map,file=$work/$name.trace" \
         --env DAXPAR_OPS="$ops" "${vm_args[@]}" --daemon ours \
         --daemon-args="--thread-pool-size=4 --stats $dargs" \
         "$work/guest.sh" > "$work/$name.out" 2>&1 || rc=$?
@@ -126,7 +126,7 @@ run() {
     fi
     local remaps nr=$((window / range))
     remaps=$(awk '
-        /virtio_shm_window_map / {
+        /virtio_shmem_arena_map / {
             for (i = 1; i < NF; i++) {
                 if ($i == "offset") { off = $(i + 1) }
                 if ($i == "fd_offset") { foff = $(i + 1) }

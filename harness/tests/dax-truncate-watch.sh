@@ -106,7 +106,7 @@ run() {
     case $name in *-hot) touch "$shared/hot" ;; esac
     run_vm_with_host_step "$shared" host_truncate --daemon ours \
         --daemon-args="$dargs" --cache-size 16M --log-dir "$work/$name" \
-        --qemu-args "-trace virtio_shm_window_sigbus" \
+        --qemu-args "-trace virtio_shmem_arena_sigbus" \
         "$@" "$work/guest.sh" > "$work/$name.out" || rc=$?
     if [ -e "$shared.regrow.pid" ]; then
         kill "$(cat "$shared.regrow.pid")" 2>/dev/null || true
@@ -121,7 +121,7 @@ run() {
 
 # Pages QEMU's SIGBUS fixup filled with zeros (its trace counts them)
 sigbus_pages() {
-    sed -n 's/.*virtio_shm_window_sigbus \([0-9]*\) pages.*/\1/p' \
+    sed -n 's/.*virtio_shmem_arena_sigbus \([0-9]*\) pages.*/\1/p' \
         "$work/$1/qemu.log" | awk '{ n += $1 } END { print n + 0 }'
 }
 

@@ -51,13 +51,13 @@ host_truncate() {
 }
 rc=0
 run_vm_with_host_step "$shared" host_truncate --cache-size 16M \
-    --qemu-args "-trace enable=virtio_shm_window_sigbus,file=$trace" \
+    --qemu-args "-trace enable=virtio_shmem_arena_sigbus,file=$trace" \
     "$@" "$guest_script" || rc=$?
 [ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
 echo "ok: QEMU survived a host-side truncate under DAX"
 
 # "N pages past the end of truncated files now read as zeros"
-pages=$(awk '/virtio_shm_window_sigbus / {
+pages=$(awk '/virtio_shmem_arena_sigbus / {
                  for (i = 1; i < NF; i++) { if ($(i + 1) == "pages") { n += $i } }
              }
              END { print n + 0 }' "$trace")

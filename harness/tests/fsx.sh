@@ -6,7 +6,7 @@
 # up to 24 the files need), so the guest keeps reclaiming ranges.
 #
 # That it did is checked, not assumed: QEMU traces every window mapping
-# (virtio_shm_window_map) to a file, and a window range mapped again at
+# (virtio_shmem_arena_map) to a file, and a window range mapped again at
 # another file offset than before was reclaimed by the guest and given to
 # other data (a host-side cut or an upgrade to writable keeps the offset).
 # The run fails unless there are more such remaps than the window has
@@ -113,7 +113,7 @@ host_compare() {
 }
 rc=0
 run_vm_with_host_step "$shared" host_compare --cache-size $((window >> 20))M \
-    --log-dir "$logs" --timeout 1400 --qemu-args "-trace enable=virtio_shm_window_map,file=$trace" \
+    --log-dir "$logs" --timeout 1400 --qemu-args "-trace enable=virtio_shmem_arena_map,file=$trace" \
     --env FSX_SEED="$seed" --env FSX_OPS="$ops" --env FSX_EXTRA="${FSX_EXTRA:-}" \
     "$@" "$guest_script" || rc=$?
 [ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
@@ -131,7 +131,7 @@ echo "ok: and after the guest is gone"
 
 # Remaps, from the trace: "offset 0x... len 0x... fd_offset 0x..."
 read -r maps ranges remaps < <(awk '
-    /virtio_shm_window_map / {
+    /virtio_shmem_arena_map / {
         for (i = 1; i < NF; i++) {
             if ($i == "offset") { off = $(i + 1) }
             if ($i == "fd_offset") { foff = $(i + 1) }

@@ -56,7 +56,7 @@ size=$((8 << 20))
 cache=64M
 expect=completed
 extra=()
-traces="-msg timestamp=on -trace virtio_shm_window_map -trace vuf_migration_*"
+traces="-msg timestamp=on -trace virtio_shmem_arena_map -trace vuf_migration_*"
 traces="$traces -trace runstate_set -trace vhost_user_backend_serve_while_waiting"
 
 case $case_ in
@@ -154,7 +154,7 @@ python3 "$top/harness/migrate.py" --shared "$shared" --cache-size "$cache" \
     "${extra[@]}" "$@" "$work/guest.sh" || rc=$?
 if [ $rc != 0 ]; then
     for f in qemu-src qemu-dst virtiofsd-src virtiofsd-dst; do
-        echo "--- $f.log"; grep -v -e virtio_shm_window_map "$logs/$f.log" | tail -n 15
+        echo "--- $f.log"; grep -v -e virtio_shmem_arena_map "$logs/$f.log" | tail -n 15
     done
     echo "FAIL: migrate.py ended with status $rc"
     exit 1
@@ -175,7 +175,7 @@ dest_order() {
             for (i = 1; i < NF; i++) if ($i == "loaded,") said = $(i + 1)
             loaded = 1; maps_at_load = maps
         }
-        /virtio_shm_window_map / { maps++ }
+        /virtio_shmem_arena_map / { maps++ }
         # SHMEM_MAP (9) served while QEMU waited for a reply, i.e. for
         # the answer to CHECK_DEVICE_STATE: nothing else is sent then
         /vhost_user_backend_serve_while_waiting request 9$/ && !loaded { served++ }
@@ -246,7 +246,7 @@ if [ "$case_" = full ]; then
     cat "$work/stats.json"; echo
     # From the first mapping of the load to the end of the load
     awk '/vuf_migration_loaded / { split($1, a, "@"); done = a[2] + 0; exit }
-         /virtio_shm_window_map / { split($1, a, "@"); if (!first) first = a[2] + 0 }
+         /virtio_shmem_arena_map / { split($1, a, "@"); if (!first) first = a[2] + 0 }
          END { printf "destination: mappings re-established in %.1f ms\n", (done - first) * 1000 }' \
         "$logs/qemu-dst.log"
 fi

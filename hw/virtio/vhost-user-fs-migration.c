@@ -29,7 +29,7 @@
 
 static bool vuf_has_window(VHostUserFS *fs)
 {
-    return virtio_shm_window_exists(&fs->cache);
+    return virtio_shmem_arena_exists(&fs->cache);
 }
 
 /* Whether the connected back-end carries the window's mappings */

@@ -94,7 +94,7 @@ static void vuf_disconnect(DeviceState *dev)
                      "disconnected%s; file system requests wait until a "
                      "back-end is connected again (chardev option "
                      "reconnect-ms, or server=on)", name, fs->conf.tag,
-                     virtio_shm_window_exists(&fs->cache) ?
+                     virtio_shmem_arena_exists(&fs->cache) ?
                      " and its DAX window was cleared" : "");
         /*
          * vhost_user_async_close() cleared vhost_dev.started: started_vu
@@ -106,7 +106,7 @@ static void vuf_disconnect(DeviceState *dev)
          * Closing the back-end channel dropped the mappings already,
          * unless the back-end never had one.
          */
-        virtio_shm_window_reset(&fs->cache);
+        virtio_shmem_arena_reset(&fs->cache);
     }
 
     qemu_chr_fe_set_handlers(&fs->conf.chardev, NULL, NULL, vuf_event, NULL,

@@ -13,36 +13,36 @@
 #include "hw/virtio/virtio.h"
 #include "trace.h"
 
-void vhost_user_add_shm_window(VhostUserState *user, uint8_t shmid,
-                               VirtioShmWindow *win)
+void vhost_user_add_shmem_arena(VhostUserState *user, uint8_t shmid,
+                                VirtioSharedMemoryArena *win)
 {
-    if (!user->shm_windows) {
-        user->shm_windows = g_ptr_array_new();
+    if (!user->shmem_arenas) {
+        user->shmem_arenas = g_ptr_array_new();
     }
-    if (shmid >= user->shm_windows->len) {
-        g_ptr_array_set_size(user->shm_windows, shmid + 1);
+    if (shmid >= user->shmem_arenas->len) {
+        g_ptr_array_set_size(user->shmem_arenas, shmid + 1);
     }
-    g_ptr_array_index(user->shm_windows, shmid) = win;
+    g_ptr_array_index(user->shmem_arenas, shmid) = win;
 }
 
-static VirtioShmWindow *vhost_user_shm_window(VhostUserState *user,
-                                              uint8_t shmid)
+static VirtioSharedMemoryArena *vhost_user_shmem_arena(VhostUserState *user,
+                                                       uint8_t shmid)
 {
-    if (!user->shm_windows || shmid >= user->shm_windows->len) {
+    if (!user->shmem_arenas || shmid >= user->shmem_arenas->len) {
         return NULL;
     }
-    return g_ptr_array_index(user->shm_windows, shmid);
+    return g_ptr_array_index(user->shmem_arenas, shmid);
 }
 
 void vhost_user_shmem_drop_mappings(VhostUserState *user)
 {
     unsigned int i;
 
-    for (i = 0; user->shm_windows && i < user->shm_windows->len; i++) {
-        VirtioShmWindow *win = g_ptr_array_index(user->shm_windows, i);
+    for (i = 0; user->shmem_arenas && i < user->shmem_arenas->len; i++) {
+        VirtioSharedMemoryArena *win = g_ptr_array_index(user->shmem_arenas, i);
 
         if (win) {
-            virtio_shm_window_reset(win);
+            virtio_shmem_arena_reset(win);
         }
     }
 }
@@ -73,7 +73,7 @@ int vhost_user_shmem_map(struct vhost_dev *dev, VhostUserState *user,
                          int *fd, size_t fdsize)
 {
     uint64_t known_flags = VHOST_USER_FLAG_MAP_RW;
-    VirtioShmWindow *win;
+    VirtioSharedMemoryArena *win;
     int ret;
 
     trace_vhost_user_backend_shmem_map(m->shmid, m->fd_offset, m->shm_offset,
@@ -96,17 +96,17 @@ int vhost_user_shmem_map(struct vhost_dev *dev, VhostUserState *user,
                       "file descriptors instead of 1\n", fdsize);
         return -EINVAL;
     }
-    win = vhost_user_shm_window(user, m->shmid);
+    win = vhost_user_shmem_arena(user, m->shmid);
     if (!win) {
         qemu_log_mask(LOG_GUEST_ERROR, "vhost-user: SHMEM_MAP for unknown "
                       "shmid %u\n", m->shmid);
         return -EINVAL;
     }
 
-    ret = virtio_shm_window_map(win, m->shm_offset, m->len, fd[0],
-                                m->fd_offset,
-                                m->flags & VHOST_USER_FLAG_MAP_RW,
-                                m->flags & VHOST_USER_FLAG_MAP_REPLACE);
+    ret = virtio_shmem_arena_map(win, m->shm_offset, m->len, fd[0],
+                                 m->fd_offset,
+                                 m->flags & VHOST_USER_FLAG_MAP_RW,
+                                 m->flags & VHOST_USER_FLAG_MAP_REPLACE);
     if (ret < 0) {
         qemu_log_mask(LOG_GUEST_ERROR, "vhost-user: SHMEM_MAP of fd offset "
                       "0x%" PRIx64 " at shmid %u offset 0x%" PRIx64
@@ -121,7 +121,7 @@ int vhost_user_shmem_unmap(struct vhost_dev *dev, VhostUserState *user,
                            uint32_t size, const VhostUserMMap *m,
                            size_t fdsize)
 {
-    VirtioShmWindow *win;
+    VirtioSharedMemoryArena *win;
     int ret;
 
     trace_vhost_user_backend_shmem_unmap(m->shmid, m->shm_offset, m->len);
@@ -134,14 +134,14 @@ int vhost_user_shmem_unmap(struct vhost_dev *dev, VhostUserState *user,
                       "file descriptors\n");
         return -EINVAL;
     }
-    win = vhost_user_shm_window(user, m->shmid);
+    win = vhost_user_shmem_arena(user, m->shmid);
     if (!win) {
         qemu_log_mask(LOG_GUEST_ERROR, "vhost-user: SHMEM_UNMAP for unknown "
                       "shmid %u\n", m->shmid);
         return -EINVAL;
     }
 
-    ret = virtio_shm_window_unmap(win, m->shm_offset, m->len);
+    ret = virtio_shmem_arena_unmap(win, m->shm_offset, m->len);
     if (ret < 0) {
         qemu_log_mask(LOG_GUEST_ERROR, "vhost-user: SHMEM_UNMAP at shmid %u "
                       "offset 0x%" PRIx64 " length 0x%" PRIx64

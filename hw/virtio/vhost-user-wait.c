@@ -24,10 +24,25 @@
  */
 
 #include "qemu/osdep.h"
+#include "qapi/error.h"
 #include "qemu/main-loop.h"
 #include "chardev/char-fe.h"
 #include "hw/virtio/vhost-user-shmem.h"
 #include "hw/virtio/virtio.h"
+#include "trace.h"
+
+/* The fixed part of every vhost-user message (vhost-user.rst) */
+typedef struct VhostUserWaitHeader {
+    uint32_t request;
+    uint32_t flags;
+    uint32_t size;
+} QEMU_PACKED VhostUserWaitHeader;
+
+typedef struct VhostUserWait {
+    struct vhost_dev *dev;
+    bool (*self_contained)(uint32_t request);
+    QIOChannelFunc serve;
+} VhostUserWait;
 
 static gboolean vhost_user_reply_readable(void *do_not_use,
                                           GIOCondition condition,
@@ -39,10 +54,44 @@ static gboolean vhost_user_reply_readable(void *do_not_use,
     return G_SOURCE_REMOVE;
 }
 
+static gboolean vhost_user_backend_readable(QIOChannel *ioc,
+                                            GIOCondition condition,
+                                            void *opaque)
+{
+    VhostUserWait *w = opaque;
+    VhostUserWaitHeader hdr;
+    struct iovec iov = { .iov_base = &hdr, .iov_len = sizeof(hdr) };
+    ssize_t n;
+
+    /*
+     * Look at the request without taking it off the channel: one that is
+     * not self-contained, and everything behind it, must wait for the
+     * main loop, so that requests are still handled in order.  So must a
+     * header that is not all there yet, and a channel that hung up.
+     */
+    n = qio_channel_readv_full(ioc, &iov, 1, NULL, NULL,
+                               QIO_CHANNEL_READ_FLAG_MSG_PEEK, NULL);
+    if (n == QIO_CHANNEL_ERR_BLOCK) {
+        return G_SOURCE_CONTINUE;
+    }
+    if (n != sizeof(hdr) || !w->self_contained(hdr.request)) {
+        trace_vhost_user_backend_defer_while_waiting(n == sizeof(hdr) ?
+                                                     hdr.request : 0);
+        return G_SOURCE_REMOVE;
+    }
+
+    trace_vhost_user_backend_serve_while_waiting(hdr.request);
+    return w->serve(ioc, condition, w->dev);
+}
+
 void vhost_user_serve_while_waiting(struct vhost_dev *dev, CharBackend *chr,
                                     QIOChannel *backend_ioc,
+                                    bool (*self_contained)(uint32_t request),
                                     QIOChannelFunc serve)
 {
+    VhostUserWait w = {
+        .dev = dev, .self_contained = self_contained, .serve = serve,
+    };
     bool readable = false;
     GMainContext *ctx;
     GSource *src;
@@ -70,7 +119,8 @@ void vhost_user_serve_while_waiting(struct vhost_dev *dev, CharBackend *chr,
     g_source_unref(src);
 
     src = qio_channel_create_watch(backend_ioc, G_IO_IN | G_IO_HUP);
-    g_source_set_callback(src, (GSourceFunc)serve, dev, NULL);
+    g_source_set_callback(src, (GSourceFunc)vhost_user_backend_readable, &w,
+                          NULL);
     g_source_attach(src, ctx);
     g_source_unref(src);
 
@@ -79,4 +129,39 @@ void vhost_user_serve_while_waiting(struct vhost_dev *dev, CharBackend *chr,
     }
     /* Destroys what is left of both sources */
     g_main_context_unref(ctx);
+}
+
+int vhost_user_backend_read_header(QIOChannel *ioc, struct iovec *iov,
+                                   int **fds, size_t *nfds, Error **errp)
+{
+    ssize_t len;
+
+    len = qio_channel_readv_full(ioc, iov, 1, fds, nfds, 0, errp);
+    if (len == QIO_CHANNEL_ERR_BLOCK) {
+        return 0;
+    }
+    if (len == 0) {
+        error_setg(errp, "vhost-user back-end channel closed");
+        return -1;
+    }
+    /* The rest of a header that came in pieces is worth waiting for */
+    if (len < 0 ||
+        (len < iov->iov_len &&
+         qio_channel_read_all(ioc, (char *)iov->iov_base + len,
+                              iov->iov_len - len, errp))) {
+        return -1;
+    }
+    return 1;
+}
+
+void vhost_user_backend_channel_init(QIOChannel *ioc)
+{
+    /*
+     * Any socket can peek, but only channels that connect or accept say
+     * so; vhost_user_serve_while_waiting() peeks at back-end requests.
+     * It may also take a request the main loop has seen already:
+     * backend_read() must then find the channel empty rather than block.
+     */
+    qio_channel_set_feature(ioc, QIO_CHANNEL_FEATURE_READ_MSG_PEEK);
+    qio_channel_set_blocking(ioc, false, NULL);
 }

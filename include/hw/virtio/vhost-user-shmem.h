@@ -17,7 +17,7 @@
 
 #include "hw/virtio/vhost.h"
 #include "hw/virtio/vhost-user.h"
-#include "hw/virtio/virtio-shm-window.h"
+#include "hw/virtio/virtio-shmem-arena.h"
 #include "io/channel.h"
 
 /* Payload of VHOST_USER_BACKEND_SHMEM_MAP and _UNMAP */
@@ -52,7 +52,7 @@ typedef struct VhostUserMemRW {
      (1ULL << VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE))
 
 /**
- * vhost_user_add_shm_window() - let the back-end map into a window
+ * vhost_user_add_shmem_arena() - let the back-end map into a window
  * @user: the vhost-user state, after vhost_user_init()
  * @shmid: the shared memory region id the back-end names the window by
  * @win: the window, which must outlive @user
@@ -61,8 +61,8 @@ typedef struct VhostUserMemRW {
  * are only negotiated for a device that has a window.  The window's
  * mappings are dropped whenever the back-end channel goes away.
  */
-void vhost_user_add_shm_window(VhostUserState *user, uint8_t shmid,
-                               VirtioShmWindow *win);
+void vhost_user_add_shmem_arena(VhostUserState *user, uint8_t shmid,
+                                VirtioSharedMemoryArena *win);
 
 /**
  * vhost_user_shmem_drop_mappings() - drop every back-end mapping
@@ -147,16 +147,45 @@ int vhost_user_mem_write(struct vhost_dev *dev, uint32_t size,
  * @dev: the vhost device
  * @chr: the front-end channel
  * @backend_ioc: the back-end channel
- * @serve: called when the back-end channel is readable, with @dev; it
- *  serves a request or returns G_SOURCE_REMOVE to leave the channel to
- *  the main loop until the reply is there
+ * @self_contained: whether a request, by its number, may be served now:
+ *  its handler never sends a front-end message, never changes the memory
+ *  map and runs no device code
+ * @serve: reads and serves one request from @backend_ioc, called with
+ *  @dev as its opaque (vhost-user.c's backend_read())
  *
- * Returns once @chr has something to read, having called @serve for the
- * back-end requests that came first.  Does nothing unless the device
- * negotiated the shared memory features and the caller holds the BQL.
+ * Returns once @chr has something to read, having served the back-end
+ * requests that came first as long as they are self-contained; the
+ * first one that is not, and all behind it, are left on @backend_ioc for
+ * the main loop.  Does nothing unless the device negotiated the shared
+ * memory features and the caller holds the BQL.
  */
 void vhost_user_serve_while_waiting(struct vhost_dev *dev, CharBackend *chr,
                                     QIOChannel *backend_ioc,
+                                    bool (*self_contained)(uint32_t request),
                                     QIOChannelFunc serve);
+
+/**
+ * vhost_user_backend_read_header() - read a back-end request's header
+ * @ioc: the back-end channel, set up by vhost_user_backend_channel_init()
+ * @iov: where the header goes
+ * @fds: set to the descriptors that came with it
+ * @nfds: set to their number
+ * @errp: pointer to a NULL-initialized error object
+ *
+ * Returns: 1 when the header was read, 0 when there was none (a wait for
+ * a front-end reply served the request the main loop saw), -1 when the
+ * channel failed or closed.
+ */
+int vhost_user_backend_read_header(QIOChannel *ioc, struct iovec *iov,
+                                   int **fds, size_t *nfds, Error **errp);
+
+/**
+ * vhost_user_backend_channel_init() - prepare a new back-end channel
+ * @ioc: the channel
+ *
+ * It becomes non-blocking and able to peek, for
+ * vhost_user_serve_while_waiting().
+ */
+void vhost_user_backend_channel_init(QIOChannel *ioc);
 
 #endif

@@ -24,27 +24,27 @@
 #include VIRTIOFS_DAX_TB_H
 #include "system/tcg.h"
 #include "system/cpus.h"
-#include "hw/virtio/virtio-shm-window.h"
+#include "hw/virtio/virtio-shmem-arena.h"
 #include "trace.h"
 
-typedef struct VirtioShmMapping {
+typedef struct VirtioSharedMemoryArenaMapping {
     /* start and last are offsets in the window */
     IntervalTreeNode node;
-} VirtioShmMapping;
+} VirtioSharedMemoryArenaMapping;
 
 /*
  * The host ranges of all windows, for the SIGBUS fixup.  It runs in
  * signal context and finds its range without a lock; start and size are
  * written under the BQL, size last when adding and first when removing.
  */
-#define SHM_WINDOW_MAX_RANGES 64
-typedef struct ShmWindowRange {
+#define SHMEM_ARENA_MAX_RANGES 64
+typedef struct ShmemArenaRange {
     uintptr_t start;
     uintptr_t size;
     /*
      * A spin lock, taken by the fixup and by everything that mmap()s
      * over the window: the fixup must not put its page over a mapping
-     * the main thread made after the fault (see shm_window_sigbus_fixup).
+     * the main thread made after the fault (see shmem_arena_sigbus_fixup).
      * Never held while touching the window's memory, so a fault cannot
      * come while it is held, and held only across single system calls.
      */
@@ -55,28 +55,28 @@ typedef struct ShmWindowRange {
     unsigned int max_fixups;
     /* Said when max_fixups is reached; made outside signal context */
     char give_up[160];
-} ShmWindowRange;
-static ShmWindowRange shm_window_ranges[SHM_WINDOW_MAX_RANGES];
+} ShmemArenaRange;
+static ShmemArenaRange shmem_arena_ranges[SHMEM_ARENA_MAX_RANGES];
 
 /* Pages the fixup filled with zeros since the last report */
-static unsigned int shm_window_sigbus_pages;
+static unsigned int shmem_arena_sigbus_pages;
 
-bool virtio_shm_window_check_size(const char *prop, uint64_t size,
-                                  Error **errp)
+bool virtio_shmem_arena_check_size(const char *prop, uint64_t size,
+                                   Error **errp)
 {
-    g_autofree char *min = size_to_str(VIRTIO_SHM_WINDOW_MIN_SIZE);
-    g_autofree char *max = size_to_str(VIRTIO_SHM_WINDOW_MAX_SIZE);
+    g_autofree char *min = size_to_str(VIRTIO_SHMEM_ARENA_MIN_SIZE);
+    g_autofree char *max = size_to_str(VIRTIO_SHMEM_ARENA_MAX_SIZE);
 
     if (!is_power_of_2(size)) {
         error_setg(errp, "%s must be a power of two, got %" PRIu64 " bytes",
                    prop, size);
         return false;
     }
-    if (size < VIRTIO_SHM_WINDOW_MIN_SIZE) {
+    if (size < VIRTIO_SHMEM_ARENA_MIN_SIZE) {
         error_setg(errp, "%s must be at least %s", prop, min);
         return false;
     }
-    if (size > VIRTIO_SHM_WINDOW_MAX_SIZE) {
+    if (size > VIRTIO_SHMEM_ARENA_MAX_SIZE) {
         error_setg(errp, "%s must be at most %s", prop, max);
         return false;
     }
@@ -88,22 +88,22 @@ bool virtio_shm_window_check_size(const char *prop, uint64_t size,
 #endif
 
 /* Async-signal-safe, like everything the fixup calls */
-static void shm_window_range_lock(ShmWindowRange *r)
+static void shmem_arena_range_lock(ShmemArenaRange *r)
 {
     while (qatomic_xchg(&r->lock, 1)) {
         sched_yield();
     }
 }
 
-static void shm_window_range_unlock(ShmWindowRange *r)
+static void shmem_arena_range_unlock(ShmemArenaRange *r)
 {
     qatomic_store_release(&r->lock, 0);
 }
 
-/* The window's range in shm_window_ranges, or NULL if it has none */
-static ShmWindowRange *shm_window_range(VirtioShmWindow *win)
+/* The window's range in shmem_arena_ranges, or NULL if it has none */
+static ShmemArenaRange *shmem_arena_range(VirtioSharedMemoryArena *win)
 {
-    return win->range < 0 ? NULL : &shm_window_ranges[win->range];
+    return win->range < 0 ? NULL : &shmem_arena_ranges[win->range];
 }
 
 /*
@@ -111,19 +111,19 @@ static ShmWindowRange *shm_window_range(VirtioShmWindow *win)
  * land on what such a call put there, and the fixup pages it covers are
  * gone with it.
  */
-static void shm_window_begin_remap(VirtioShmWindow *win)
+static void shmem_arena_begin_remap(VirtioSharedMemoryArena *win)
 {
-    ShmWindowRange *r = shm_window_range(win);
+    ShmemArenaRange *r = shmem_arena_range(win);
 
     if (r) {
-        shm_window_range_lock(r);
+        shmem_arena_range_lock(r);
     }
 }
 
-static void shm_window_end_remap(VirtioShmWindow *win, uint64_t offset,
-                                 uint64_t len, bool remapped)
+static void shmem_arena_end_remap(VirtioSharedMemoryArena *win, uint64_t offset,
+                                  uint64_t len, bool remapped)
 {
-    ShmWindowRange *r = shm_window_range(win);
+    ShmemArenaRange *r = shmem_arena_range(win);
     uintptr_t start = (uintptr_t)win->host + offset;
     unsigned int i = 0;
 
@@ -137,10 +137,10 @@ static void shm_window_end_remap(VirtioShmWindow *win, uint64_t offset,
             i++;
         }
     }
-    shm_window_range_unlock(r);
+    shmem_arena_range_unlock(r);
 }
 
-static void shm_window_sigbus_say(const char *msg)
+static void shmem_arena_sigbus_say(const char *msg)
 {
     int saved_errno = errno;
 
@@ -172,7 +172,7 @@ static void shm_window_sigbus_say(const char *msg)
  * window's budget (max_fixups) the fixup gives up and QEMU dies of the
  * fault, rather than have every later mmap() and large malloc() fail.
  */
-static bool shm_window_sigbus_fixup(void *addr)
+static bool shmem_arena_sigbus_fixup(void *addr)
 {
     static __thread uintptr_t probed;
     uintptr_t page_mask = qemu_real_host_page_size() - 1;
@@ -180,8 +180,8 @@ static bool shm_window_sigbus_fixup(void *addr)
     uintptr_t page = a & ~page_mask;
     unsigned int i;
 
-    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
-        ShmWindowRange *r = &shm_window_ranges[i];
+    for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
+        ShmemArenaRange *r = &shmem_arena_ranges[i];
         uintptr_t size = qatomic_read(&r->size);
         uintptr_t start;
         bool fixed = false;
@@ -195,10 +195,10 @@ static bool shm_window_sigbus_fixup(void *addr)
             continue;
         }
         saved_errno = errno;
-        shm_window_range_lock(r);
+        shmem_arena_range_lock(r);
         /* Gone meanwhile (hot-unplug): not ours after all */
         if (r->size != size || r->start != start) {
-            shm_window_range_unlock(r);
+            shmem_arena_range_unlock(r);
             errno = saved_errno;
             return false;
         }
@@ -206,24 +206,24 @@ static bool shm_window_sigbus_fixup(void *addr)
             madvise((void *)page, page_mask + 1, MADV_POPULATE_READ) == 0) {
             /* Mapped anew since the fault */
             probed = page;
-            shm_window_range_unlock(r);
+            shmem_arena_range_unlock(r);
             errno = saved_errno;
             return true;
         }
         probed = 0;
         if (r->nr_fixups >= r->max_fixups) {
-            shm_window_sigbus_say(r->give_up);
+            shmem_arena_sigbus_say(r->give_up);
         } else {
             p = mmap((void *)page, page_mask + 1, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
                      -1, 0);
             if (p != MAP_FAILED) {
                 r->fixups[r->nr_fixups++] = page;
-                qatomic_inc(&shm_window_sigbus_pages);
+                qatomic_inc(&shmem_arena_sigbus_pages);
                 fixed = true;
             }
         }
-        shm_window_range_unlock(r);
+        shmem_arena_range_unlock(r);
         errno = saved_errno;
         return fixed;
     }
@@ -231,26 +231,26 @@ static bool shm_window_sigbus_fixup(void *addr)
 }
 
 /* Say, outside signal context, that the fixup had to step in. */
-static void shm_window_report_sigbus(void)
+static void shmem_arena_report_sigbus(void)
 {
-    unsigned int pages = qatomic_xchg(&shm_window_sigbus_pages, 0);
+    unsigned int pages = qatomic_xchg(&shmem_arena_sigbus_pages, 0);
 
     if (pages) {
-        trace_virtio_shm_window_sigbus(pages);
+        trace_virtio_shmem_arena_sigbus(pages);
         warn_report_once("the guest accessed pages past the end of files "
                          "mapped into a virtio shared memory window (files "
                          "truncated on the host?); they now read as zeros");
     }
 }
 
-static void shm_window_add_range(VirtioShmWindow *win,
-                                 unsigned int max_fixups)
+static void shmem_arena_add_range(VirtioSharedMemoryArena *win,
+                                  unsigned int max_fixups)
 {
     unsigned int i;
 
     win->range = -1;
-    for (i = 0; i < SHM_WINDOW_MAX_RANGES; i++) {
-        ShmWindowRange *r = &shm_window_ranges[i];
+    for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
+        ShmemArenaRange *r = &shmem_arena_ranges[i];
 
         if (!qatomic_read(&r->size)) {
             /* Not in use: the fixup skips it, nobody else takes the lock */
@@ -267,7 +267,7 @@ static void shm_window_add_range(VirtioShmWindow *win,
             smp_wmb();
             qatomic_set(&r->size, win->size);
             win->range = i;
-            qemu_set_sigbus_fixup(shm_window_sigbus_fixup);
+            qemu_set_sigbus_fixup(shmem_arena_sigbus_fixup);
             return;
         }
     }
@@ -275,21 +275,21 @@ static void shm_window_add_range(VirtioShmWindow *win,
                 "under %s will crash QEMU", memory_region_name(&win->mr));
 }
 
-static void shm_window_remove_range(VirtioShmWindow *win)
+static void shmem_arena_remove_range(VirtioSharedMemoryArena *win)
 {
-    ShmWindowRange *r = shm_window_range(win);
+    ShmemArenaRange *r = shmem_arena_range(win);
 
     if (!r) {
         return;
     }
     /* A fixup that found the range before sees it gone once it locks */
-    shm_window_range_lock(r);
+    shmem_arena_range_lock(r);
     qatomic_set(&r->size, 0);
     /* Retire the size before the start can be reused */
     smp_wmb();
     qatomic_set(&r->start, 0);
     r->nr_fixups = 0;
-    shm_window_range_unlock(r);
+    shmem_arena_range_unlock(r);
     win->range = -1;
 }
 
@@ -299,7 +299,7 @@ static void shm_window_remove_range(VirtioShmWindow *win)
  * fraction of the holes: reserving swap for all of them would make large
  * windows fail on hosts with strict overcommit accounting.
  */
-static void *shm_window_mmap_anon(void *addr, uint64_t len, int flags)
+static void *shmem_arena_mmap_anon(void *addr, uint64_t len, int flags)
 {
     return mmap(addr, len, PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
@@ -314,8 +314,8 @@ static void *shm_window_mmap_anon(void *addr, uint64_t len, int flags)
  * address, which never changes.  KVM needs nothing either: the kernel's
  * MMU notifiers zap the guest mappings of the replaced pages.
  */
-static void shm_window_invalidate_code(VirtioShmWindow *win, uint64_t offset,
-                                       uint64_t len)
+static void shmem_arena_invalidate_code(VirtioSharedMemoryArena *win,
+                                        uint64_t offset, uint64_t len)
 {
 #ifdef CONFIG_TCG
     if (tcg_enabled()) {
@@ -327,14 +327,14 @@ static void shm_window_invalidate_code(VirtioShmWindow *win, uint64_t offset,
 }
 
 /* Forget the mappings that overlap [offset, last] */
-static void shm_window_forget(VirtioShmWindow *win, uint64_t offset,
-                              uint64_t last)
+static void shmem_arena_forget(VirtioSharedMemoryArena *win, uint64_t offset,
+                               uint64_t last)
 {
     IntervalTreeNode *node;
 
     while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
         interval_tree_remove(node, &win->mappings);
-        g_free(container_of(node, VirtioShmMapping, node));
+        g_free(container_of(node, VirtioSharedMemoryArenaMapping, node));
         win->nr_mappings--;
     }
 }
@@ -343,8 +343,8 @@ static void shm_window_forget(VirtioShmWindow *win, uint64_t offset,
  * Check that [offset, offset + len) is a non-empty, page-aligned range
  * inside the window, without overflowing.
  */
-static bool shm_window_range_valid(VirtioShmWindow *win, uint64_t offset,
-                                   uint64_t len)
+static bool shmem_arena_range_valid(VirtioSharedMemoryArena *win,
+                                    uint64_t offset, uint64_t len)
 {
     uint64_t page_mask = qemu_real_host_page_size() - 1;
 
@@ -359,8 +359,8 @@ static bool shm_window_range_valid(VirtioShmWindow *win, uint64_t offset,
  * unmapped pages, and with MS_ASYNC it does nothing else) and fill the
  * range with zeros, forgetting the mappings that were there.
  */
-static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
-                              uint64_t len)
+static void shmem_arena_repair(VirtioSharedMemoryArena *win, uint64_t offset,
+                               uint64_t len)
 {
     void *p;
 
@@ -372,36 +372,36 @@ static void shm_window_repair(VirtioShmWindow *win, uint64_t offset,
     error_report("virtio shared memory window %s: a failed mapping left a "
                  "hole at offset 0x%" PRIx64 "; dropping the mappings there",
                  memory_region_name(&win->mr), offset);
-    shm_window_begin_remap(win);
-    p = shm_window_mmap_anon(win->host + offset, len, MAP_FIXED);
-    shm_window_end_remap(win, offset, len, p != MAP_FAILED);
+    shmem_arena_begin_remap(win);
+    p = shmem_arena_mmap_anon(win->host + offset, len, MAP_FIXED);
+    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED);
     if (p == MAP_FAILED) {
         /* Only an exhausted host gets here; a guest access may crash QEMU. */
         error_report("cannot repair virtio shared memory window %s: %s",
                      memory_region_name(&win->mr), strerror(errno));
         return;
     }
-    shm_window_forget(win, offset, offset + len - 1);
-    shm_window_invalidate_code(win, offset, len);
+    shmem_arena_forget(win, offset, offset + len - 1);
+    shmem_arena_invalidate_code(win, offset, len);
 }
 
 /*
  * How many mappings, and how many SIGBUS fixup pages, a window may cost.
  * Each costs the process up to two VMAs (a mapping or a page in the
  * middle of another splits it in three), out of vm.max_map_count for the
- * whole process: keep SHM_WINDOW_VMA_RESERVE of it (at least an eighth)
+ * whole process: keep SHMEM_ARENA_VMA_RESERVE of it (at least an eighth)
  * for the rest of QEMU, its guest RAM, threads and libraries, and give
  * the fixup a sixteenth of what is left.
  */
-#define SHM_WINDOW_VMA_RESERVE 4096
-#define SHM_WINDOW_FIXUP_SHARE 16
+#define SHMEM_ARENA_VMA_RESERVE 4096
+#define SHMEM_ARENA_FIXUP_SHARE 16
 
-static void shm_window_budget(const char *name, uint64_t size,
-                              unsigned int *max_mappings,
-                              unsigned int *max_fixups)
+static void shmem_arena_budget(const char *name, uint64_t size,
+                               unsigned int *max_mappings,
+                               unsigned int *max_fixups)
 {
-    uint64_t want = MAX(VIRTIO_SHM_WINDOW_MIN_MAPPINGS,
-                        size / VIRTIO_SHM_WINDOW_GRANULE);
+    uint64_t want = MAX(VIRTIO_SHMEM_ARENA_MIN_MAPPINGS,
+                        size / VIRTIO_SHMEM_ARENA_GRANULE);
     uint64_t limit = 65530, reserve, budget, need;
     g_autofree char *text = NULL;
 
@@ -409,17 +409,17 @@ static void shm_window_budget(const char *name, uint64_t size,
                             NULL)) {
         limit = g_ascii_strtoull(text, NULL, 10);
     }
-    reserve = MAX(limit / 8, SHM_WINDOW_VMA_RESERVE);
+    reserve = MAX(limit / 8, SHMEM_ARENA_VMA_RESERVE);
     budget = limit > reserve ? (limit - reserve) / 2 : 0;
-    *max_fixups = MAX(budget / SHM_WINDOW_FIXUP_SHARE, 1);
+    *max_fixups = MAX(budget / SHMEM_ARENA_FIXUP_SHARE, 1);
     budget -= MIN(budget, *max_fixups);
     if (want <= budget) {
         *max_mappings = want;
         return;
     }
     /* The limit whose budget has room for @want: limit * 7 / 16 > want */
-    need = (want + want / (SHM_WINDOW_FIXUP_SHARE - 1) + 1) * 2 * 8 / 7 + 1;
-    need = MAX(need, want * 2 + 2 * SHM_WINDOW_VMA_RESERVE);
+    need = (want + want / (SHMEM_ARENA_FIXUP_SHARE - 1) + 1) * 2 * 8 / 7 + 1;
+    need = MAX(need, want * 2 + 2 * SHMEM_ARENA_VMA_RESERVE);
     warn_report("%s: the guest may need %" PRIu64 " mappings, but with "
                 "vm.max_map_count=%" PRIu64 " QEMU accepts %" PRIu64
                 "; raise vm.max_map_count to %" PRIu64 " or more",
@@ -427,13 +427,13 @@ static void shm_window_budget(const char *name, uint64_t size,
     *max_mappings = MAX(budget, 1);
 }
 
-bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
-                            const char *name, uint64_t size, Error **errp)
+bool virtio_shmem_arena_init(VirtioSharedMemoryArena *win, Object *owner,
+                             const char *name, uint64_t size, Error **errp)
 {
     unsigned int max_fixups;
     void *host;
 
-    host = shm_window_mmap_anon(NULL, size, 0);
+    host = shmem_arena_mmap_anon(NULL, size, 0);
     if (host == MAP_FAILED) {
         g_autofree char *sz = size_to_str(size);
 
@@ -452,7 +452,7 @@ bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
     win->size = size;
     win->mappings = (IntervalTreeRoot) { };
     win->nr_mappings = 0;
-    shm_window_budget(name, size, &win->max_mappings, &max_fixups);
+    shmem_arena_budget(name, size, &win->max_mappings, &max_fixups);
     memory_region_init_ram_ptr(&win->mr, owner, name, size, host);
     /*
      * Never RAM to migrate: the content is the back-end's files, which a
@@ -461,26 +461,26 @@ bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
      * for migration; say so here rather than rely on it.
      */
     qemu_ram_unset_migratable(win->mr.ram_block);
-    shm_window_add_range(win, max_fixups);
-    trace_virtio_shm_window_init(name, size, host);
+    shmem_arena_add_range(win, max_fixups);
+    trace_virtio_shmem_arena_init(name, size, host);
     return true;
 }
 
-int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
-                          int fd, uint64_t fd_offset, bool writable,
-                          bool replace)
+int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
+                           uint64_t len, int fd, uint64_t fd_offset,
+                           bool writable, bool replace)
 {
     uint64_t last = offset + len - 1;
     IntervalTreeNode *node;
-    VirtioShmMapping *m;
+    VirtioSharedMemoryArenaMapping *m;
     unsigned int replaced = 0;
     int prot = PROT_READ | PROT_WRITE;
     int flags;
     void *p;
 
-    shm_window_report_sigbus();
-    if (!virtio_shm_window_exists(win) ||
-        !shm_window_range_valid(win, offset, len) ||
+    shmem_arena_report_sigbus();
+    if (!virtio_shmem_arena_exists(win) ||
+        !shmem_arena_range_valid(win, offset, len) ||
         (fd_offset & (qemu_real_host_page_size() - 1)) ||
         fd_offset > (uint64_t)INT64_MAX - len) {
         return -EINVAL;
@@ -509,40 +509,40 @@ int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
      */
     flags = writable ? MAP_SHARED : MAP_PRIVATE | MAP_NORESERVE;
     flags |= MAP_FIXED;
-    shm_window_begin_remap(win);
+    shmem_arena_begin_remap(win);
     p = mmap(win->host + offset, len, prot, flags, fd, fd_offset);
-    shm_window_end_remap(win, offset, len, p != MAP_FAILED);
+    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED);
     if (p == MAP_FAILED) {
         int err = errno;
 
-        shm_window_repair(win, offset, len);
+        shmem_arena_repair(win, offset, len);
         return -err;
     }
 
-    shm_window_forget(win, offset, last);
-    m = g_new0(VirtioShmMapping, 1);
+    shmem_arena_forget(win, offset, last);
+    m = g_new0(VirtioSharedMemoryArenaMapping, 1);
     m->node.start = offset;
     m->node.last = last;
     interval_tree_insert(&m->node, &win->mappings);
     win->nr_mappings++;
 
-    shm_window_invalidate_code(win, offset, len);
-    trace_virtio_shm_window_map(memory_region_name(&win->mr), offset, len,
-                                fd_offset, writable, replaced);
+    shmem_arena_invalidate_code(win, offset, len);
+    trace_virtio_shmem_arena_map(memory_region_name(&win->mr), offset, len,
+                                 fd_offset, writable, replaced);
     return 0;
 }
 
-int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
-                            uint64_t len)
+int virtio_shmem_arena_unmap(VirtioSharedMemoryArena *win, uint64_t offset,
+                             uint64_t len)
 {
     uint64_t last = offset + len - 1;
     uint64_t next = offset;
     IntervalTreeNode *node;
     void *p;
 
-    shm_window_report_sigbus();
-    if (!virtio_shm_window_exists(win) ||
-        !shm_window_range_valid(win, offset, len)) {
+    shmem_arena_report_sigbus();
+    if (!virtio_shmem_arena_exists(win) ||
+        !shmem_arena_range_valid(win, offset, len)) {
         return -EINVAL;
     }
 
@@ -561,54 +561,54 @@ int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
         return -EINVAL;
     }
 
-    shm_window_begin_remap(win);
-    p = shm_window_mmap_anon(win->host + offset, len, MAP_FIXED);
-    shm_window_end_remap(win, offset, len, p != MAP_FAILED);
+    shmem_arena_begin_remap(win);
+    p = shmem_arena_mmap_anon(win->host + offset, len, MAP_FIXED);
+    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED);
     if (p == MAP_FAILED) {
         int err = errno;
 
-        shm_window_repair(win, offset, len);
+        shmem_arena_repair(win, offset, len);
         return -err;
     }
-    shm_window_forget(win, offset, last);
+    shmem_arena_forget(win, offset, last);
 
-    shm_window_invalidate_code(win, offset, len);
-    trace_virtio_shm_window_unmap(memory_region_name(&win->mr), offset, len);
+    shmem_arena_invalidate_code(win, offset, len);
+    trace_virtio_shmem_arena_unmap(memory_region_name(&win->mr), offset, len);
     return 0;
 }
 
-void virtio_shm_window_reset(VirtioShmWindow *win)
+void virtio_shmem_arena_reset(VirtioSharedMemoryArena *win)
 {
     void *p;
 
-    if (!virtio_shm_window_exists(win)) {
+    if (!virtio_shmem_arena_exists(win)) {
         return;
     }
-    shm_window_report_sigbus();
+    shmem_arena_report_sigbus();
 
-    trace_virtio_shm_window_reset(memory_region_name(&win->mr),
-                                  win->nr_mappings);
+    trace_virtio_shmem_arena_reset(memory_region_name(&win->mr),
+                                   win->nr_mappings);
     /*
      * One mmap() over the whole window drops the mappings, and with them
      * the back-end's files, and also frees what the guest wrote into the
      * holes.
      */
-    shm_window_begin_remap(win);
-    p = shm_window_mmap_anon(win->host, win->size, MAP_FIXED);
-    shm_window_end_remap(win, 0, win->size, p != MAP_FAILED);
+    shmem_arena_begin_remap(win);
+    p = shmem_arena_mmap_anon(win->host, win->size, MAP_FIXED);
+    shmem_arena_end_remap(win, 0, win->size, p != MAP_FAILED);
     if (p == MAP_FAILED) {
         /* Only an exhausted host gets here: keep the mappings we know of. */
         error_report("cannot reset virtio shared memory window %s: %s",
                      memory_region_name(&win->mr), strerror(errno));
         return;
     }
-    shm_window_forget(win, 0, win->size - 1);
-    shm_window_invalidate_code(win, 0, win->size);
+    shmem_arena_forget(win, 0, win->size - 1);
+    shmem_arena_invalidate_code(win, 0, win->size);
 }
 
-void virtio_shm_window_finalize(VirtioShmWindow *win)
+void virtio_shmem_arena_finalize(VirtioSharedMemoryArena *win)
 {
-    if (!virtio_shm_window_exists(win)) {
+    if (!virtio_shmem_arena_exists(win)) {
         return;
     }
     /*
@@ -616,8 +616,8 @@ void virtio_shm_window_finalize(VirtioShmWindow *win)
      * before the owner's own finalize), so leave it alone: munmap() alone
      * drops whatever is still mapped.
      */
-    shm_window_forget(win, 0, win->size - 1);
-    shm_window_remove_range(win);
+    shmem_arena_forget(win, 0, win->size - 1);
+    shmem_arena_remove_range(win);
     munmap(win->host, win->size);
     win->host = NULL;
 }

@@ -7,62 +7,62 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 
-#ifndef HW_VIRTIO_SHM_WINDOW_H
-#define HW_VIRTIO_SHM_WINDOW_H
+#ifndef HW_VIRTIO_SHMEM_ARENA_H
+#define HW_VIRTIO_SHMEM_ARENA_H
 
 #include "qemu/units.h"
 #include "hw/virtio/virtiofs-dax-compat.h"
 #include "qemu/interval-tree.h"
 
-/* Limits on the size of a window, checked by virtio_shm_window_init(). */
-#define VIRTIO_SHM_WINDOW_MIN_SIZE (2 * MiB)
-#define VIRTIO_SHM_WINDOW_MAX_SIZE (1 * TiB)
+/* Limits on the size of a window, checked by virtio_shmem_arena_init(). */
+#define VIRTIO_SHMEM_ARENA_MIN_SIZE (2 * MiB)
+#define VIRTIO_SHMEM_ARENA_MAX_SIZE (1 * TiB)
 
 /*
  * Each live mapping costs the QEMU process one or two VMAs, and Linux
  * limits a process to vm.max_map_count (65530 by default) of them; when
  * that runs out, every mmap() and large malloc() in QEMU fails.  So a
  * window accepts one mapping per 2 MiB (what guests map at), at least
- * VIRTIO_SHM_WINDOW_MIN_MAPPINGS, but never more than leaves room in
+ * VIRTIO_SHMEM_ARENA_MIN_MAPPINGS, but never more than leaves room in
  * vm.max_map_count for the rest of QEMU and for the SIGBUS fixup's pages
- * (virtio-shm-window.c, shm_window_budget()): a back-end mapping small
+ * (virtio-shmem-arena.c, shmem_arena_budget()): a back-end mapping small
  * pieces cannot starve QEMU.
  */
-#define VIRTIO_SHM_WINDOW_GRANULE (2 * MiB)
-#define VIRTIO_SHM_WINDOW_MIN_MAPPINGS 16384
+#define VIRTIO_SHMEM_ARENA_GRANULE (2 * MiB)
+#define VIRTIO_SHMEM_ARENA_MIN_MAPPINGS 16384
 
-typedef struct VirtioShmWindow {
+typedef struct VirtioSharedMemoryArena {
     /* The guest-visible region; its RAM is @host */
     MemoryRegion mr;
     /* Host range reserved at init; NULL while the window does not exist */
     uint8_t *host;
     uint64_t size;
-    /* VirtioShmMapping nodes, keyed by window offset */
+    /* VirtioSharedMemoryArenaMapping nodes, keyed by window offset */
     IntervalTreeRoot mappings;
     unsigned int nr_mappings;
     unsigned int max_mappings;
     /* Index of the window's host range for the SIGBUS fixup, -1: none */
     int range;
-} VirtioShmWindow;
+} VirtioSharedMemoryArena;
 
 /**
- * virtio_shm_window_check_size: validate a window size property
+ * virtio_shmem_arena_check_size: validate a window size property
  * @prop: the property name, for error messages
  * @size: the requested size in bytes
  * @errp: error object
  *
  * Returns: true if @size is a power of two between
- * %VIRTIO_SHM_WINDOW_MIN_SIZE and %VIRTIO_SHM_WINDOW_MAX_SIZE.
+ * %VIRTIO_SHMEM_ARENA_MIN_SIZE and %VIRTIO_SHMEM_ARENA_MAX_SIZE.
  */
-bool virtio_shm_window_check_size(const char *prop, uint64_t size,
-                                  Error **errp);
+bool virtio_shmem_arena_check_size(const char *prop, uint64_t size,
+                                   Error **errp);
 
 /**
- * virtio_shm_window_init: reserve host address space and create the region
+ * virtio_shmem_arena_init: reserve host address space and create the region
  * @win: the window, zero-initialised
  * @owner: the device that owns the memory region
  * @name: the memory region's name
- * @size: the window size, already checked by virtio_shm_window_check_size()
+ * @size: the window size, already checked by virtio_shmem_arena_check_size()
  * @errp: error object
  *
  * The whole window reads as zeros until something is mapped into it.
@@ -70,11 +70,11 @@ bool virtio_shm_window_check_size(const char *prop, uint64_t size,
  *
  * Returns: true on success.
  */
-bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
-                            const char *name, uint64_t size, Error **errp);
+bool virtio_shmem_arena_init(VirtioSharedMemoryArena *win, Object *owner,
+                             const char *name, uint64_t size, Error **errp);
 
 /**
- * virtio_shm_window_map: map part of a file into the window
+ * virtio_shmem_arena_map: map part of a file into the window
  * @win: the window
  * @offset: page-aligned start in the window
  * @len: page-aligned, non-zero length
@@ -91,12 +91,12 @@ bool virtio_shm_window_init(VirtioShmWindow *win, Object *owner,
  * except if the host ran out of memory half-way through the mmap(): then
  * the range reads as zeros and the mappings that were in it are gone.
  */
-int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
-                          int fd, uint64_t fd_offset, bool writable,
-                          bool replace);
+int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
+                           uint64_t len, int fd, uint64_t fd_offset,
+                           bool writable, bool replace);
 
 /**
- * virtio_shm_window_unmap: remove mappings from the window
+ * virtio_shmem_arena_unmap: remove mappings from the window
  * @win: the window
  * @offset: start of the range in the window
  * @len: length of the range
@@ -105,30 +105,30 @@ int virtio_shm_window_map(VirtioShmWindow *win, uint64_t offset, uint64_t len,
  * adjacent ones; afterwards it reads as zeros.
  *
  * Returns: 0 or a negative errno; on error the window is unchanged (but
- * see virtio_shm_window_map() about a host out of memory).
+ * see virtio_shmem_arena_map() about a host out of memory).
  */
-int virtio_shm_window_unmap(VirtioShmWindow *win, uint64_t offset,
-                            uint64_t len);
+int virtio_shmem_arena_unmap(VirtioSharedMemoryArena *win, uint64_t offset,
+                             uint64_t len);
 
 /**
- * virtio_shm_window_reset: drop every mapping
+ * virtio_shmem_arena_reset: drop every mapping
  * @win: the window; may be one that was never initialised
  */
-void virtio_shm_window_reset(VirtioShmWindow *win);
+void virtio_shmem_arena_reset(VirtioSharedMemoryArena *win);
 
 /**
- * virtio_shm_window_finalize: release the host address space
+ * virtio_shmem_arena_finalize: release the host address space
  * @win: the window; may be one that was never initialised
  *
  * Call this only when nothing can access the memory region any more,
- * i.e. from the owner's instance_finalize, after virtio_shm_window_reset()
+ * i.e. from the owner's instance_finalize, after virtio_shmem_arena_reset()
  * at unrealize.
  */
-void virtio_shm_window_finalize(VirtioShmWindow *win);
+void virtio_shmem_arena_finalize(VirtioSharedMemoryArena *win);
 
-static inline bool virtio_shm_window_exists(const VirtioShmWindow *win)
+static inline bool virtio_shmem_arena_exists(const VirtioSharedMemoryArena *win)
 {
     return win->host != NULL;
 }
 
-#endif /* HW_VIRTIO_SHM_WINDOW_H */
+#endif /* HW_VIRTIO_SHMEM_ARENA_H */

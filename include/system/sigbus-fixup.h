@@ -1,0 +1,50 @@
+/*
+ * SIGBUS fixups: let the owner of RAM mapped from a file survive the file
+ * shrinking under the guest.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#ifndef SYSTEM_SIGBUS_FIXUP_H
+#define SYSTEM_SIGBUS_FIXUP_H
+
+/**
+ * QemuSigbusFixup: repair a guest RAM access that raised SIGBUS
+ * @addr: the host address that faulted
+ *
+ * Called in signal context, so it must be async-signal-safe.  Returns
+ * true if it made the access retryable, false if @addr is not its own.
+ */
+typedef bool (*QemuSigbusFixup)(void *addr);
+
+/**
+ * qemu_set_sigbus_fixup: handle SIGBUS for non-existent file pages
+ * @fixup: the function to try, or NULL
+ *
+ * RAM mapped from a file that shrinks under the guest (e.g. a virtio-fs
+ * DAX window over a file truncated on the host) raises SIGBUS with
+ * BUS_ADRERR when accessed; without a fixup, QEMU dies of it.  There is
+ * one fixup for the process.  Does nothing on hosts other than Linux,
+ * whose SIGBUS handling QEMU leaves alone.
+ */
+void qemu_set_sigbus_fixup(QemuSigbusFixup fixup);
+
+/**
+ * qemu_sigbus_fixup: run the fixup, from the SIGBUS handler
+ * @addr: the host address that faulted with BUS_ADRERR
+ *
+ * Returns: true if the access can be retried.
+ */
+bool qemu_sigbus_fixup(void *addr);
+
+/**
+ * qemu_unblock_sigbus: let this thread take SIGBUS
+ *
+ * A thread that accesses guest RAM directly (a TCG vCPU) must not block
+ * SIGBUS, or the kernel kills the process instead of running a fixup.
+ */
+void qemu_unblock_sigbus(void);
+
+#endif
