@@ -157,6 +157,55 @@ static int accept_front_end(int lfd)
     return conn;
 }
 
+/*
+ * --help, --version and --print-capabilities answer and exit before
+ * anything is set up: libvirt probes the binary with the last one.
+ */
+static bool answer_and_exit(const VfsdOptions *opts, const char *prog)
+{
+    if (opts->help) {
+        vfsd_options_usage(prog);
+    } else if (opts->version) {
+        printf("virtiofsd %s\n", VFSD_VERSION);
+    } else if (opts->print_capabilities) {
+        fputs(vfsd_options_capabilities(), stdout);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Unprivileged, --uid-map/--gid-map name the user namespace the sandbox
+ * is made in, as in the Rust daemon: the kernel translates, so the daemon
+ * must not as well.  As root the daemon gives the guest the same view by
+ * translating itself (see idmap.c).  Returns whether the daemon now runs
+ * in a user namespace of its own.
+ */
+static bool setup_id_mapping(VfsdOptions *opts)
+{
+    g_autofree char *err = NULL;
+
+    if ((opts->uid_map.n || opts->gid_map.n) && geteuid() != 0) {
+        if (opts->sandbox != VFSD_SANDBOX_NAMESPACE) {
+            die("--uid-map/--gid-map without root need "
+                "--sandbox=namespace");
+        }
+        if (!vfsd_userns_enter(&opts->uid_map, &opts->gid_map, &err)) {
+            die(err);
+        }
+        opts->uid_map.n = opts->gid_map.n = 0;
+        return true;
+    }
+    if ((vfsd_idmap_active(&opts->uid_map) ||
+         vfsd_idmap_active(&opts->gid_map)) && geteuid() != 0) {
+        /* Acting as the translated ids needs CAP_SETUID/CAP_SETGID */
+        vfsd_warn("--translate-uid/--translate-gid without root: "
+                  "requests from users other than ours will fail");
+    }
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     VfsdOptions opts;
@@ -164,48 +213,18 @@ int main(int argc, char **argv)
     g_autofree char *err = NULL;
     int conn = -1, lfd, root_fd, proc_fd;
     mode_t caller_umask;
-    bool ok, in_userns = false;
+    bool ok, in_userns;
 
     if (!vfsd_options_parse(&opts, argc, argv, &err)) {
         fprintf(stderr, "virtiofsd: error: %s\n", err);
         /* A usage error, as the Rust virtiofsd reports it */
         return 2;
     }
-    if (opts.help) {
-        vfsd_options_usage(argv[0]);
-        return 0;
-    }
-    if (opts.version) {
-        printf("virtiofsd %s\n", VFSD_VERSION);
-        return 0;
-    }
-    if (opts.print_capabilities) {
-        fputs(vfsd_options_capabilities(), stdout);
+    if (answer_and_exit(&opts, argv[0])) {
         return 0;
     }
     vfsd_log_init(opts.syslog, opts.log_level);
-    /*
-     * Unprivileged, --uid-map/--gid-map name the user namespace the
-     * sandbox is made in, as in the Rust daemon: the kernel translates,
-     * so the daemon must not as well.  As root the daemon gives the guest
-     * the same view by translating itself (see idmap.c).
-     */
-    if ((opts.uid_map.n || opts.gid_map.n) && geteuid() != 0) {
-        if (opts.sandbox != VFSD_SANDBOX_NAMESPACE) {
-            die("--uid-map/--gid-map without root need "
-                "--sandbox=namespace");
-        }
-        if (!vfsd_userns_enter(&opts.uid_map, &opts.gid_map, &err)) {
-            die(err);
-        }
-        opts.uid_map.n = opts.gid_map.n = 0;
-        in_userns = true;
-    } else if ((vfsd_idmap_active(&opts.uid_map) ||
-                vfsd_idmap_active(&opts.gid_map)) && geteuid() != 0) {
-        /* Acting as the translated ids needs CAP_SETUID/CAP_SETGID */
-        vfsd_warn("--translate-uid/--translate-gid without root: "
-                  "requests from users other than ours will fail");
-    }
+    in_userns = setup_id_mapping(&opts);
 
     /* Modes come from the guest, already masked by its umask */
     caller_umask = umask(0);

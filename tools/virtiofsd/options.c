@@ -754,6 +754,31 @@ static bool apply_number(VfsdOptions *o, int id, const char *val, char **err)
     g_assert_not_reached();
 }
 
+/*
+ * --translate-uid/gid translate inside the daemon, --uid/gid-map name the
+ * user namespace's mapping; idmap.c keeps both in one VfsdIdMap.
+ */
+static bool parse_ids(VfsdOptions *o, int id, const char *val, char **err)
+{
+    bool uids = id == OPT_TRANSLATE_UID || id == OPT_UID_MAP;
+    const char *name = id == OPT_TRANSLATE_UID ? "--translate-uid" :
+                       id == OPT_TRANSLATE_GID ? "--translate-gid" :
+                       uids ? "--uid-map" : "--gid-map";
+    VfsdIdMap *map = uids ? &o->uid_map : &o->gid_map;
+    g_autofree char *why = NULL;
+    bool ok;
+
+    if (id == OPT_TRANSLATE_UID || id == OPT_TRANSLATE_GID) {
+        ok = vfsd_idxlate_add(&map->xlate, val, &why);
+    } else {
+        ok = vfsd_idmap_add(map, val, &why);
+    }
+    if (!ok) {
+        *err = g_strdup_printf("invalid %s '%s': %s", name, val, why);
+    }
+    return ok;
+}
+
 static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
 {
     if (apply_flag(o, id)) {
@@ -803,32 +828,10 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     case OPT_MIGRATION_ON_ERROR:
         return parse_migration_on_error(o, val, err);
     case OPT_TRANSLATE_UID:
-    case OPT_TRANSLATE_GID: {
-        bool uids = id == OPT_TRANSLATE_UID;
-        g_autofree char *why = NULL;
-
-        if (!vfsd_idxlate_add(uids ? &o->uid_map.xlate : &o->gid_map.xlate,
-                              val, &why)) {
-            *err = g_strdup_printf("invalid %s '%s': %s",
-                                   uids ? "--translate-uid" :
-                                   "--translate-gid", val, why);
-            return false;
-        }
-        return true;
-    }
+    case OPT_TRANSLATE_GID:
     case OPT_UID_MAP:
-    case OPT_GID_MAP: {
-        bool uids = id == OPT_UID_MAP;
-        g_autofree char *why = NULL;
-
-        if (!vfsd_idmap_add(uids ? &o->uid_map : &o->gid_map, val, &why)) {
-            *err = g_strdup_printf("invalid %s '%s': %s",
-                                   uids ? "--uid-map" : "--gid-map", val,
-                                   why);
-            return false;
-        }
-        return true;
-    }
+    case OPT_GID_MAP:
+        return parse_ids(o, id, val, err);
     case OPT_XATTRMAP:
         return set_xattrmap(o, val, err);
     case OPT_O: {
