@@ -337,6 +337,13 @@ SUITES = [
           ["bash", os.path.join(TOP, "harness", "tests", "upstream-dax.sh")],
           needs=[UPSTREAM_QEMU, VIRTIOFSD, INITRAMFS],
           timeout=1100),
+    # There a long run of unmaps fills the back-end socket while QEMU
+    # waits for our answer to a memory-table message: no hang.
+    Suite("guest: DAX through upstream QEMU 11.1, 180 ranges given back at once",
+          ["bash", os.path.join(TOP, "harness", "tests",
+                                "upstream-unmap-burst.sh")],
+          needs=[UPSTREAM_QEMU, VIRTIOFSD, INITRAMFS],
+          timeout=400),
 ]
 
 # On a base other than the default (make check QEMU_BASE=X, make
