@@ -455,7 +455,7 @@ def main():
                   f"count kept under {args.slow_ms:.0f} ms", flush=True)
         if args.find_limit:
             def report(n, took):
-                if n % 64 == 0:
+                if n % 16 == 0:
                     print(f"{args.label} fill: {n} live: last map "
                           f"{took * 1e3:.1f} ms, table {fe.regions} regions",
                           flush=True)
@@ -465,6 +465,10 @@ def main():
                   f"{window >> 20} MiB window is full", flush=True)
     except Failed as e:
         live = len(b.live) if b else 0
+        try:
+            qemu.wait(5)    # a QEMU that aborts closes its sockets first
+        except subprocess.TimeoutExpired:
+            pass
         alive = qemu.poll() is None
         print(f"{args.label} limit: {live} live: failed: one more: {e}; "
               f"table {fe.regions if fe else 0} regions; QEMU "
