@@ -142,6 +142,10 @@ SUITES = [
     # make bench's verdicts from made-up figures (no guest)
     Suite("bench: targets and reports from known figures",
           [sys.executable, os.path.join(TOP, "bench", "test_report.py")]),
+    # make bench's own vhost-user back-end, against a scripted front-end
+    Suite("bench: upstream_shmem's back-end against scripted messages",
+          [sys.executable, os.path.join(TOP, "bench",
+                                        "test_upstream_shmem.py")]),
     # Upstream tests covering what the fork touches: vhost-user (its test
     # back-end drives the vhost-user protocol code we extend) and the
     # virtio-pci devices.
