@@ -306,7 +306,7 @@ class Bench:
             self.live.add(off)
             took = (t[2] if t else t1) - t0
             if report:
-                report(len(self.live) + 1, took)
+                report(len(self.live), took)
             if took > limit_s:
                 raise Failed(f"one map took {took:.1f}s (limit {limit_s:.0f}s)")
 
@@ -461,7 +461,7 @@ def main():
                           flush=True)
             # Every range of the window, or the first map that fails
             b.fill(window // RANGE - 1, window, 30, report)
-            print(f"{args.label} limit: {len(b.live) + 1} live: none: the "
+            print(f"{args.label} limit: {len(b.live)} live: none: the "
                   f"{window >> 20} MiB window is full", flush=True)
     except Failed as e:
         live = len(b.live) if b else 0
