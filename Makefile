@@ -94,6 +94,8 @@ check-bases:
 # The report's chart needs matplotlib: kept in the cache's private venv.
 BENCH_PYTHON = $(or $(VIRTIOFS_DAX_CACHE),$(HOME)/.cache/virtiofs-dax)/pyvenv/bin/python3
 bench: qemu guest rust-virtiofsd
+	@$(TOP)/mk/deps.sh upstream || true
+	@$(TOP)/mk/upstream-qemu.sh >/dev/null || true
 	@$(BENCH_PYTHON) -c 'import matplotlib' 2>/dev/null || \
 	    $(BENCH_PYTHON) -m pip install -q matplotlib >/dev/null 2>&1 || \
 	    echo "bench: cannot install matplotlib; the report will have no chart"

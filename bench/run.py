@@ -13,6 +13,10 @@ vhost-user-fs-test's map+unmap benchmark, with 1 and with 8192 live
 mappings; and so is the cost of holding inodes by file handle
 (--inode-file-handles): LOOKUP and GETATTR through the daemon's request
 path with fds and with handles (tests/unit/virtiofsd/bench-inodes.c).
+mappings.  Then bench/upstream_shmem.py times the same map+unmap pairs
+with 1 to 448 live mappings on unmodified upstream QEMU 11.1 and on our
+fork, side by side, and maps on upstream until a map fails: the
+live-mapping limit.
 
     bench/run.py [--quick] [--runs N] [--configs a,b,...] [--out DIR]
     bench/run.py --report results.json [--out DIR]
@@ -42,6 +46,11 @@ MAP_LIVE = (1, 8192)                          # live mappings, as the test has
 INODE_BENCH = os.path.join(BUILD, "qemu", "tests", "unit", "virtiofsd",
                            "bench-inodes")
 INODE_N, INODE_ROUNDS = 10000, 7
+SHMEM_TOOL = os.path.join(TOP, "bench", "upstream_shmem.py")
+# Live counts timed on both front-ends; the fork also with a full window
+SHMEM_LIVE = "1,16,64,256,384,448"
+SHMEM_FORK_LIVE = SHMEM_LIVE + ",2048"
+SHMEM_SLOW_MS = 100
 MiB = 1 << 20
 
 FILE_COUNT, FILE_SIZE = 4, 256 * MiB          # the data set: 1 GiB
@@ -277,6 +286,133 @@ def inode_report(ib):
                   f"| {b['median_ns']} [{b['min_ns']}-{b['max_ns']}] | "
                   f"{b['median_ns'] / max(a['median_ns'], 1):.2f} |")
     return md + [""]
+SHMEM_ROW = re.compile(
+    r"^(fork|upstream) map\+unmap: (\d+) live: median pair ([\d.]+) us, "
+    r"\d+ pairs/s; map ([-\d.]+) us, add ([-\d.]+) us, unmap ([-\d.]+) us, "
+    r"rem ([-\d.]+) us, back-end ([-\d.]+) us, QEMU main thread "
+    r"([-\d.]+) us of CPU a pair \((\d+) pairs\)$")
+SHMEM_END = re.compile(r"^(fork|upstream) (slow|limit): (\d+) live: "
+                       r"(reached|not reached|failed|none|error|stopped): (.*)$")
+SHMEM_FILL = re.compile(r"^(fork|upstream) fill: (\d+) live: last map "
+                        r"([\d.]+) ms")
+SHMEM_HEAD = re.compile(r"^(fork|upstream): (QEMU emulator version [^;]*);")
+
+
+def parse_shmem(out):
+    """bench/upstream_shmem.py's lines -> {front-end: {"rows": {live:
+    figures}, "slow": ..., "limit": ..., "fill": {live: map ms}, "qemu":
+    version}}; lines that are not its own are left out."""
+    r = {}
+    for line in out.splitlines():
+        line = line.strip()
+        m = SHMEM_ROW.match(line)
+        if m:
+            us = float(m.group(3))
+            d = r.setdefault(m.group(1), {})
+            d.setdefault("rows", {})[int(m.group(2))] = {
+                "median_pair_us": us, "pairs_per_s": 1e6 / us if us else 0.0,
+                "map_us": float(m.group(4)), "add_us": float(m.group(5)),
+                "unmap_us": float(m.group(6)), "rem_us": float(m.group(7)),
+                "backend_us": float(m.group(8)),
+                "qemu_cpu_us": float(m.group(9)), "pairs": int(m.group(10))}
+            continue
+        m = SHMEM_END.match(line)
+        if m:
+            r.setdefault(m.group(1), {})[m.group(2)] = {
+                "live": int(m.group(3)), "status": m.group(4),
+                "text": m.group(5)}
+            continue
+        m = SHMEM_FILL.match(line)
+        if m:
+            r.setdefault(m.group(1), {}).setdefault("fill", {})[
+                int(m.group(2))] = float(m.group(3))
+            continue
+        m = SHMEM_HEAD.match(line)
+        if m:
+            r.setdefault(m.group(1), {})["qemu"] = m.group(2)
+    return r
+
+
+def shmem_bench(fork):
+    """Map+unmap pairs with N live mappings through a started device, on
+    upstream QEMU 11.1 (then mapping on until a map fails) or on our fork:
+    (parse_shmem()'s entry for it, errors)."""
+    name = "fork" if fork else "upstream"
+    cmd = [sys.executable, SHMEM_TOOL, "--slow-ms", str(SHMEM_SLOW_MS)]
+    cmd += ["--fork", "--live", SHMEM_FORK_LIVE] if fork else \
+        ["--live", SHMEM_LIVE, "--find-limit"]
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=1200, stdin=subprocess.DEVNULL)
+        out, rc = r.stdout, r.returncode
+    except subprocess.TimeoutExpired:
+        return {}, [f"map+unmap on {name}: timed out after 1200s"]
+    got = parse_shmem(out).get(name, {})
+    errors = []
+    if rc != 0 or not got.get("rows"):
+        tail = " ".join(out.strip().splitlines()[-3:])
+        errors.append(f"map+unmap on {name}: failed ({rc}): {tail[-400:]}")
+    return got, errors
+
+
+def shmem_lines(sh):
+    """The report's lines for the fork against upstream QEMU 11.1."""
+    md = ["## Cache window map+unmap: our fork against upstream QEMU 11.1", "",
+          f"`bench/{os.path.basename(SHMEM_TOOL)}` is the vhost-user "
+          "back-end of a minimal guest whose virtio-fs driver starts the "
+          "device (upstream puts mappings into the vhost memory table only "
+          "then).  It maps and unmaps one 2 MiB range of a 4 GiB window "
+          "with N-1 others live, on both front-ends the same way: "
+          "`vhost-user-fs-pci,cache-size=4G` (fork) and "
+          "`vhost-user-test-device-pci,virtio-id=26` (upstream).  A pair "
+          "lasts until QEMU has answered the unmap and the back-end has "
+          "answered the memory-table messages (`ADD_MEM_REG`, "
+          "`REM_MEM_REG`) that upstream sends after each map and unmap.  "
+          "QEMU CPU is the CPU time of QEMU's main thread per pair; the "
+          "rest of a pair is the back-end (a Python program: about 0.1 ms "
+          "a pair of its own) and waiting for a CPU.", ""]
+    fork, up = sh.get("fork", {}), sh.get("upstream", {})
+    lives = sorted({int(n) for d in (fork, up) for n in d.get("rows", {})})
+    if lives:
+        md += ["| live mappings | fork: median pair (us) | fork: pairs/s | "
+               "upstream: median pair (us) | upstream: pairs/s | "
+               "upstream: QEMU CPU a pair (us) | upstream: back-end a pair (us) |",
+               "|---|---|---|---|---|---|---|"]
+        for n in lives:
+            f = fork.get("rows", {}).get(n)
+            u = up.get("rows", {}).get(n)
+            md.append(
+                f"| {n} | " +
+                (f"{f['median_pair_us']:.1f} | {f['pairs_per_s']:.0f}" if f
+                 else "- | -") + " | " +
+                (f"{u['median_pair_us']:.1f} | {u['pairs_per_s']:.0f} | "
+                 f"{u['qemu_cpu_us']:.1f} | {u['backend_us']:.1f}" if u
+                 else "- | - | - | -") + " |")
+        md.append("")
+    for label, d in (("upstream", up), ("fork", fork)):
+        if d.get("qemu"):
+            md.append(f"- {label}: {d['qemu']}")
+        s = d.get("slow")
+        if s:
+            md.append(f"- {label}: a pair past {SHMEM_SLOW_MS} ms: " +
+                      (f"at {s['live']} live ({s['text']})"
+                       if s["status"] == "reached" else
+                       f"not reached up to {s['live']} live"))
+        lim = d.get("limit")
+        if lim:
+            md.append(f"- {label}: live-mapping limit: " +
+                      (f"{lim['live']} live, the next map failed: {lim['text']}"
+                       if lim["status"] == "failed" else
+                       f"{lim['status']} at {lim['live']} live: {lim['text']}"))
+        if d.get("fill"):
+            md.append(f"- {label}: one map while filling the window: " +
+                      ", ".join(f"{n} live {ms:.1f} ms"
+                                for n, ms in sorted(
+                                    (int(k), v) for k, v in d["fill"].items())))
+    if not (fork or up):
+        md.append("- not measured")
+    md.append("")
+    return md
 
 
 def map_targets(mu):
@@ -382,14 +518,23 @@ def targets(res):
     return t
 
 
-def write_reports(out, setup, res, mu, errors, confs, ib=None):
+def json_keys(d):
+    """Live counts as JSON object keys (strings), as the file keeps them."""
+    if isinstance(d, dict):
+        return {str(k): json_keys(v) for k, v in d.items()}
+    return d
+
+
+def write_reports(out, setup, res, mu, errors, confs, ib=None, sh=None):
     os.makedirs(out, exist_ok=True)
+    sh = sh or {}
     tg = targets(res) + map_targets(mu)
     ib = ib or {}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"setup": setup, "results": res, "errors": errors,
                    "map_unmap": {str(n): v for n, v in mu.items()},
                    "inodes": ib,
+                   "map_unmap_upstream": json_keys(sh),
                    "targets": [{"target": a, "met": b, "figures": c}
                                for a, b, c in tg]}, f, indent=1, sort_keys=True)
     names = [c for c in confs if c in res]
@@ -430,7 +575,8 @@ def write_reports(out, setup, res, mu, errors, confs, ib=None):
     md += [f"- {'met' if ok else '**missed**'}: {a} ({fig})"
            for a, ok, fig in map_targets(mu)]
     md += inode_report(ib)
-    md += ["", "## Configurations", ""]
+    md += shmem_lines(sh)
+    md += ["## Configurations", ""]
     md += [f"- `{c}`: {confs[c][2]}" for c in names]
     md += ["", "## Targets", "",
            "A miss marked \"within the runs' spread\" is one where the "
@@ -484,6 +630,12 @@ def rewrite_reports(path, out):
         old = json.load(f)
     res, setup = old["results"], old["setup"]
     mu = {int(n): v for n, v in old.get("map_unmap", {}).items()}
+    sh = {}
+    for fe, d in old.get("map_unmap_upstream", {}).items():
+        sh[fe] = dict(d)
+        for k in ("rows", "fill"):
+            if k in d:
+                sh[fe][k] = {int(n): v for n, v in d[k].items()}
     described = configurations()
     # The JSON's keys are sorted; the tables read better in the order the
     # configurations are defined (upper bound, 9p, Rust, ours, DAX).
@@ -492,7 +644,7 @@ def rewrite_reports(path, out):
         sorted(c for c in ran if c not in described)
     confs = {c: described.get(c, ([], "", ran[c])) for c in order}
     write_reports(out, setup, res, mu, old.get("errors", []), confs,
-                  old.get("inodes", {}))
+                  old.get("inodes", {}), sh)
     print(f"bench: wrote {out}/results.{{json,md,png}} from {path}")
     return 0
 
@@ -505,8 +657,12 @@ def main():
     ap.add_argument("--runs", type=int)
     ap.add_argument("--runtime", type=int)
     ap.add_argument("--meta-n", type=int)
-    ap.add_argument("--configs", help="comma-separated configuration names")
+    ap.add_argument("--configs", help="comma-separated configuration names "
+                    "(none: only the map+unmap figures)")
     ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))
+    ap.add_argument("--no-shmem", dest="shmem", action="store_false",
+                    help="leave out the map+unmap comparison with upstream "
+                         "QEMU 11.1 (bench/upstream_shmem.py)")
     ap.add_argument("--report", metavar="JSON",
                     help="measure nothing: write the reports again from the "
                          "figures of an earlier run (e.g. after the targets "
@@ -521,6 +677,8 @@ def main():
     confs = configurations()
     chosen = args.configs.split(",") if args.configs else \
         (QUICK_CONFIGS if args.quick else list(confs))
+    if args.configs == "none":
+        chosen = []     # the guest-less map+unmap figures alone
     for c in chosen:
         if c not in confs:
             ap.error(f"unknown configuration {c}; known: {', '.join(confs)}")
@@ -566,6 +724,23 @@ def main():
     for k, v in sorted(ib.items()):
         print(f"  {k}: {v['median_ns']} ns [{v['min_ns']}-{v['max_ns']}]",
               flush=True)
+    sh = {}
+    if args.shmem:
+        for fork in (False, True):
+            name = "fork" if fork else "upstream QEMU 11.1"
+            print(f"bench: cache window map+unmap through a started device, "
+                  f"{name} ({os.path.basename(SHMEM_TOOL)})", flush=True)
+            got, e = shmem_bench(fork)
+            errors += e
+            if got:
+                sh["fork" if fork else "upstream"] = got
+            for n, v in sorted(got.get("rows", {}).items()):
+                print(f"  {n} live: {v['pairs_per_s']:.0f} map+unmap pairs/s "
+                      f"(QEMU CPU {v['qemu_cpu_us']:.0f} us a pair)", flush=True)
+            for k in ("slow", "limit"):
+                if k in got:
+                    print(f"  {k}: {got[k]['live']} live: {got[k]['status']}: "
+                          f"{got[k]['text']}", flush=True)
     try:
         print(f"bench: {len(confs)} configurations x {len(wls)} workloads x "
               f"{args.runs} runs (~{total * per_wl / 60:.0f} min of measurement)",
@@ -585,7 +760,7 @@ def main():
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     setup = setup_info(args, confs)
-    write_reports(args.out, setup, res, mu, errors, confs, ib)
+    write_reports(args.out, setup, res, mu, errors, confs, ib, sh)
     print(f"bench: wrote {args.out}/results.{{json,md,png}}")
     for a, ok, fig in targets(res) + map_targets(mu):
         print(f"  {'met   ' if ok else 'MISSED'} {a} ({fig})")

@@ -74,6 +74,109 @@ class Targets(unittest.TestCase):
             "negative stat, cache=auto: ours >= 10x Rust"][0])
 
 
+# What bench/upstream_shmem.py printed on this machine (trimmed), with a
+# line of another program in between, which the parser must skip.
+UPSTREAM_OUT = """\
+upstream: QEMU emulator version 11.1.3 (Debian 1:11.1.3+ds-1); device started, 1 memory-table regions (guest RAM), window 4096 MiB, GET_MAX_MEM_SLOTS answered 509
+upstream map+unmap: 1 live: median pair 1147.1 us, 872 pairs/s; map 468.1 us, add -22.0 us, unmap 73.4 us, rem 166.9 us, back-end 25.3 us, QEMU main thread 448.5 us of CPU a pair (20 pairs)
+upstream: a map is followed by a memory-table message (ADD_MEM_REG); table now 1 regions
+upstream map+unmap: 256 live: median pair 58582.0 us, 17 pairs/s; map 5004.5 us, add 20199.4 us, unmap 7509.0 us, rem 22293.3 us, back-end 94.1 us, QEMU main thread 20709.2 us of CPU a pair (20 pairs)
+qemu-system-x86_64: terminating on signal 15
+upstream map+unmap: 384 live: median pair 150000.0 us, 7 pairs/s; map 9000.0 us, add 60000.0 us, unmap 9000.0 us, rem 60000.0 us, back-end 99.0 us, QEMU main thread 80000.0 us of CPU a pair (3 pairs)
+upstream slow: 384 live: reached: median pair 150.0 ms > 100 ms
+upstream fill: 448 live: last map 120.5 ms, table 448 regions
+upstream limit: 511 live: failed: one more: QEMU closed the vhost-user connection; table 512 regions; QEMU exited (-6): vhost_user_add_remove_regions: Assertion `dev->mem->nregions <= VHOST_USER_MAX_RAM_SLOTS' failed.
+"""
+FORK_OUT = """\
+fork: QEMU emulator version 10.0.13; device started, 1 memory-table regions (guest RAM), window 4096 MiB, GET_MAX_MEM_SLOTS answered 509
+fork map+unmap: 1 live: median pair 226.7 us, 4411 pairs/s; map 128.8 us, add 0.0 us, unmap 97.0 us, rem 0.0 us, back-end 0.0 us, QEMU main thread 50.0 us of CPU a pair (20 pairs)
+fork map+unmap: 2048 live: median pair 167.8 us, 5959 pairs/s; map 85.1 us, add 0.0 us, unmap 82.5 us, rem 0.0 us, back-end 0.0 us, QEMU main thread 40.0 us of CPU a pair (50 pairs)
+fork slow: 2048 live: not reached: every count kept under 100 ms
+"""
+
+
+class Shmem(unittest.TestCase):
+    def test_parse_upstream(self):
+        up = run.parse_shmem(UPSTREAM_OUT)["upstream"]
+        self.assertEqual(sorted(up["rows"]), [1, 256, 384])
+        r = up["rows"][256]
+        self.assertEqual(r["median_pair_us"], 58582.0)
+        self.assertAlmostEqual(r["pairs_per_s"], 1e6 / 58582.0)
+        self.assertEqual((r["qemu_cpu_us"], r["backend_us"], r["pairs"]),
+                         (20709.2, 94.1, 20))
+        # a table message may arrive before the map's own reply is read
+        self.assertEqual(up["rows"][1]["add_us"], -22.0)
+        self.assertEqual(up["slow"], {"live": 384, "status": "reached",
+                                      "text": "median pair 150.0 ms > 100 ms"})
+        self.assertEqual(up["limit"]["live"], 511)
+        self.assertEqual(up["limit"]["status"], "failed")
+        self.assertIn("Assertion", up["limit"]["text"])
+        self.assertEqual(up["fill"], {448: 120.5})
+        self.assertTrue(up["qemu"].startswith("QEMU emulator version 11.1.3"))
+
+    def test_parse_keeps_front_ends_apart(self):
+        both = run.parse_shmem(FORK_OUT + UPSTREAM_OUT)
+        self.assertEqual(sorted(both["fork"]["rows"]), [1, 2048])
+        self.assertEqual(both["fork"]["slow"]["status"], "not reached")
+        self.assertNotIn("limit", both["fork"])
+        self.assertEqual(sorted(both["upstream"]["rows"]), [1, 256, 384])
+
+    def test_parse_rejects_other_lines(self):
+        # the qtest's format, a truncated row, an unknown status
+        self.assertEqual(run.parse_shmem(
+            "# min perf: 1 live mapping: median pair 39.9 us, 25051 pairs/s\n"
+            "upstream map+unmap: 1 live: median pair 1147.1 us, 872 pairs/s\n"
+            "upstream limit: 3 live: maybe: who knows\n"), {})
+
+    def report(self, sh):
+        confs = run.configurations()
+        setup = {"date": "2026-01-01T00:00:00+00:00", "runs": 1,
+                 "daemons": {}, "configurations": {"tmpfs": confs["tmpfs"][2]}}
+        res = {"tmpfs": {"randread-psync": fig(1, 2, 3)}}
+        with tempfile.TemporaryDirectory() as d1, \
+                tempfile.TemporaryDirectory() as d2:
+            run.write_reports(d1, setup, res, {}, [],
+                              {"tmpfs": confs["tmpfs"]}, sh=sh)
+            with open(os.path.join(d1, "results.md")) as f:
+                md = f.read()
+            self.assertEqual(run.rewrite_reports(
+                os.path.join(d1, "results.json"), d2), 0)
+            with open(os.path.join(d2, "results.md")) as f:
+                again = f.read()
+            with open(os.path.join(d2, "results.json")) as f:
+                data = json.load(f)
+        return md, again, data
+
+    def test_report_side_by_side_and_limit(self):
+        sh = run.parse_shmem(FORK_OUT + UPSTREAM_OUT)
+        md, again, data = self.report(sh)
+        lines = md.splitlines()
+        # one row per live count, either front-end's cells "-" if not run
+        self.assertIn("| 1 | 226.7 | 4411 | 1147.1 | 872 | 448.5 | 25.3 |", lines)
+        self.assertIn("| 256 | - | - | 58582.0 | 17 | 20709.2 | 94.1 |", lines)
+        self.assertIn("| 2048 | 167.8 | 5959 | - | - | - | - |", lines)
+        self.assertIn("- upstream: a pair past 100 ms: at 384 live "
+                      "(median pair 150.0 ms > 100 ms)", lines)
+        self.assertTrue(any(x.startswith(
+            "- upstream: live-mapping limit: 511 live, the next map failed: "
+            "one more: QEMU closed") for x in lines))
+        self.assertIn("- fork: a pair past 100 ms: not reached up to 2048 live",
+                      lines)
+        self.assertIn("- upstream: one map while filling the window: "
+                      "448 live 120.5 ms", lines)
+        # written again from its JSON, the report is the same
+        self.assertEqual(md.replace("\n", ""), again.replace("\n", ""))
+        self.assertEqual(data["map_unmap_upstream"]["upstream"]["rows"]["256"]
+                         ["qemu_cpu_us"], 20709.2)
+
+    def test_report_without_measurement(self):
+        md, _, data = self.report({})
+        self.assertIn("## Cache window map+unmap: our fork against upstream "
+                      "QEMU 11.1\n", md)
+        self.assertIn("- not measured", md.splitlines())
+        self.assertEqual(data["map_unmap_upstream"], {})
+
+
 class Report(unittest.TestCase):
     def test_rewrite_keeps_figures_and_order(self):
         confs = run.configurations()

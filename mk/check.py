@@ -160,6 +160,10 @@ SUITES = [
     # make bench's verdicts from made-up figures (no guest)
     Suite("bench: targets and reports from known figures",
           [sys.executable, os.path.join(TOP, "bench", "test_report.py")]),
+    # make bench's own vhost-user back-end, against a scripted front-end
+    Suite("bench: upstream_shmem's back-end against scripted messages",
+          [sys.executable, os.path.join(TOP, "bench",
+                                        "test_upstream_shmem.py")]),
     # Upstream tests covering what the fork touches: vhost-user (its test
     # back-end drives the vhost-user protocol code we extend) and the
     # virtio-pci devices.
@@ -412,6 +416,13 @@ SUITES = [
           ["bash", os.path.join(TOP, "harness", "tests", "upstream-dax.sh")],
           needs=[UPSTREAM_QEMU, VIRTIOFSD, INITRAMFS],
           timeout=1100),
+    # There a long run of unmaps fills the back-end socket while QEMU
+    # waits for our answer to a memory-table message: no hang.
+    Suite("guest: DAX through upstream QEMU 11.1, 180 ranges given back at once",
+          ["bash", os.path.join(TOP, "harness", "tests",
+                                "upstream-unmap-burst.sh")],
+          needs=[UPSTREAM_QEMU, VIRTIOFSD, INITRAMFS],
+          timeout=400),
 ]
 
 # On a base other than the default (make check QEMU_BASE=X, make
