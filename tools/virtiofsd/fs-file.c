@@ -641,47 +641,17 @@ ssize_t vfsd_op_copy_file_range(VfsdFs *fs, uint64_t fh_in, uint64_t off_in,
  */
 static int plock_fd(VfsdFs *fs, VfsdHandle *h, uint64_t owner)
 {
-    VfsdInode *inode = h->inode;
-    gpointer p;
-    int fd, dupfd;
+    int fd;
 
     if (!vfsd_fd_reserve(fs)) {
         return -ENFILE;
     }
-    g_mutex_lock(&inode->plock_lock);
-    if (!inode->plocks) {
-        inode->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal,
-                                              g_free, NULL);
-    }
-    p = g_hash_table_lookup(inode->plocks, &owner);
-    if (p) {
-        fd = GPOINTER_TO_INT(p) - 1;
-    } else {
-        /*
-         * Read-write, so that the owner can take both kinds of lock
-         * whichever of its handles asks.  Where that is refused (a file
-         * the daemon may not read, or append-only), the handle's own
-         * access gives what the guest's open gave it: a write lock
-         * through a writable handle must not fail with EBADF.
-         */
-        fd = vfsd_fd_open(fs, inode, O_RDWR);
-        if (fd < 0 && fd != -ENFILE && fd != -EMFILE) {
-            fd = vfsd_fd_open(fs, inode, h->flags & (O_ACCMODE | O_APPEND));
-        }
-        if (fd >= 0) {
-            g_hash_table_insert(inode->plocks, g_memdup2(&owner, sizeof(owner)),
-                                GINT_TO_POINTER(fd + 1));
-        }
-    }
-    dupfd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
-    if (fd >= 0 && dupfd < 0) {
-        dupfd = -errno;
-    }
-    g_mutex_unlock(&inode->plock_lock);
-    if (dupfd < 0) {
+    fd = vfsd_inode_plock_fd(h->inode, owner,
+                             h->flags & (O_ACCMODE | O_APPEND), true);
+    if (fd < 0) {
         vfsd_fd_release(fs);
     }
-    return dupfd;
+    return fd;
 }
 
 static void plock_fd_done(VfsdFs *fs, int fd)

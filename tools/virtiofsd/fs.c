@@ -203,8 +203,9 @@ bool vfsd_valid_name(const char *name)
            !strchr(name, '/');
 }
 
-uint64_t vfsd_handle_new(VfsdFs *fs, int fd, int flags, VfsdInode *inode,
-                         bool is_dir)
+/* A handle holding @fd and a reference to @inode; not in the table yet */
+static VfsdHandle *handle_alloc(VfsdFs *fs, int fd, int flags,
+                                VfsdInode *inode, bool is_dir)
 {
     VfsdHandle *h = g_new0(VfsdHandle, 1);
 
@@ -216,6 +217,13 @@ uint64_t vfsd_handle_new(VfsdFs *fs, int fd, int flags, VfsdInode *inode,
     h->refcount = 1;
     g_mutex_init(&h->lock);
     vfsd_inode_ref(inode);
+    return h;
+}
+
+uint64_t vfsd_handle_new(VfsdFs *fs, int fd, int flags, VfsdInode *inode,
+                         bool is_dir)
+{
+    VfsdHandle *h = handle_alloc(fs, fd, flags, inode, is_dir);
 
     g_mutex_lock(&fs->handles_lock);
     h->fh = fs->next_fh++;
@@ -299,16 +307,8 @@ bool vfsd_handle_restore(VfsdFs *fs, uint64_t fh, int fd, int flags,
     g_mutex_lock(&fs->handles_lock);
     ok = fh && !g_hash_table_contains(fs->handles, &fh);
     if (ok) {
-        h = g_new0(VfsdHandle, 1);
-        h->fs = fs;
+        h = handle_alloc(fs, fd, flags, inode, is_dir);
         h->fh = fh;
-        h->fd = fd;
-        h->flags = flags;
-        h->inode = inode;
-        h->is_dir = is_dir;
-        h->refcount = 1;
-        g_mutex_init(&h->lock);
-        vfsd_inode_ref(inode);
         g_hash_table_insert(fs->handles, &h->fh, h);
         /* The guest's handles are never handed out again */
         fs->next_fh = MAX(fs->next_fh, fh + 1);

@@ -209,6 +209,48 @@ void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner)
     g_mutex_unlock(&inode->plock_lock);
 }
 
+int vfsd_inode_plock_fd(VfsdInode *inode, uint64_t owner, int fallback,
+                        bool dup)
+{
+    gpointer p;
+    int fd, ret;
+
+    g_mutex_lock(&inode->plock_lock);
+    if (!inode->plocks) {
+        inode->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal,
+                                              g_free, NULL);
+    }
+    p = g_hash_table_lookup(inode->plocks, &owner);
+    if (p) {
+        fd = GPOINTER_TO_INT(p) - 1;
+    } else {
+        /*
+         * Read-write, so that the owner can take both kinds of lock
+         * whichever of its handles asks.  Where that is refused (a file
+         * the daemon may not read, or append-only), @fallback gives what
+         * the guest's open gave it: a write lock through a writable
+         * handle must not fail with EBADF.
+         */
+        fd = vfsd_fd_open(inode->fs, inode, O_RDWR);
+        if (fd < 0 && fd != -ENFILE && fd != -EMFILE) {
+            fd = vfsd_fd_open(inode->fs, inode, fallback);
+        }
+        if (fd >= 0) {
+            g_hash_table_insert(inode->plocks, g_memdup2(&owner, sizeof(owner)),
+                                GINT_TO_POINTER(fd + 1));
+        }
+    }
+    ret = fd;
+    if (fd >= 0 && dup) {
+        ret = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (ret < 0) {
+            ret = -errno;
+        }
+    }
+    g_mutex_unlock(&inode->plock_lock);
+    return ret;
+}
+
 /*
  * The fd open_by_handle_at() needs for handles of mount @mnt_id, opened
  * from @fd, an inode of that mount, the first time the mount is seen.

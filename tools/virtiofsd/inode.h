@@ -34,6 +34,15 @@ void vfsd_inode_unref(VfsdInode *inode);
  */
 VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx);
 void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner);
+/*
+ * The fd that carries @owner's POSIX locks on @inode, opened (read-write,
+ * else with the open flags @fallback) if the owner has none yet; -errno
+ * when it cannot be.  The inode keeps it.  With @dup the caller gets a
+ * duplicate instead, made under the lock so that a FLUSH of the owner
+ * closing the original meanwhile cannot invalidate it, and closes that.
+ */
+int vfsd_inode_plock_fd(VfsdInode *inode, uint64_t owner, int fallback,
+                        bool dup);
 void vfsd_inode_forget(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup);
 void vfsd_inodes_forget_all(VfsdFs *fs);
 

@@ -871,37 +871,6 @@ static bool load_handles(VfsdFs *fs, VfsdMigReader *r, char **err)
     return true;
 }
 
-/* The fd holding @owner's locks on @inode, made if need be; or -errno */
-static int owner_fd(VfsdFs *fs, VfsdInode *inode, uint64_t owner,
-                    bool write)
-{
-    gpointer p;
-    int fd;
-
-    g_mutex_lock(&inode->plock_lock);
-    if (!inode->plocks) {
-        inode->plocks = g_hash_table_new_full(g_int64_hash, g_int64_equal,
-                                              g_free, NULL);
-    }
-    p = g_hash_table_lookup(inode->plocks, &owner);
-    if (p) {
-        fd = GPOINTER_TO_INT(p) - 1;
-    } else {
-        /* As fs-file.c makes them: read-write where the host allows */
-        fd = vfsd_fd_open(fs, inode, O_RDWR);
-        if (fd < 0 && fd != -ENFILE) {
-            fd = vfsd_fd_open(fs, inode, write ? O_WRONLY : O_RDONLY);
-        }
-        if (fd >= 0) {
-            g_hash_table_insert(inode->plocks,
-                                g_memdup2(&owner, sizeof(owner)),
-                                GINT_TO_POINTER(fd + 1));
-        }
-    }
-    g_mutex_unlock(&inode->plock_lock);
-    return fd;
-}
-
 static bool load_locks(VfsdFs *fs, VfsdMigReader *r, char **err)
 {
     uint64_t count, i;
@@ -937,7 +906,8 @@ static bool load_locks(VfsdFs *fs, VfsdMigReader *r, char **err)
         l.l_type = type == MIG_LOCK_WRITE ? F_WRLCK : F_RDLCK;
         l.l_start = start;
         l.l_len = len;
-        fd = owner_fd(fs, inode, owner, type == MIG_LOCK_WRITE);
+        fd = vfsd_inode_plock_fd(inode, owner, type == MIG_LOCK_WRITE ?
+                                 O_WRONLY : O_RDONLY, false);
         if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &l) < 0) {
             fd = -errno;
         }
