@@ -181,6 +181,10 @@ static int migrate_mapped(const char *file, uint64_t size, unsigned seed1,
                           unsigned seed2, const char *dir)
 {
     int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    /*
+     * Volatile: every byte must be loaded from the mapping while the
+     * guest migrates, and the stop flag is written by another process.
+     */
     volatile uint8_t *p, *stop;
     unsigned long long passes = 0;
     long long bad;
@@ -256,7 +260,9 @@ static int migrate_mapped(const char *file, uint64_t size, unsigned seed1,
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED | check FILE SEED | loop|survey FILE SECONDS\n"
+        fprintf(stderr, "usage: mmapio fill|write FILE SIZE SEED\n"
+                "       mmapio check FILE SEED\n"
+                "       mmapio loop|survey FILE SECONDS\n"
                 "       mmapio scribble FILE FROM SECONDS\n"
                 "       mmapio coherence FILE SIZE SEED1 SEED2 DIR\n"
                 "       mmapio migrate FILE SIZE SEED1 SEED2 DIR\n"
@@ -289,7 +295,8 @@ int main(int argc, char **argv)
             if (ftruncate(fd, size) < 0) {
                 return fail("ftruncate", file);
             }
-            uint8_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            uint8_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                              MAP_SHARED, fd, 0);
             if (p == MAP_FAILED) {
                 return fail("mmap", file);
             }
@@ -305,7 +312,8 @@ int main(int argc, char **argv)
             return fail("fsync", file);
         }
         close(fd);
-        printf("%s %s %llu bytes seed %u\n", op, file, (unsigned long long)size, seed);
+        printf("%s %s %llu bytes seed %u\n", op, file,
+               (unsigned long long)size, seed);
         return 0;
     }
 
