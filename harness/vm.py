@@ -285,7 +285,7 @@ def start_daemon(args, shared, sock, logdir, name="virtiofsd",
     extra = shlex.split(args.daemon_args if daemon_args is None
                         else daemon_args)
     if kind == "ours":
-        # tests/with-handles.sh: a whole test with an option more
+        # tests/inodes-by.sh: a whole test with an option more
         extra += shlex.split(os.environ.get("VFSD_OURS_ARGS", ""))
     if args.upstream_device:
         # The generic device asks the back-end for tag and window

@@ -2,9 +2,11 @@
 # A guest that tries to exhaust our virtiofsd's file descriptors
 # (CVE-2020-10717): it holds files open and looks up far more inodes than
 # the daemon may hold, never forgetting any.  The daemon, started with
-# --rlimit-nofile=$NOFILE, must answer ENFILE past its bound (the limit
-# minus the fds it keeps for itself) and stay healthy; once the guest
-# drops its caches (FORGET), everything works again.
+# --rlimit-nofile=$NOFILE and holding inodes by fd
+# (--inode-file-handles=never: by handle, lookups hold no fd), must answer
+# ENFILE past its bound (the limit minus the fds it keeps for itself) and
+# stay healthy; once the guest drops its caches (FORGET), everything works
+# again.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -84,7 +86,7 @@ watcher=$!
 trap 'kill $watcher 2>/dev/null || true; rm -rf "$shared" "$shared.maxfd" "$guest_script"' EXIT
 
 python3 "$top/harness/vm.py" --daemon ours --shared "$shared" \
-    --daemon-args="--rlimit-nofile=$NOFILE ${EXHAUST_DAEMON_ARGS:-}" "$@" "$guest_script"
+    --daemon-args="--rlimit-nofile=$NOFILE --inode-file-handles=never ${EXHAUST_DAEMON_ARGS:-}" "$@" "$guest_script"
 kill $watcher 2>/dev/null || true
 [ -e "$shared/new" ] || { echo "FAIL: the guest's file is not on the host"; exit 1; }
 maxfd=$(cat "$shared.maxfd" 2>/dev/null || echo 0)

@@ -9,9 +9,11 @@
 # started once the FORGETs are through, and not grow from one round to
 # the next; the daemon must live through it all and still serve the
 # mount.
-# Under with-handles.sh the inodes are held by file handle: then the
-# count must not grow with the lookups at all, and the daemon's count of
-# inodes held by handle (its log) must reach the two rounds' lookups.
+# The daemon holds inodes by fd (--inode-file-handles=never; its default,
+# prefer, would use handles).  Under inodes-by.sh handle they are held by
+# file handle: then the count must not grow with the lookups at all, and
+# the daemon's count of inodes held by handle (its log) must reach the two
+# rounds' lookups.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -71,7 +73,8 @@ count_fds &
 watcher=$!
 rc=0
 python3 "$top/harness/vm.py" --shared "$shared" --state-dir "$work/state" \
-    --daemon ours --daemon-args="--rlimit-nofile=$NOFILE" --daemon-must-live \
+    --daemon ours --daemon-args="--rlimit-nofile=$NOFILE --inode-file-handles=never" \
+    --daemon-must-live \
     --timeout 900 "$@" "$work/guest.sh" || rc=$?
 [ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
 [ "$(wc -l < "$work/fds")" = 5 ] ||

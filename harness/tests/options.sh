@@ -7,8 +7,11 @@
 #          libvirt passes it) --cache=metadata
 #          --allow-mmap --announce-submounts
 #          --writeback --no-killpriv-v2
-#   never  --cache=never --readonly (no socket-group: the socket is root's)
+#   never  --cache=never --readonly               meta, always
+#          --no-announce-submounts (no
+#          socket-group: the socket is root's)
 #   always --cache=always --socket-group=GROUP
+#          (submounts announced: the default)
 #
 # The guest reports facts ("fact NAME VALUE"); this script holds what each
 # run must show:
@@ -19,8 +22,9 @@
 #                      and writes (the host sees the data); without it mmap
 #                      fails with ENODEV ("No such device")
 #   --announce-submounts  a tmpfs mounted on the host inside the share is a
-#                      mount of its own in the guest (st_dev, mountinfo);
-#                      without it, one file system
+#                      mount of its own in the guest (st_dev, mountinfo),
+#                      given or by default; with --no-announce-submounts,
+#                      one file system
 #   --readonly         creating, appending, mkdir, rm, chmod fail with EROFS
 #                      and the host tree is unchanged; reads work
 #   --cache=           after the guest read file c1 and stat'ed c2, the host
@@ -283,7 +287,8 @@ if run meta 1 --daemon-fd --cache-mode metadata \
     echo "note: meta: setuid file after an unprivileged write: mode $(cat "$work/meta.sx")"
 fi
 
-if run never 0 --cache-mode never --daemon-args="--readonly"; then
+if run never 0 --cache-mode never \
+        --daemon-args="--readonly --no-announce-submounts"; then
     checks_common never
     expect_match never "socket's group and mode" "$(cat "$work/never.socket")" \
         '^root 770$'
@@ -309,8 +314,9 @@ if run always 1 --cache-mode always --daemon-args="--socket-group=$group"; then
     checks_common always
     expect_match always "socket's group and mode" "$(cat "$work/always.socket")" \
         "^$group 770\$"
-    expect always submount-dev same
-    expect always submount-mountinfo no
+    expect always submount-dev different
+    expect always submount-mountinfo yes
+    flag always 27 FUSE_SUBMOUNTS yes
     expect always c2-before 100
     expect always c2-after 100
     [ "$(fact always c1-before)" = "$(fact always c1-after)" ] &&

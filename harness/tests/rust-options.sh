@@ -185,8 +185,12 @@ check misc "host sees it" "$(cat "$work/misc/new")" misc
 check misc "debug log" "$(has misc 'LOOKUP unique')" yes
 check misc "no KILLPRIV_V2" "$(bit misc 28)" clear
 # The same rows' counterparts where a default differs: KILLPRIV_V2 and
-# READDIRPLUS are offered without the options
+# READDIRPLUS are offered without the options; as in the Rust daemon
+# 1.14, submounts are announced and inodes held by handle (prefer) when
+# no option says otherwise
 check kata "KILLPRIV_V2 by default" "$(bit kata 28)" set
 check kata "READDIRPLUS by default" "$(bit kata 13)" set
+check sock "SUBMOUNTS by default" "$(bit sock 27)" set
+check sock "inodes by handle by default" "$(has sock 'inodes are held by file handles')" yes
 [ $failed = 0 ] || exit 1
 echo "ok: ${#rows[@]} Rust command lines, each seen from the guest"

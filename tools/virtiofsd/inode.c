@@ -542,6 +542,7 @@ bool vfsd_inodes_handles_init(VfsdFs *fs, int root_fd, char **err)
     g_mutex_init(&fs->mounts_lock);
     fs->mount_fds = g_hash_table_new(NULL, NULL);
     if (mode == VFSD_INODE_FH_NEVER) {
+        vfsd_info("inodes are held by fds (--inode-file-handles=never)");
         return true;
     }
     fh = handle_of(root_fd, &mnt_id);

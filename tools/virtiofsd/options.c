@@ -72,13 +72,14 @@ void vfsd_options_usage(const char *prog)
            "                            --xattr on (never; bare: always)\n"
            "  --posix-lock, --flock     pass POSIX/BSD locks to the host\n"
            "  --writeback               guest writeback cache\n"
-           "  --announce-submounts      tell the guest about submounts\n"
-           "  --no-announce-submounts   do not (the default)\n"
+           "  --announce-submounts      tell the guest about submounts (the\n"
+           "                            default)\n"
+           "  --no-announce-submounts   do not\n"
            "  --no-readdirplus          do not offer READDIRPLUS\n"
            "  --preserve-noatime        pass the guest's O_NOATIME on (off:\n"
            "                            dropped, so that opening a file the\n"
            "                            caller does not own cannot fail)\n"
-           "  --inode-file-handles=never|prefer|mandatory  (never)\n"
+           "  --inode-file-handles=never|prefer|mandatory  (prefer)\n"
            "                            hold the inodes the guest knows by\n"
            "                            file handle rather than by fd, so\n"
            "                            that they do not count against the\n"
@@ -872,6 +873,9 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     o->killpriv_v2 = true;
     o->log_level = VFSD_LOG_INFO;
     o->dax_policy = VFSD_DAX_ALWAYS;
+    /* The Rust daemon's defaults since 1.14 */
+    o->announce_submounts = true;
+    o->inode_file_handles = VFSD_INODE_FH_PREFER;
 
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i];

@@ -268,6 +268,10 @@ static void test_errors(void)
         { "--fd=3 --shared-dir=/x --inode-file-handles=prefer "
           "--modcaps=-dac_read_search", "--modcaps cannot drop "
           "dac_read_search with --inode-file-handles=prefer" },
+        /* prefer is the default: as with the Rust daemon 1.14 */
+        { "--fd=3 --shared-dir=/x --modcaps=-dac_read_search",
+          "--modcaps cannot drop dac_read_search with "
+          "--inode-file-handles=prefer" },
         { "--fd=3 --shared-dir=/x --xattr --posix-acl=yes",
           "invalid --posix-acl 'yes'" },
         { "--fd=3 -o source=/x,posix_acl=1", "unknown or malformed" },
@@ -574,17 +578,19 @@ static void test_rust_options(void)
     g_autofree char *err = NULL;
     uint32_t id;
 
+    /* Defaults as in the Rust daemon 1.14 */
     g_assert_true(parse(&o, &err, "--socket-path=/tmp/s --shared-dir=/x"));
-    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_NEVER);
+    g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_PREFER);
     g_assert_false(o.no_readdirplus);
     g_assert_false(o.preserve_noatime);
-    g_assert_false(o.announce_submounts);
+    g_assert_true(o.announce_submounts);
     g_assert_cmpuint(o.caps_add | o.caps_drop, ==, 0);
     vfsd_options_free(&o);
 
     g_assert_true(parse(&o, &err, "--socket /tmp/s --shared-dir=/x "
                         "--no-readdirplus --preserve-noatime "
                         "--announce-submounts --no-announce-submounts "
+                        "--inode-file-handles=never "
                         "--modcaps=+sys_admin:-CHOWN:+cap_sys_ptrace:"
                         "-sys_ptrace"));
     g_assert_cmpstr(o.socket_path, ==, "/tmp/s");
@@ -602,6 +608,10 @@ static void test_rust_options(void)
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
                         "--inode-file-handles=prefer"));
     g_assert_cmpint(o.inode_file_handles, ==, VFSD_INODE_FH_PREFER);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--inode-file-handles=never "
+                        "--modcaps=-dac_read_search"));
     vfsd_options_free(&o);
     /* 0 leaves the fd limit as it is */
     g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
