@@ -836,6 +836,43 @@ static int lock_again(Fe *f, LockWait *lw)
     return test_send(&f->t, r, 4096, NULL, 0, NULL);
 }
 
+/* The guest's request waits again, unanswered: owner 1 lets go */
+static void lock_wait_release(Fe *f, LockWait *lw)
+{
+    wait_waiters(f, 1);
+    g_assert_cmpuint(used_idx(f), ==, 0);
+    lock_range(&f->t, lw->ino, lw->fh1, 1, F_UNLCK);
+}
+
+/* The guest got its reply and the lock, and the ring goes on */
+static void lock_wait_answered(Fe *f, LockWait *lw)
+{
+    wait_used(f, 1);
+    assert_reply(f, lw->slot, 4242, sizeof(struct fuse_out_header));
+    /* Owner 2 holds the lock on the host */
+    g_assert_cmpint(lock_again(f, lw), ==, -EAGAIN);
+    fe_add_getattr(f, 4243, false);
+    wait_used(f, 2);
+}
+
+/*
+ * The queue starts on a ring with nothing in flight: the parked request
+ * is dropped, never answered, never run, and the ring works
+ */
+static void lock_wait_dropped(Fe *f, LockWait *lw)
+{
+    fe_queue_start(f, 0);
+    lock_range(&f->t, lw->ino, lw->fh1, 1, F_UNLCK);
+    fe_add_getattr(f, 5000, false);
+    wait_used(f, 1);
+    assert_reply(f, 0, 5000, sizeof(struct fuse_out_header) +
+                 sizeof(struct fuse_attr_out));
+    g_usleep(50 * 1000);
+    g_assert_cmpuint(used_idx(f), ==, 1);
+    /* Nobody took the lock for the dropped request */
+    g_assert_cmpint(lock_again(f, lw), ==, 0);
+}
+
 /*
  * QMP stop and cont: the queue stops (GET_VRING_BASE) and starts again
  * on the same ring.  The wait must not go on in a ring the daemon no
@@ -863,18 +900,9 @@ static void test_lock_wait_stop_cont(gconstpointer data)
     }
     fe_queue_start(&f, base);
     if (!while_stopped) {
-        /* Waiting again, and still unanswered */
-        wait_waiters(&f, 1);
-        g_assert_cmpuint(used_idx(&f), ==, 0);
-        lock_range(&f.t, lw.ino, lw.fh1, 1, F_UNLCK);
+        lock_wait_release(&f, &lw);
     }
-    wait_used(&f, 1);
-    assert_reply(&f, lw.slot, 4242, sizeof(struct fuse_out_header));
-    /* Owner 2 holds the lock on the host */
-    g_assert_cmpint(lock_again(&f, &lw), ==, -EAGAIN);
-    /* The ring goes on */
-    fe_add_getattr(&f, 4243, false);
-    wait_used(&f, 2);
+    lock_wait_answered(&f, &lw);
     fe_stop(&f);
 }
 
@@ -894,16 +922,7 @@ static void test_lock_wait_reset(void)
     memset(gpa(&f, AVAIL_OFF), 0, USED_OFF - AVAIL_OFF);
     memset(gpa(&f, USED_OFF), 0, REQ_OFF - USED_OFF);
     f.avail_idx = 0;
-    fe_queue_start(&f, 0);
-    lock_range(&f.t, lw.ino, lw.fh1, 1, F_UNLCK);
-    fe_add_getattr(&f, 5000, false);
-    wait_used(&f, 1);
-    assert_reply(&f, 0, 5000, sizeof(struct fuse_out_header) +
-                 sizeof(struct fuse_attr_out));
-    g_usleep(50 * 1000);
-    g_assert_cmpuint(used_idx(&f), ==, 1);
-    /* Nobody took the lock for the dropped request */
-    g_assert_cmpint(lock_again(&f, &lw), ==, 0);
+    lock_wait_dropped(&f, &lw);
     fe_stop(&f);
 }
 
@@ -939,6 +958,22 @@ static uint64_t load_state(Fe *f, const void *state, size_t len)
 }
 
 /*
+ * A source whose guest waits in a SETLKW, stopped and saved; where its
+ * queue stopped, and the state in @state
+ */
+static uint16_t lock_wait_source(Fe *src, LockWait *lw, GByteArray **state)
+{
+    uint16_t base;
+
+    fe_start(src, 0);
+    lock_wait_begin(src, lw, 4242);
+    base = fe_queue_stop(src);
+    g_assert_cmpuint(base, ==, 1);
+    *state = save_state(src);
+    return base;
+}
+
+/*
  * Live migration while the guest's SETLKW waits: the source parks it at
  * the stop and carries it, the destination runs it again on the ring it
  * is given (the same guest memory) and answers it there once the lock
@@ -951,26 +986,15 @@ static void test_lock_wait_migrate(void)
     uint16_t base;
     Fe src, dst;
 
-    fe_start(&src, 0);
-    lock_wait_begin(&src, &lw, 4242);
-    base = fe_queue_stop(&src);
-    state = save_state(&src);
-
+    base = lock_wait_source(&src, &lw, &state);
     fe_open(&dst, 0, &src);
     g_assert_cmpuint(load_state(&dst, state->data, state->len), ==, 0);
     /* The guest's memory, as the migration brought it */
     memcpy(dst.mem, src.mem, GUEST_SIZE);
     dst.avail_idx = src.avail_idx;
     fe_queue_start(&dst, base);
-    wait_waiters(&dst, 1);
-    g_assert_cmpuint(used_idx(&dst), ==, 0);
-
-    lock_range(&dst.t, lw.ino, lw.fh1, 1, F_UNLCK);
-    wait_used(&dst, 1);
-    assert_reply(&dst, lw.slot, 4242, sizeof(struct fuse_out_header));
-    g_assert_cmpint(lock_again(&dst, &lw), ==, -EAGAIN);
-    fe_add_getattr(&dst, 4243, false);
-    wait_used(&dst, 2);
+    lock_wait_release(&dst, &lw);
+    lock_wait_answered(&dst, &lw);
     g_assert_cmpuint(used_idx(&src), ==, 0);
     fe_stop(&dst);
     fe_stop(&src);
@@ -987,22 +1011,11 @@ static void test_lock_wait_migrate_bad_ring(void)
     LockWait lw;
     Fe src, dst;
 
-    fe_start(&src, 0);
-    lock_wait_begin(&src, &lw, 4242);
-    g_assert_cmpuint(fe_queue_stop(&src), ==, 1);
-    state = save_state(&src);
-
+    lock_wait_source(&src, &lw, &state);
     fe_open(&dst, 0, &src);
     g_assert_cmpuint(load_state(&dst, state->data, state->len), ==, 0);
     /* A ring with nothing in flight: base 0, used 0 */
-    fe_queue_start(&dst, 0);
-    lock_range(&dst.t, lw.ino, lw.fh1, 1, F_UNLCK);
-    fe_add_getattr(&dst, 5000, false);
-    wait_used(&dst, 1);
-    assert_reply(&dst, 0, 5000, sizeof(struct fuse_out_header) +
-                 sizeof(struct fuse_attr_out));
-    g_usleep(50 * 1000);
-    g_assert_cmpuint(used_idx(&dst), ==, 1);
+    lock_wait_dropped(&dst, &lw);
     fe_stop(&dst);
     fe_stop(&src);
 }
@@ -1044,10 +1057,7 @@ static void test_lock_wait_bad_stream(void)
     LockWait lw;
     Fe src, dst;
 
-    fe_start(&src, 0);
-    lock_wait_begin(&src, &lw, 4242);
-    base = fe_queue_stop(&src);
-    state = save_state(&src);
+    base = lock_wait_source(&src, &lw, &state);
     start = find_section(state, 6 /* VFSD_MIG_SEC_REQUESTS */, &len);
     g_assert_cmpuint(len, >, 8);
 
