@@ -333,12 +333,50 @@ static int inode_make_handle(VfsdFs *fs, int fd, struct file_handle **fh,
     return 0;
 }
 
+/* Whether two file handles name the same file */
+static bool handle_equal(const struct file_handle *a,
+                         const struct file_handle *b)
+{
+    return a->handle_type == b->handle_type &&
+           a->handle_bytes == b->handle_bytes &&
+           !memcmp(a->f_handle, b->f_handle, a->handle_bytes);
+}
+
+/*
+ * Called with the table's lock held: whether @inode, found by the key of
+ * the file at hand, is that file (1), is not (0), or needs the file's
+ * handle to tell (-1, @fh NULL).  An inode held by fd, or by handle
+ * while something holds its fd, keeps its host inode alive, so its number
+ * cannot have gone to another file.  One held by handle alone does not:
+ * once the host deletes the file, a new one may get its number, and only
+ * the handles (@fh, the file's own, when known) tell them apart.
+ */
+static int inode_same_file(VfsdInode *inode, const struct file_handle *fh)
+{
+    bool pinned;
+
+    if (!inode->handle) {
+        return 1;
+    }
+    g_mutex_lock(&inode->fd_lock);
+    pinned = inode->fd_users > 0;
+    g_mutex_unlock(&inode->fd_lock);
+    if (pinned) {
+        return 1;
+    }
+    if (!fh) {
+        return -1;              /* ask again with the handle */
+    }
+    return handle_equal(inode->handle, fh);
+}
+
 VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
 {
     VfsdInodeStore *st = &fs->inodes;
     VfsdInode key, *inode, *fresh;
     g_autofree struct file_handle *fh = NULL;
-    int mount_fd = -1, ret;
+    bool have_fh = false;
+    int mount_fd = -1, ret, same;
 
     key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
     key.ino = stx->stx_ino;
@@ -346,12 +384,16 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
 
     fresh = g_new0(VfsdInode, 1);
     g_mutex_lock(&st->lock);
-    inode = g_hash_table_lookup(st->by_key, &key);
-    if (!inode && fs->use_handles) {
+    for (;;) {
+        inode = g_hash_table_lookup(st->by_key, &key);
+        same = inode ? inode_same_file(inode, have_fh ? fh : NULL) : 0;
+        if (have_fh || !fs->use_handles || same > 0) {
+            break;
+        }
         /*
-         * A new inode needs its handle, made without the table's lock (a
-         * system call must not run under it); a known one does not, and
-         * most lookups are of known inodes.
+         * A new inode needs its handle, and so does a known one held by
+         * handle alone: made without the table's lock (a system call must
+         * not run under it).  Most lookups are of known inodes with an fd.
          */
         g_mutex_unlock(&st->lock);
         ret = inode_make_handle(fs, fd, &fh, &mount_fd);
@@ -361,8 +403,16 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
             errno = -ret;
             return NULL;
         }
+        have_fh = true;
         g_mutex_lock(&st->lock);
-        inode = g_hash_table_lookup(st->by_key, &key);
+    }
+    if (inode && same <= 0) {
+        /*
+         * Another file with a deleted one's number: the guest may still
+         * name the old one (its requests get the host's ESTALE), the key
+         * is the new one's.
+         */
+        inode = NULL;
     }
     if (inode) {
         inode->nlookup++;
@@ -399,7 +449,8 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
         inode->refcount = 2;
         inode->nlookup = 1;
         g_hash_table_insert(st->by_nodeid, &inode->nodeid, inode);
-        g_hash_table_insert(st->by_key, inode, inode);
+        /* replace: the key is the inode, and the old one may go first */
+        g_hash_table_replace(st->by_key, inode, inode);
     }
     g_mutex_unlock(&st->lock);
 

@@ -1156,7 +1156,8 @@ static void test_forget(TestFs *t, gconstpointer data)
 static void test_handles(TestFs *t, gconstpointer data)
 {
     struct fuse_attr_out out;
-    uint64_t ino[50], fh;
+    struct stat st;
+    uint64_t ino[50], fh, again;
     char name[16];
     int before, opened, made, i;
     TestReq *r;
@@ -1189,6 +1190,7 @@ static void test_handles(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
     g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
 
+    g_assert_cmpint(fstatat(t->dir_fd, "f9", &st, 0), ==, 0);
     g_assert_cmpint(unlinkat(t->dir_fd, "f9", 0), ==, 0);
     r = test_req_new(FUSE_GETATTR, ino[9]);
     test_req_add(r, &(struct fuse_getattr_in){ 0 },
@@ -1196,6 +1198,43 @@ static void test_handles(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==,
                     -ESTALE);
     g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+
+    /*
+     * Nothing holds f9's host inode now, so its number may go to a new
+     * file, which must be an inode of its own: the stale one's handle
+     * cannot open it (created through the daemon, it failed with EIO).
+     */
+    for (i = 0; i < 100; i++) {
+        struct stat nst;
+
+        snprintf(name, sizeof(name), "n%d", i);
+        again = test_create(t, FUSE_ROOT_ID, name, O_RDWR, &fh);
+        g_assert_cmpint(fstatat(t->dir_fd, name, &nst, 0), ==, 0);
+        if (nst.st_ino == st.st_ino) {
+            g_test_message("new file %d got the number", i);
+            break;
+        }
+    }
+    if (i == 100) {
+        g_test_message("the scratch file system gave none of 100 new "
+                       "files the deleted file's number %ju: case not "
+                       "reached", (uintmax_t)st.st_ino);
+        g_test_fail();
+        return;
+    }
+    g_assert_cmpuint(again, !=, ino[9]);
+    g_assert_cmpint(test_write(t, again, fh, 0, "y", 1), ==, 1);
+    r = test_req_new(FUSE_GETATTR, again);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(out.attr.size, ==, 1);
+    g_assert_cmpuint(test_lookup(t, FUSE_ROOT_ID, name, NULL), ==, again);
+    r = test_req_new(FUSE_GETATTR, ino[9]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==,
+                    -ESTALE);
 }
 
 static void test_handles_startup(void)
