@@ -122,6 +122,7 @@ typedef struct VfsdIntr {
     uint64_t early[16];         /* interrupted before they came; 0: none */
     unsigned int early_next;
     bool closing;               /* waits end at once (disconnect) */
+    bool paused;                /* the same while the device is stopped */
 } VfsdIntr;
 
 /*

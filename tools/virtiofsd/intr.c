@@ -77,7 +77,8 @@ void vfsd_waiter_begin(VfsdFs *fs, VfsdWaiter *w, uint64_t unique)
     w->done = false;
     w->users = 0;
     g_mutex_lock(&fs->intr.lock);
-    w->interrupted = fs->intr.closing || (unique && take_early(fs, unique));
+    w->interrupted = fs->intr.closing || fs->intr.paused ||
+                     (unique && take_early(fs, unique));
     fs->intr.waiters = g_list_prepend(fs->intr.waiters, w);
     g_mutex_unlock(&fs->intr.lock);
 }
@@ -164,18 +165,37 @@ void vfsd_interrupt(VfsdFs *fs, uint64_t unique)
     g_mutex_unlock(&fs->intr.lock);
 }
 
-void vfsd_interrupt_all(VfsdFs *fs)
+/*
+ * Called with fs->intr.lock held, and closing or paused set so that no
+ * waiter comes in uninterrupted meanwhile
+ */
+static void interrupt_every_waiter(VfsdFs *fs)
 {
     VfsdWaiter *w;
 
-    g_mutex_lock(&fs->intr.lock);
-    fs->intr.closing = true;
-    /* Each one done leaves the list; later ones start interrupted */
+    /* Each one done leaves the list */
     while (fs->intr.waiters) {
         w = fs->intr.waiters->data;
         w->users++;
         interrupt_waiter(fs, w);
         waiter_release(fs, w);
+    }
+}
+
+void vfsd_interrupt_all(VfsdFs *fs)
+{
+    g_mutex_lock(&fs->intr.lock);
+    fs->intr.closing = true;
+    interrupt_every_waiter(fs);
+    g_mutex_unlock(&fs->intr.lock);
+}
+
+void vfsd_interrupt_pause(VfsdFs *fs, bool pause)
+{
+    g_mutex_lock(&fs->intr.lock);
+    fs->intr.paused = pause;
+    if (pause) {
+        interrupt_every_waiter(fs);
     }
     g_mutex_unlock(&fs->intr.lock);
 }

@@ -24,6 +24,11 @@ void vfsd_waiter_end(VfsdFs *fs, VfsdWaiter *w);
 void vfsd_interrupt(VfsdFs *fs, uint64_t unique);
 /* Every wait, and every later one, ends with EINTR */
 void vfsd_interrupt_all(VfsdFs *fs);
+/*
+ * With @pause, the same until called again without: the transport parks
+ * the requests that wait while the device is stopped.
+ */
+void vfsd_interrupt_pause(VfsdFs *fs, bool pause);
 
 
 #endif /* VIRTIOFSD_INTR_H */

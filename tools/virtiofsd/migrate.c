@@ -64,6 +64,7 @@ typedef struct MigHandedLock {
 
 struct VfsdMig {
     GArray *handed;             /* MigHandedLock */
+    VfsdMigHook hook;           /* the transport's section, if any */
     /* What the last save or load carried, for the log */
     uint64_t inodes, handles, locks, lost;
 };
@@ -88,6 +89,11 @@ static void mig_drop_handed(VfsdMig *m)
         vfsd_handle_put(hl->handle);
     }
     g_array_set_size(m->handed, 0);
+}
+
+void vfsd_migrate_set_hook(VfsdFs *fs, const VfsdMigHook *hook)
+{
+    mig_of(fs)->hook = *hook;
 }
 
 void vfsd_migrate_free(VfsdFs *fs)
@@ -923,6 +929,25 @@ static bool load_locks(VfsdFs *fs, VfsdMigReader *r, char **err)
     return true;
 }
 
+static bool save_requests(VfsdFs *fs, VfsdMigWriter *w, char **err)
+{
+    VfsdMigHook *hook = &mig_of(fs)->hook;
+
+    return !hook->save || hook->save(hook->opaque, w, err);
+}
+
+static bool load_requests(VfsdFs *fs, VfsdMigReader *r, char **err)
+{
+    VfsdMigHook *hook = &mig_of(fs)->hook;
+
+    if (!hook->load) {
+        *err = g_strdup("the state carries requests in flight, and "
+                        "nothing here can take them");
+        return false;
+    }
+    return hook->load(hook->opaque, r, err);
+}
+
 /*
  * The sections, in the order they are written and must be read: each
  * one's load may rely on those above it (handles on inodes).  A layer
@@ -942,6 +967,8 @@ static const struct {
     { VFSD_MIG_SEC_LOCKS, "locks", save_locks, load_locks },
     /* Checked on load, mapped only once the whole stream is */
     { VFSD_MIG_SEC_DAX, "dax mappings", vfsd_dax_save, vfsd_dax_load },
+    /* Requests that wait on the locks and files above */
+    { VFSD_MIG_SEC_REQUESTS, "requests", save_requests, load_requests },
 };
 
 GByteArray *vfsd_migrate_save(VfsdFs *fs, char **err)

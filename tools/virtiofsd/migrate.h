@@ -10,6 +10,7 @@
 #define VIRTIOFSD_MIGRATE_H
 
 #include "fs-types.h"
+#include "migstream.h"
 
 /*
  * The stream (docs/tools/virtiofsd.rst, "Live migration"): a header
@@ -28,6 +29,7 @@ enum {
     VFSD_MIG_SEC_HANDLES = 3,   /* fh, nodeid, open flags */
     VFSD_MIG_SEC_LOCKS = 4,     /* POSIX locks by owner */
     VFSD_MIG_SEC_DAX = 5,       /* the DAX window's mappings (dax.c) */
+    VFSD_MIG_SEC_REQUESTS = 6,  /* requests in flight (the transport's) */
 };
 
 /* A section a reader that does not know its type may skip */
@@ -59,6 +61,19 @@ bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err);
  * vfsd_migrate_save() let go.  Nothing to do otherwise.
  */
 void vfsd_migrate_resume(VfsdFs *fs);
+
+/*
+ * The section the transport keeps, in the layer above: the requests it
+ * holds that the guest still waits for (lock waits parked while the
+ * device is stopped).  It is written last; a stream that has it needs a
+ * hook to load it.
+ */
+typedef struct VfsdMigHook {
+    bool (*save)(void *opaque, VfsdMigWriter *w, char **err);
+    bool (*load)(void *opaque, VfsdMigReader *r, char **err);
+    void *opaque;
+} VfsdMigHook;
+void vfsd_migrate_set_hook(VfsdFs *fs, const VfsdMigHook *hook);
 
 /*
  * A transfer over @fd (taken over), running in a thread of its own since

@@ -1503,6 +1503,17 @@ bool vfsd_request_may_block(const VfsdReqHead *head)
     return head->valid && (op_of(head->h.opcode)->flags & VFSD_OP_MAY_BLOCK);
 }
 
+int vfsd_reply_error(const void *rep, size_t len)
+{
+    struct fuse_out_header oh;
+
+    if (len < sizeof(oh)) {
+        return 0;
+    }
+    memcpy(&oh, rep, sizeof(oh));
+    return oh.error;
+}
+
 typedef enum VfsdRunMode {
     VFSD_RUN_NORMAL,
     VFSD_RUN_HIPRIO,

@@ -64,4 +64,10 @@ size_t vfsd_process_no_wait(VfsdFs *fs, const VfsdReqHead *head,
  */
 bool vfsd_request_may_block(const VfsdReqHead *head);
 
+/*
+ * The error (a negative errno, 0 for none) of the reply of @len bytes at
+ * @rep: the transport tells a wait it interrupted from one that ended.
+ */
+int vfsd_reply_error(const void *rep, size_t len);
+
 #endif /* VIRTIOFSD_SERVER_H */

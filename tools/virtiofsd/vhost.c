@@ -57,7 +57,6 @@ typedef struct VfsdDev VfsdDev;
 typedef struct VfsdQueue {
     VfsdDev *dev;
     int qidx;
-    uint64_t gen;
     pthread_t thread;
     int stop_fd;
     GMutex lock;                /* pops and pushes */
@@ -69,6 +68,18 @@ typedef struct VfsdQueue {
     gint stopping;
 } VfsdQueue;
 
+/*
+ * Where a ring stood when its queue stopped, to tell a restart of the
+ * same ring (stop/cont) from a new one (a device reset) when the queue
+ * starts again.
+ */
+typedef struct VfsdRingMark {
+    bool valid;
+    uint16_t last_avail;
+    uint16_t used;
+    uint64_t desc, avail, used_addr;    /* the front-end's addresses */
+} VfsdRingMark;
+
 struct VfsdDev {
     VuDev vu;
     VfsdFs *fs;
@@ -76,8 +87,15 @@ struct VfsdDev {
     VfsdQueue *queues[VFSD_MAX_QUEUES];
     GThreadPool *pool;
     GThreadPool *blocking_pool;
-    gint blocking;              /* requests handed to blocking_pool */
-    uint64_t next_gen;
+    gint blocking;              /* blocking requests, running or parked */
+    /* Blocking requests across stops of their queue: see park() */
+    GMutex park_lock;
+    GCond park_cond;
+    unsigned int running[VFSD_MAX_QUEUES]; /* in blocking_pool */
+    GQueue parked;              /* VfsdElem */
+    bool paused;                /* waits interrupted (vfsd_interrupt_pause) */
+    uint64_t pause_seq;         /* pauses so far */
+    VfsdRingMark mark[VFSD_MAX_QUEUES];
     /*
      * Bumped under dispatch_lock for writing when the memory table
      * changes: the host addresses of a request popped before may then be
@@ -102,13 +120,18 @@ typedef struct VfsdElem {
     VuVirtqElement elem;
     VfsdDev *dev;
     int qidx;
-    uint64_t gen;               /* of the queue it came from */
     uint64_t mem_gen;           /* of the memory table elem was mapped with */
     uint64_t *gpa;              /* guest address of each out_sg, then in_sg */
     VfsdReqHead head;           /* read from the guest once, when popped */
     void *args;                 /* a blocking request's arguments, copied */
     size_t args_len;
     bool counted;               /* in the queue's inflight */
+    /* Blocking requests only, under park_lock */
+    uint64_t pause_seq;         /* dev's when it was handed to a worker */
+    void *reply;                /* parked with its reply; NULL: to run */
+    size_t reply_len;
+    bool carried;               /* from a migration source: not popped here */
+    bool by_gpa;                /* no host address at all (carried) */
 } VfsdElem;
 
 /* Not found in the memory table (see elem_record_gpa()) */
@@ -118,6 +141,7 @@ static void elem_free(VfsdElem *el)
 {
     g_free(el->gpa);
     g_free(el->args);
+    g_free(el->reply);
     free(el);                   /* libvhost-user malloc()ed it */
 }
 
@@ -205,7 +229,7 @@ static VfsdSeg *elem_segs(VfsdElem *el, bool in)
     unsigned int n = in ? e->in_num : e->out_num;
     struct iovec *iov = in ? e->in_sg : e->out_sg;
     uint64_t *gpa = el->gpa + (in ? e->out_num : 0);
-    bool stale = el->mem_gen != el->dev->mem_gen;
+    bool stale = el->by_gpa || el->mem_gen != el->dev->mem_gen;
     VfsdSeg *segs = g_new(VfsdSeg, n ? n : 1);
     unsigned int i;
 
@@ -218,18 +242,10 @@ static VfsdSeg *elem_segs(VfsdElem *el, bool in)
     return segs;
 }
 
-/* Called with dispatch_lock held: whether the queue el came from still runs */
-static bool elem_queue_live(VfsdElem *el)
-{
-    VfsdQueue *q = el->dev->queues[el->qidx];
-
-    return q && q->gen == el->gen;
-}
-
 /*
- * Called with dispatch_lock held for reading.  A request that outlived
- * its queue (a SETLKW still blocked when the front-end stopped the
- * device) is dropped: that queue's state is gone.
+ * Called with dispatch_lock held, while the queue el came from runs: the
+ * queue thread, the pool's requests and blocking ones (see park()) all
+ * end before the queue stops.
  */
 static void complete(VfsdElem *el, size_t written)
 {
@@ -238,10 +254,6 @@ static void complete(VfsdElem *el, size_t written)
     VuDev *vu = &dev->vu;
     VuVirtq *vq = vu_get_queue(vu, el->qidx);
 
-    if (!elem_queue_live(el)) {
-        elem_free(el);
-        return;
-    }
     g_mutex_lock(&q->lock);
     vu_queue_push(vu, vq, &el->elem, written);
     vu_queue_notify(vu, vq);
@@ -299,6 +311,81 @@ static void pool_worker(gpointer data, gpointer user_data)
 }
 
 /*
+ * Blocking requests (SETLKW) across a stop of their queue.  At
+ * GET_VRING_BASE the front-end takes the ring back, to start it again
+ * as it was (QMP stop and cont), to hand it to another QEMU (live
+ * migration), or to reset it.  A lock wait cannot go on meanwhile and
+ * answer whenever the lock comes: the reply would land in a ring we no
+ * longer own.  Nor can it be answered EINTR: Linux restarts an
+ * interrupted FUSE lock call only when a signal is pending, so the guest
+ * process would see an error that nothing caused.  So a stop interrupts
+ * every wait (vfsd_interrupt_pause()) and parks its request, to run
+ * again, or with its reply when the lock came first.  When the queue
+ * starts on the same ring, parked requests run again or get their
+ * replies; on a new ring they are dropped, as the guest that sent them
+ * reset its device.  A live migration carries them, and the destination
+ * does the same on the ring it is given (save_parked(), load_parked()).
+ */
+
+/* Called with dispatch_lock held: whether @qidx's ring is ours to use */
+static bool queue_live(VfsdDev *dev, int qidx)
+{
+    VfsdQueue *q = dev->queues[qidx];
+
+    return q && !g_atomic_int_get(&q->stopping);
+}
+
+/* Called with park_lock held */
+static void blocking_submit(VfsdDev *dev, VfsdElem *el)
+{
+    dev->running[el->qidx]++;
+    el->pause_seq = dev->pause_seq;
+    g_thread_pool_push(dev->blocking_pool, el, NULL);
+}
+
+/* Called with dispatch_lock held, while el's queue is live */
+static void blocking_reply(VfsdElem *el, const void *rep, size_t written)
+{
+    VfsdDev *dev = el->dev;
+    g_autofree VfsdSeg *in_segs = elem_segs(el, true);
+    VfsdBuf guest;
+
+    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
+    if (!vfsd_buf_write(&guest, rep, written)) {
+        written = 0;
+    }
+    complete(el, written);
+    g_atomic_int_add(&dev->blocking, -1);
+}
+
+/*
+ * Called with dispatch_lock and park_lock held: a request that ran to
+ * its end, or whose wait a pause interrupted (@interrupted), either
+ * reaches the guest now, runs again, or is parked (@rep taken over).
+ */
+static void blocking_settle(VfsdElem *el, void *rep, size_t written,
+                            bool interrupted)
+{
+    VfsdDev *dev = el->dev;
+
+    if (interrupted && !dev->paused && queue_live(dev, el->qidx)) {
+        g_free(rep);
+        blocking_submit(dev, el);
+    } else if (interrupted || !queue_live(dev, el->qidx)) {
+        if (!interrupted) {
+            el->reply = rep;
+            el->reply_len = written;
+        } else {
+            g_free(rep);
+        }
+        g_queue_push_tail(&dev->parked, el);
+    } else {
+        blocking_reply(el, rep, written);
+        g_free(rep);
+    }
+}
+
+/*
  * A request that may wait forever (SETLKW) must not hold dispatch_lock
  * meanwhile, or the front-end could not even stop the device: it runs on
  * the copy of its arguments taken when it was popped, and its reply goes
@@ -308,12 +395,12 @@ static void blocking_worker(gpointer data, gpointer user_data)
 {
     VfsdElem *el = data;
     VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *in_segs = NULL;
-    g_autofree void *rep = NULL;
+    void *rep;
     VfsdSeg req_seg, rep_seg;
-    VfsdBuf in, out, guest;
+    VfsdBuf in, out;
     size_t rep_len = 0, written;
     unsigned int i;
+    bool interrupted;
 
     for (i = 0; i < el->elem.in_num; i++) {
         rep_len += el->elem.in_sg[i].iov_len;
@@ -327,17 +414,361 @@ static void blocking_worker(gpointer data, gpointer user_data)
     written = vfsd_process_request(dev->fs, &el->head, &in, &out);
 
     pthread_rwlock_rdlock(&dev->dispatch_lock);
-    /* A stopped queue's buffers may be the guest's again by now */
-    if (elem_queue_live(el)) {
-        in_segs = elem_segs(el, true);
-        vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
-        if (!vfsd_buf_write(&guest, rep, written)) {
-            written = 0;
+    g_mutex_lock(&dev->park_lock);
+    /*
+     * EINTR after a pause began is the pause's; the guest's own INTERRUPT
+     * at that very moment (Linux's virtio-fs sends none) would get the
+     * lock asked again instead.
+     */
+    interrupted = el->pause_seq != dev->pause_seq &&
+                  vfsd_reply_error(rep, written) == -EINTR;
+    dev->running[el->qidx]--;
+    blocking_settle(el, rep, written, interrupted);
+    g_cond_broadcast(&dev->park_cond);
+    g_mutex_unlock(&dev->park_lock);
+    pthread_rwlock_unlock(&dev->dispatch_lock);
+}
+
+/*
+ * Called by the main thread from queue_stop(), without dispatch_lock:
+ * the waits of @qidx end, and their requests are parked.
+ */
+static void park(VfsdDev *dev, int qidx)
+{
+    g_mutex_lock(&dev->park_lock);
+    if (dev->running[qidx] && !dev->paused) {
+        dev->paused = true;
+        dev->pause_seq++;
+        g_mutex_unlock(&dev->park_lock);
+        /* Returns once every wait has ended */
+        vfsd_interrupt_pause(dev->fs, true);
+        g_mutex_lock(&dev->park_lock);
+    }
+    while (dev->running[qidx]) {
+        g_cond_wait(&dev->park_cond, &dev->park_lock);
+    }
+    g_mutex_unlock(&dev->park_lock);
+}
+
+/* Called with dispatch_lock held for writing: where @qidx's ring stands */
+static void ring_mark(VfsdDev *dev, int qidx)
+{
+    VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
+
+    dev->mark[qidx] = (VfsdRingMark) {
+        .valid = true,
+        .last_avail = vq->last_avail_idx,
+        .used = vq->used_idx,
+        .desc = vq->vra.desc_user_addr,
+        .avail = vq->vra.avail_user_addr,
+        .used_addr = vq->vra.used_user_addr,
+    };
+}
+
+/*
+ * Whether @qidx starts on the ring it stopped on.  A parked request is
+ * in flight, so that ring had fewer used than available entries: a reset
+ * one, started from zero, cannot pass for it.
+ */
+static bool ring_same(VfsdDev *dev, int qidx)
+{
+    VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
+    VfsdRingMark *m = &dev->mark[qidx];
+
+    return m->valid && m->last_avail == vq->last_avail_idx &&
+           m->used == vq->used_idx && m->desc == vq->vra.desc_user_addr &&
+           m->avail == vq->vra.avail_user_addr &&
+           m->used_addr == vq->vra.used_user_addr;
+}
+
+/*
+ * Called with park_lock held: the parked requests of @qidx that came
+ * with the migration take their places among the ring's requests in
+ * flight, if they fit there; false if they do not, and the ring cannot
+ * take them.  Which heads are in flight the ring does not say (the
+ * guest may have reused their available entries since): a source that
+ * names a wrong one can confuse this guest's ring, as any back-end of
+ * its device could, but not our memory.
+ */
+static bool carried_fit(VfsdDev *dev, int qidx, unsigned int n)
+{
+    VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
+    uint16_t in_flight = vq->last_avail_idx - vq->used_idx;
+    g_autofree bool *seen = g_new0(bool, vq->vring.num ? vq->vring.num : 1);
+    GList *l;
+
+    if (n > in_flight || n > vq->vring.num - vq->inuse) {
+        vfsd_err("migration: queue %d has %u requests in flight, %u "
+                 "carried ones do not fit", qidx, in_flight, n);
+        return false;
+    }
+    for (l = dev->parked.head; l; l = l->next) {
+        VfsdElem *el = l->data;
+
+        if (el->qidx != qidx || !el->carried) {
+            continue;
+        }
+        if (el->elem.index >= vq->vring.num || seen[el->elem.index]) {
+            vfsd_err("migration: carried request %u of queue %d is not "
+                     "in its ring of %u", el->elem.index, qidx,
+                     vq->vring.num);
+            return false;
+        }
+        seen[el->elem.index] = true;
+    }
+    vq->inuse += n;
+    return true;
+}
+
+/*
+ * Called with park_lock held: drops the parked requests of @qidx (every
+ * queue's if negative) that came with a migration (@carried) or not
+ */
+static void parked_drop(VfsdDev *dev, int qidx, bool carried)
+{
+    GList *l = dev->parked.head, *next;
+
+    for (; l; l = next) {
+        VfsdElem *el = l->data;
+
+        next = l->next;
+        if ((qidx >= 0 && el->qidx != qidx) || el->carried != carried) {
+            continue;
+        }
+        g_queue_delete_link(&dev->parked, l);
+        elem_free(el);
+        g_atomic_int_add(&dev->blocking, -1);
+    }
+}
+
+/*
+ * Called by the main thread with dispatch_lock held for writing, once
+ * queue @qidx has started: parked requests of live queues run again or
+ * get their replies.
+ */
+static void parked_restart(VfsdDev *dev, int qidx)
+{
+    VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
+    unsigned int here = 0, carried = 0;
+    bool resume;
+    GList *l, *next;
+
+    g_mutex_lock(&dev->park_lock);
+    for (l = dev->parked.head; l; l = l->next) {
+        VfsdElem *el = l->data;
+
+        if (el->qidx == qidx) {
+            if (el->carried) {
+                carried++;
+            } else {
+                here++;
+            }
         }
     }
-    complete(el, written);
-    pthread_rwlock_unlock(&dev->dispatch_lock);
-    g_atomic_int_add(&dev->blocking, -1);
+    if (here && !ring_same(dev, qidx)) {
+        vfsd_info("queue %d starts on a new ring: %u parked lock requests "
+                  "dropped", qidx, here);
+        parked_drop(dev, qidx, false);
+        vq->inuse -= MIN(vq->inuse, here);
+    }
+    dev->mark[qidx].valid = false;
+    if (carried) {
+        if (carried_fit(dev, qidx, carried)) {
+            for (l = dev->parked.head; l; l = l->next) {
+                VfsdElem *el = l->data;
+
+                if (el->qidx == qidx) {
+                    el->carried = false;
+                }
+            }
+            vfsd_info("queue %d: %u lock requests carried by the migration "
+                      "resume", qidx, carried);
+        } else {
+            parked_drop(dev, qidx, true);
+        }
+    }
+    resume = dev->paused;
+    dev->paused = false;
+    g_mutex_unlock(&dev->park_lock);
+    if (resume) {
+        vfsd_interrupt_pause(dev->fs, false);
+    }
+
+    g_mutex_lock(&dev->park_lock);
+    for (l = dev->parked.head; l; l = next) {
+        VfsdElem *el = l->data;
+
+        next = l->next;
+        if (el->carried || !queue_live(dev, el->qidx)) {
+            continue;
+        }
+        g_queue_delete_link(&dev->parked, l);
+        if (el->reply) {
+            blocking_reply(el, el->reply, el->reply_len);
+        } else {
+            blocking_submit(dev, el);
+        }
+    }
+    g_mutex_unlock(&dev->park_lock);
+}
+
+/* The smallest parked request in the stream, and the most segments */
+#define VFSD_MIG_PARKED_MIN 13
+#define VFSD_MIG_PARKED_MAX_SEGS 1024
+
+/*
+ * Migration (the VFSD_MIG_SEC_REQUESTS section): each parked request by
+ * queue and descriptor head, with the guest addresses of the buffers its
+ * reply goes to, and its reply, or its header and arguments to run it
+ * again.  Called with dispatch_lock held for writing, the device stopped.
+ */
+static bool save_parked(void *opaque, VfsdMigWriter *w, char **err)
+{
+    VfsdDev *dev = opaque;
+    GList *l;
+    unsigned int i;
+
+    g_mutex_lock(&dev->park_lock);
+    for (i = 0; i < VFSD_MAX_QUEUES; i++) {
+        if (dev->running[i]) {
+            g_mutex_unlock(&dev->park_lock);
+            *err = g_strdup_printf("queue %u still runs %u lock requests",
+                                   i, dev->running[i]);
+            return false;
+        }
+    }
+    if (!dev->parked.length) {
+        g_mutex_unlock(&dev->park_lock);
+        return true;
+    }
+    vfsd_mig_put_u64(w, dev->parked.length);
+    for (l = dev->parked.head; l; l = l->next) {
+        VfsdElem *el = l->data;
+        VuVirtqElement *e = &el->elem;
+
+        vfsd_mig_put_u16(w, el->qidx);
+        vfsd_mig_put_u16(w, e->index);
+        vfsd_mig_put_u8(w, el->reply != NULL);
+        vfsd_mig_put_u32(w, e->in_num);
+        for (i = 0; i < e->in_num; i++) {
+            vfsd_mig_put_u64(w, el->gpa[e->out_num + i]);
+            vfsd_mig_put_u32(w, e->in_sg[i].iov_len);
+        }
+        if (el->reply) {
+            vfsd_mig_put_blob(w, el->reply, el->reply_len);
+        } else {
+            g_autofree uint8_t *req = g_malloc(sizeof(el->head.h) +
+                                               el->args_len);
+
+            memcpy(req, &el->head.h, sizeof(el->head.h));
+            memcpy(req + sizeof(el->head.h), el->args, el->args_len);
+            vfsd_mig_put_blob(w, req, sizeof(el->head.h) + el->args_len);
+        }
+    }
+    vfsd_info("migration: %u parked lock requests saved",
+              dev->parked.length);
+    g_mutex_unlock(&dev->park_lock);
+    return true;
+}
+
+/* One parked request from the stream, or NULL (@err) if it is malformed */
+static VfsdElem *load_one_parked(VfsdDev *dev, VfsdMigReader *r,
+                                 uint64_t i, char **err)
+{
+    uint16_t qidx = vfsd_mig_get_u16(r);
+    uint16_t head = vfsd_mig_get_u16(r);
+    uint8_t has_reply = vfsd_mig_get_u8(r);
+    uint32_t n_in = vfsd_mig_get_u32(r), len, k;
+    const uint8_t *blob;
+    VfsdElem *el;
+
+    if (r->bad || !qidx || qidx >= VFSD_MAX_QUEUES || has_reply > 1 ||
+        n_in > VFSD_MIG_PARKED_MAX_SEGS ||
+        n_in > vfsd_mig_remaining(r) / 12) {
+        *err = g_strdup_printf("bad parked request record %" PRIu64, i);
+        return NULL;
+    }
+    el = calloc(1, sizeof(*el) + n_in * sizeof(struct iovec));
+    if (!el) {
+        *err = g_strdup("out of memory");
+        return NULL;
+    }
+    el->dev = dev;
+    el->qidx = qidx;
+    el->carried = el->by_gpa = true;
+    el->elem.index = head;
+    el->elem.in_num = n_in;
+    el->elem.in_sg = (struct iovec *)(el + 1);
+    el->gpa = g_new(uint64_t, n_in ? n_in : 1);
+    for (k = 0; k < n_in; k++) {
+        el->gpa[k] = vfsd_mig_get_u64(r);
+        el->elem.in_sg[k].iov_len = vfsd_mig_get_u32(r);
+    }
+    blob = vfsd_mig_get_blob(r, sizeof(el->head.h) + VFSD_BLOCKING_MAX_COPY,
+                             &len);
+    if (!blob) {
+        goto bad;
+    }
+    if (has_reply) {
+        el->reply = g_memdup2(blob, len ? len : 1);
+        el->reply_len = len;
+    } else {
+        VfsdSeg seg = { .base = (void *)blob, .len = len };
+        VfsdBuf b;
+
+        vfsd_buf_init(&b, &seg, 1, NULL, NULL);
+        vfsd_request_head(&b, &el->head);
+        /* Only what the source parks: the rest never waits */
+        if (!vfsd_request_may_block(&el->head)) {
+            goto bad;
+        }
+        el->args_len = len - sizeof(el->head.h);
+        el->args = g_memdup2(blob + sizeof(el->head.h),
+                             el->args_len ? el->args_len : 1);
+        el->head.avail = len;
+    }
+    return el;
+
+bad:
+    elem_free(el);
+    *err = g_strdup_printf("bad parked request record %" PRIu64, i);
+    return NULL;
+}
+
+/*
+ * The destination's side, called with dispatch_lock held for writing
+ * before any queue starts: the requests wait in the parked list until
+ * their queue does (parked_restart()).
+ */
+static bool load_parked(void *opaque, VfsdMigReader *r, char **err)
+{
+    VfsdDev *dev = opaque;
+    uint64_t count, i;
+    bool ok = true;
+
+    if (!vfsd_mig_get_count(r, VFSD_MIG_PARKED_MIN, &count) ||
+        count > VFSD_MAX_BLOCKING) {
+        *err = g_strdup("bad parked request count");
+        return false;
+    }
+    g_mutex_lock(&dev->park_lock);
+    for (i = 0; i < count && ok; i++) {
+        VfsdElem *el = load_one_parked(dev, r, i, err);
+
+        if (el) {
+            g_atomic_int_add(&dev->blocking, 1);
+            g_queue_push_tail(&dev->parked, el);
+        } else {
+            parked_drop(dev, -1, true);
+            ok = false;
+        }
+    }
+    g_mutex_unlock(&dev->park_lock);
+    if (ok) {
+        vfsd_info("migration: %" PRIu64 " parked lock requests restored",
+                  count);
+    }
+    return ok;
 }
 
 /*
@@ -355,11 +786,12 @@ static void elem_prepare(VfsdQueue *q, VfsdElem *el)
 
     el->dev = dev;
     el->qidx = q->qidx;
-    el->gen = q->gen;
     el->mem_gen = dev->mem_gen;
     el->counted = false;
     el->args = NULL;
     el->args_len = 0;
+    el->reply = NULL;
+    el->carried = el->by_gpa = false;
     elem_record_gpa(dev, el);
 
     segs = elem_segs(el, false);
@@ -410,7 +842,9 @@ static void drain_queue(VfsdQueue *q)
 
         if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
             if (g_atomic_int_add(&dev->blocking, 1) < VFSD_MAX_BLOCKING) {
-                g_thread_pool_push(dev->blocking_pool, el, NULL);
+                g_mutex_lock(&dev->park_lock);
+                blocking_submit(dev, el);
+                g_mutex_unlock(&dev->park_lock);
             } else {
                 g_atomic_int_add(&dev->blocking, -1);
                 process_elem(el, true);
@@ -493,14 +927,16 @@ static void queue_stop(VfsdDev *dev, int qidx)
     pthread_join(q->thread, NULL);
     /*
      * Requests handed to the pool finish before the front-end learns
-     * where the queue stopped.
+     * where the queue stopped, and blocking ones are parked.
      */
     g_mutex_lock(&q->inflight_lock);
     while (q->inflight) {
         g_cond_wait(&q->inflight_cond, &q->inflight_lock);
     }
     g_mutex_unlock(&q->inflight_lock);
+    park(dev, qidx);
     pthread_rwlock_wrlock(&dev->dispatch_lock);
+    ring_mark(dev, qidx);
     close(q->stop_fd);
     g_mutex_clear(&q->lock);
     g_mutex_clear(&q->inflight_lock);
@@ -531,7 +967,6 @@ static void queue_set_started(VuDev *vu, int qidx, bool started)
     q = g_new0(VfsdQueue, 1);
     q->dev = dev;
     q->qidx = qidx;
-    q->gen = ++dev->next_gen;
     g_mutex_init(&q->lock);
     g_mutex_init(&q->inflight_lock);
     g_cond_init(&q->inflight_cond);
@@ -550,6 +985,7 @@ static void queue_set_started(VuDev *vu, int qidx, bool started)
         return;
     }
     dev->queues[qidx] = q;
+    parked_restart(dev, qidx);
 }
 
 /*
@@ -820,6 +1256,10 @@ static bool mig_xfer_end(VfsdDev *dev)
     }
     if (!vfsd_migrate_end(g_steal_pointer(&dev->mig_xfer), &err)) {
         vfsd_err("migration: %s", err);
+        /* A load that failed after them: none of it is the guest's */
+        g_mutex_lock(&dev->park_lock);
+        parked_drop(dev, -1, true);
+        g_mutex_unlock(&dev->park_lock);
         return false;
     }
     return true;
@@ -1062,6 +1502,14 @@ static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
     }
     dev->blocking_pool = g_thread_pool_new(blocking_worker, dev,
                                            VFSD_MAX_BLOCKING, FALSE, NULL);
+    g_mutex_init(&dev->park_lock);
+    g_cond_init(&dev->park_cond);
+    g_queue_init(&dev->parked);
+    vfsd_migrate_set_hook(fs, &(VfsdMigHook) {
+        .save = save_parked,
+        .load = load_parked,
+        .opaque = dev,
+    });
     return dev;
 }
 
@@ -1162,6 +1610,10 @@ static void serve_teardown(VfsdDev *dev)
 
     mig_xfer_end(dev);
     vfsd_migrate_free(fs);
+    parked_drop(dev, -1, false);
+    parked_drop(dev, -1, true);
+    g_mutex_clear(&dev->park_lock);
+    g_cond_clear(&dev->park_cond);
     /* The front-end drops its mappings on disconnect */
     vfsd_dax_forget_all(fs);
     vfsd_fs_reset(fs);

@@ -22,28 +22,16 @@
 /* A second daemon's file system on the source's directory */
 static void dest_setup(TestFs *d, TestFs *src, VfsdMigOnError policy)
 {
-    g_autofree char *err = NULL;
-    int root_fd, proc_fd;
+    VfsdOptions opts = src->opts;
 
-    memset(d, 0, sizeof(*d));
-    d->opts = src->opts;
-    d->opts.migration_on_error = policy;
-    d->dir = g_strdup(src->dir);
-    d->dir_fd = open(d->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    root_fd = open(d->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    g_assert_cmpint(root_fd, >=, 0);
-    g_assert_cmpint(proc_fd, >=, 0);
-    g_assert_true(vfsd_fs_init(&d->fs, &d->opts, root_fd, proc_fd, &err));
+    opts.migration_on_error = policy;
+    test_fs_setup_peer(d, src, &opts);
 }
 
 static void dest_teardown(TestFs *d)
 {
     vfsd_migrate_free(&d->fs);
-    vfsd_fs_cleanup(&d->fs);
-    close(d->fs.proc_self_fd);
-    close(d->dir_fd);
-    g_free(d->dir);
+    test_fs_teardown_peer(d);
 }
 
 static int getattr(TestFs *t, uint64_t nodeid)

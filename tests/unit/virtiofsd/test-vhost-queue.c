@@ -49,12 +49,18 @@
 #define FAR_BASE 0x40000000ULL      /* outside the memory table */
 #define FAR_SIZE (SLOTS * BUF_SIZE)
 #define TIMEOUT_MS 5000
+/* The back-end state transfer (VHOST_USER_PROTOCOL_F_DEVICE_STATE) */
+#define DEVICE_STATE_F 19
+#define SET_DEVICE_STATE_FD 42
+#define CHECK_DEVICE_STATE 43
+#define STATE_NO_FD (1ULL << 8)
 
 typedef struct Fe Fe;
 typedef void (*FeOnRead)(Fe *f);
 
 struct Fe {
     TestFs t;
+    bool peer;                  /* t is on another Fe's directory */
     GThread *server;
     gboolean served;
     int sock;
@@ -214,8 +220,12 @@ static uint8_t *map_memfd(int fd, size_t size)
     return p;
 }
 
-/* A started request queue over GUEST_SIZE bytes of guest memory */
-static void fe_start(Fe *f, unsigned int pool_size)
+/*
+ * A connected device over GUEST_SIZE bytes of guest memory, its queue
+ * not started: on a file system of its own with a FUSE session, or with
+ * @peer, on @peer's directory and without one (a migration destination).
+ */
+static void fe_open(Fe *f, unsigned int pool_size, Fe *peer)
 {
     VfsdOptions opts = {
         .fd = -1,
@@ -227,23 +237,19 @@ static void fe_start(Fe *f, unsigned int pool_size)
     uint64_t features = 1ULL << VIRTIO_F_VERSION_1 |
                         1ULL << VHOST_USER_F_PROTOCOL_FEATURES;
     uint64_t protocol = 1ULL << VHOST_USER_PROTOCOL_F_MEM_RW |
-                        1ULL << VHOST_USER_PROTOCOL_F_BACKEND_REQ;
-    struct vhost_vring_state num = { .index = QUEUE, .num = NUM };
-    struct vhost_vring_state enable = { .index = QUEUE, .num = 1 };
-    struct vhost_vring_state base = { .index = QUEUE, .num = 0 };
-    struct vhost_vring_addr addr = {
-        .index = QUEUE,
-        .desc_user_addr = GUEST_BASE + DESC_OFF,
-        .avail_user_addr = GUEST_BASE + AVAIL_OFF,
-        .used_user_addr = GUEST_BASE + USED_OFF,
-    };
-    uint64_t idx = QUEUE;
+                        1ULL << VHOST_USER_PROTOCOL_F_BACKEND_REQ |
+                        1ULL << DEVICE_STATE_F;
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
 
     memset(f, 0, sizeof(*f));
     f->sock = -1;
-    test_fs_setup(&f->t, &opts);
-    test_fs_init_session(&f->t, FUSE_POSIX_LOCKS);
+    if (peer) {
+        f->peer = true;
+        test_fs_setup_peer(&f->t, &peer->t, NULL);
+    } else {
+        test_fs_setup(&f->t, &opts);
+        test_fs_init_session(&f->t, FUSE_POSIX_LOCKS);
+    }
     f->server = g_thread_new("vfsd-serve", server_thread, f);
     while (g_atomic_int_get(&f->sock) < 0) {
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
@@ -265,13 +271,48 @@ static void fe_start(Fe *f, unsigned int pool_size)
     fe_send(f, VHOST_USER_SET_BACKEND_REQ_FD, NULL, 0, f->backend[0]);
     close(f->backend[0]);
     fe_set_mem_table(f, f->memfd, GUEST_SIZE);
+}
+
+/* Starts the queue from @base, as the front-end does */
+static void fe_queue_start(Fe *f, uint16_t base)
+{
+    struct vhost_vring_state num = { .index = QUEUE, .num = NUM };
+    struct vhost_vring_state enable = { .index = QUEUE, .num = 1 };
+    struct vhost_vring_state state = { .index = QUEUE, .num = base };
+    struct vhost_vring_addr addr = {
+        .index = QUEUE,
+        .desc_user_addr = GUEST_BASE + DESC_OFF,
+        .avail_user_addr = GUEST_BASE + AVAIL_OFF,
+        .used_user_addr = GUEST_BASE + USED_OFF,
+    };
+    uint64_t idx = QUEUE;
+
     fe_send(f, VHOST_USER_SET_VRING_NUM, &num, sizeof(num), -1);
-    fe_send(f, VHOST_USER_SET_VRING_BASE, &base, sizeof(base), -1);
+    fe_send(f, VHOST_USER_SET_VRING_BASE, &state, sizeof(state), -1);
     fe_send(f, VHOST_USER_SET_VRING_ADDR, &addr, sizeof(addr), -1);
     fe_send(f, VHOST_USER_SET_VRING_CALL, &idx, sizeof(idx), f->call);
     fe_send(f, VHOST_USER_SET_VRING_KICK, &idx, sizeof(idx), f->kick);
     fe_send(f, VHOST_USER_SET_VRING_ENABLE, &enable, sizeof(enable), -1);
     fe_barrier(f);
+}
+
+/* Stops the queue (GET_VRING_BASE); where it stopped */
+static uint16_t fe_queue_stop(Fe *f)
+{
+    struct vhost_vring_state state = { .index = QUEUE };
+
+    fe_send(f, VHOST_USER_GET_VRING_BASE, &state, sizeof(state), -1);
+    g_assert_true(fe_recv(f, VHOST_USER_GET_VRING_BASE, &state,
+                          sizeof(state)));
+    g_assert_cmpuint(state.index, ==, QUEUE);
+    return state.num;
+}
+
+/* A started request queue over GUEST_SIZE bytes of guest memory */
+static void fe_start(Fe *f, unsigned int pool_size)
+{
+    fe_open(f, pool_size, NULL);
+    fe_queue_start(f, 0);
 }
 
 /* Ends the session: libvhost-user refuses an oversized message */
@@ -294,7 +335,11 @@ static void fe_stop(Fe *f)
     close(f->call);
     munmap(f->mem, 2 * GUEST_SIZE);
     close(f->memfd);
-    test_fs_teardown(&f->t);
+    if (f->peer) {
+        test_fs_teardown_peer(&f->t);
+    } else {
+        test_fs_teardown(&f->t);
+    }
 }
 
 static void *gpa(Fe *f, uint64_t off)
@@ -664,10 +709,6 @@ static void test_mem_table_change_queued(void)
  * offered, malformed requests get an error reply, a save writes our
  * stream into the front-end's pipe and CHECK says how it went.
  */
-#define DEVICE_STATE_F 19
-#define SET_DEVICE_STATE_FD 42
-#define CHECK_DEVICE_STATE 43
-#define STATE_NO_FD (1ULL << 8)
 
 static uint64_t set_state_fd(Fe *f, uint32_t dir, uint32_t phase, int fd)
 {
@@ -744,6 +785,312 @@ static void test_device_state(void)
     fe_stop(&f);
 }
 
+/*
+ * Lock waits across a stop of their queue (vhost.c, park()).  The
+ * guest's SETLKW (owner 2, on its own handle) waits for owner 1's lock.
+ */
+typedef struct LockWait {
+    uint64_t ino, fh1, fh2;
+    unsigned int slot;
+} LockWait;
+
+static void wait_waiters(Fe *f, unsigned int n)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+
+    while (count_waiters(&f->t) != n) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+}
+
+static void lock_wait_begin(Fe *f, LockWait *lw, uint64_t unique)
+{
+    struct {
+        struct fuse_in_header h;
+        struct fuse_lk_in in;
+    } req = {
+        .h = { .len = sizeof(req), .opcode = FUSE_SETLKW, .unique = unique },
+        .in = { .owner = 2, .lk = { .start = 0, .end = 99, .type = F_WRLCK } },
+    };
+
+    lw->ino = test_create(&f->t, FUSE_ROOT_ID, "locked", O_RDWR, &lw->fh1);
+    lw->fh2 = test_open(&f->t, lw->ino, O_RDWR);
+    lock_range(&f->t, lw->ino, lw->fh1, 1, F_WRLCK);
+    req.h.nodeid = lw->ino;
+    req.in.fh = lw->fh2;
+    lw->slot = fe_add(f, &req, sizeof(req), false);
+    wait_waiters(f, 1);
+}
+
+/* Whether owner 1 could take its lock again now (SETLK) */
+static int lock_again(Fe *f, LockWait *lw)
+{
+    struct fuse_lk_in in = {
+        .fh = lw->fh1, .owner = 1,
+        .lk = { .start = 0, .end = 99, .type = F_WRLCK },
+    };
+    TestReq *r = test_req_new(FUSE_SETLK, lw->ino);
+
+    test_req_add(r, &in, sizeof(in));
+    return test_send(&f->t, r, 4096, NULL, 0, NULL);
+}
+
+/* The guest's request waits again, unanswered: owner 1 lets go */
+static void lock_wait_release(Fe *f, LockWait *lw)
+{
+    wait_waiters(f, 1);
+    g_assert_cmpuint(used_idx(f), ==, 0);
+    lock_range(&f->t, lw->ino, lw->fh1, 1, F_UNLCK);
+}
+
+/* The guest got its reply and the lock, and the ring goes on */
+static void lock_wait_answered(Fe *f, LockWait *lw)
+{
+    wait_used(f, 1);
+    assert_reply(f, lw->slot, 4242, sizeof(struct fuse_out_header));
+    /* Owner 2 holds the lock on the host */
+    g_assert_cmpint(lock_again(f, lw), ==, -EAGAIN);
+    fe_add_getattr(f, 4243, false);
+    wait_used(f, 2);
+}
+
+/*
+ * The queue starts on a ring with nothing in flight: the parked request
+ * is dropped, never answered, never run, and the ring works
+ */
+static void lock_wait_dropped(Fe *f, LockWait *lw)
+{
+    fe_queue_start(f, 0);
+    lock_range(&f->t, lw->ino, lw->fh1, 1, F_UNLCK);
+    fe_add_getattr(f, 5000, false);
+    wait_used(f, 1);
+    assert_reply(f, 0, 5000, sizeof(struct fuse_out_header) +
+                 sizeof(struct fuse_attr_out));
+    g_usleep(50 * 1000);
+    g_assert_cmpuint(used_idx(f), ==, 1);
+    /* Nobody took the lock for the dropped request */
+    g_assert_cmpint(lock_again(f, lw), ==, 0);
+}
+
+/*
+ * QMP stop and cont: the queue stops (GET_VRING_BASE) and starts again
+ * on the same ring.  The wait must not go on in a ring the daemon no
+ * longer owns, nor be lost: once the lock is free, released while the
+ * queue is stopped (@data) or after it started again, the guest gets
+ * it and its reply, and nothing reaches the ring while it is stopped.
+ */
+static void test_lock_wait_stop_cont(gconstpointer data)
+{
+    bool while_stopped = GPOINTER_TO_UINT(data);
+    LockWait lw;
+    uint16_t base;
+    Fe f;
+
+    fe_start(&f, 0);
+    lock_wait_begin(&f, &lw, 4242);
+    base = fe_queue_stop(&f);
+    g_assert_cmpuint(base, ==, 1);
+    /* Parked: nothing waits on the host meanwhile */
+    g_assert_cmpuint(count_waiters(&f.t), ==, 0);
+    if (while_stopped) {
+        lock_range(&f.t, lw.ino, lw.fh1, 1, F_UNLCK);
+        g_usleep(50 * 1000);
+        g_assert_cmpuint(used_idx(&f), ==, 0);
+    }
+    fe_queue_start(&f, base);
+    if (!while_stopped) {
+        lock_wait_release(&f, &lw);
+    }
+    lock_wait_answered(&f, &lw);
+    fe_stop(&f);
+}
+
+/*
+ * The guest reset its device while the queue was stopped: it starts on
+ * a new ring, from zero.  The parked wait belongs to the old one and is
+ * dropped, unanswered; the new ring works.
+ */
+static void test_lock_wait_reset(void)
+{
+    LockWait lw;
+    Fe f;
+
+    fe_start(&f, 0);
+    lock_wait_begin(&f, &lw, 4242);
+    g_assert_cmpuint(fe_queue_stop(&f), ==, 1);
+    memset(gpa(&f, AVAIL_OFF), 0, USED_OFF - AVAIL_OFF);
+    memset(gpa(&f, USED_OFF), 0, REQ_OFF - USED_OFF);
+    f.avail_idx = 0;
+    lock_wait_dropped(&f, &lw);
+    fe_stop(&f);
+}
+
+/* The source's state, saved through the transport */
+static GByteArray *save_state(Fe *f)
+{
+    GByteArray *got = g_byte_array_new();
+    uint8_t buf[4096];
+    ssize_t n;
+    int p[2];
+
+    g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+    g_assert_cmpuint(set_state_fd(f, 0, 0, p[1]), ==, STATE_NO_FD);
+    close(p[1]);
+    while ((n = read(p[0], buf, sizeof(buf))) > 0) {
+        g_byte_array_append(got, buf, n);
+    }
+    close(p[0]);
+    g_assert_cmpuint(check_state(f), ==, 0);
+    return got;
+}
+
+static uint64_t load_state(Fe *f, const void *state, size_t len)
+{
+    int p[2];
+
+    g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+    g_assert_cmpuint(set_state_fd(f, 1, 0, p[0]), ==, STATE_NO_FD);
+    close(p[0]);
+    g_assert_cmpint(write(p[1], state, len), ==, len);
+    close(p[1]);
+    return check_state(f);
+}
+
+/*
+ * A source whose guest waits in a SETLKW, stopped and saved; where its
+ * queue stopped, and the state in @state
+ */
+static uint16_t lock_wait_source(Fe *src, LockWait *lw, GByteArray **state)
+{
+    uint16_t base;
+
+    fe_start(src, 0);
+    lock_wait_begin(src, lw, 4242);
+    base = fe_queue_stop(src);
+    g_assert_cmpuint(base, ==, 1);
+    *state = save_state(src);
+    return base;
+}
+
+/*
+ * Live migration while the guest's SETLKW waits: the source parks it at
+ * the stop and carries it, the destination runs it again on the ring it
+ * is given (the same guest memory) and answers it there once the lock
+ * (carried too, owner 1's) is released.  The source never answers.
+ */
+static void test_lock_wait_migrate(void)
+{
+    g_autoptr(GByteArray) state = NULL;
+    LockWait lw;
+    uint16_t base;
+    Fe src, dst;
+
+    base = lock_wait_source(&src, &lw, &state);
+    fe_open(&dst, 0, &src);
+    g_assert_cmpuint(load_state(&dst, state->data, state->len), ==, 0);
+    /* The guest's memory, as the migration brought it */
+    memcpy(dst.mem, src.mem, GUEST_SIZE);
+    dst.avail_idx = src.avail_idx;
+    fe_queue_start(&dst, base);
+    lock_wait_release(&dst, &lw);
+    lock_wait_answered(&dst, &lw);
+    g_assert_cmpuint(used_idx(&src), ==, 0);
+    fe_stop(&dst);
+    fe_stop(&src);
+}
+
+/*
+ * A destination given parked requests its ring cannot have in flight
+ * (more than it has, or heads outside it) drops them rather than
+ * corrupt the guest's ring: the queue works on.
+ */
+static void test_lock_wait_migrate_bad_ring(void)
+{
+    g_autoptr(GByteArray) state = NULL;
+    LockWait lw;
+    Fe src, dst;
+
+    lock_wait_source(&src, &lw, &state);
+    fe_open(&dst, 0, &src);
+    g_assert_cmpuint(load_state(&dst, state->data, state->len), ==, 0);
+    /* A ring with nothing in flight: base 0, used 0 */
+    lock_wait_dropped(&dst, &lw);
+    fe_stop(&dst);
+    fe_stop(&src);
+}
+
+/* Where the payload of section @type starts in @state, and its length */
+static size_t find_section(GByteArray *state, uint32_t type, size_t *len)
+{
+    size_t pos = 16;            /* magic, version, flags */
+
+    while (pos + 16 <= state->len) {
+        uint32_t t;
+        uint64_t l;
+
+        memcpy(&t, state->data + pos, 4);
+        memcpy(&l, state->data + pos + 8, 8);
+        if (t == type) {
+            *len = l;
+            return pos + 16;
+        }
+        g_assert_cmpuint(t, !=, 0);
+        pos += 16 + l;
+    }
+    g_assert_not_reached();
+}
+
+/*
+ * The parked requests' section comes from the source through QEMU, and
+ * is not trusted: every byte of it changed, one at a time, the
+ * destination either refuses the state or takes something it can
+ * answer, and lives on.
+ */
+static void test_lock_wait_bad_stream(void)
+{
+    g_autoptr(GByteArray) state = NULL;
+    static const uint8_t masks[] = { 0xff, 0x01, 0x80 };
+    unsigned int refused = 0, taken = 0, m;
+    size_t start, len, i;
+    uint16_t base;
+    LockWait lw;
+    Fe src, dst;
+
+    base = lock_wait_source(&src, &lw, &state);
+    start = find_section(state, 6 /* VFSD_MIG_SEC_REQUESTS */, &len);
+    g_assert_cmpuint(len, >, 8);
+
+    for (i = start; i < start + len; i++) {
+        for (m = 0; m < G_N_ELEMENTS(masks); m++) {
+            state->data[i] ^= masks[m];
+            fe_open(&dst, 0, &src);
+            if (load_state(&dst, state->data, state->len) == 0) {
+                /* What it took meets the ring */
+                memcpy(dst.mem, src.mem, GUEST_SIZE);
+                fe_queue_start(&dst, base);
+                taken++;
+            } else {
+                refused++;
+            }
+            /* Alive: it answers, then ends the session as asked */
+            fe_barrier(&dst);
+            fe_stop(&dst);
+            state->data[i] ^= masks[m];
+        }
+    }
+    g_test_message("%u changed states refused, %u taken", refused, taken);
+    /*
+     * Every change of the count's eight bytes at least is refused (a
+     * count too large for the rest, or data after the records); changes
+     * inside the request or the guest addresses are the guest's business
+     * and taken.
+     */
+    g_assert_cmpuint(refused, >=, 3 * 8);
+    g_assert_cmpuint(taken, >, 0);
+    fe_stop(&src);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -759,5 +1106,17 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/vhost/device-state", test_device_state);
     g_test_add_func("/virtiofsd/vhost/mem-table-change/queued",
                     test_mem_table_change_queued);
+    g_test_add_data_func("/virtiofsd/vhost/lock-wait/stop-cont",
+                         GUINT_TO_POINTER(0), test_lock_wait_stop_cont);
+    g_test_add_data_func("/virtiofsd/vhost/lock-wait/stop-release-cont",
+                         GUINT_TO_POINTER(1), test_lock_wait_stop_cont);
+    g_test_add_func("/virtiofsd/vhost/lock-wait/reset",
+                    test_lock_wait_reset);
+    g_test_add_func("/virtiofsd/vhost/lock-wait/migrate",
+                    test_lock_wait_migrate);
+    g_test_add_func("/virtiofsd/vhost/lock-wait/migrate-bad-ring",
+                    test_lock_wait_migrate_bad_ring);
+    g_test_add_func("/virtiofsd/vhost/lock-wait/bad-stream",
+                    test_lock_wait_bad_stream);
     return g_test_run();
 }

@@ -85,6 +85,31 @@ void test_fs_teardown(TestFs *t)
     g_free(t->dir);
 }
 
+void test_fs_setup_peer(TestFs *d, const TestFs *src,
+                        const VfsdOptions *opts)
+{
+    g_autofree char *err = NULL;
+    int root_fd, proc_fd;
+
+    memset(d, 0, sizeof(*d));
+    d->opts = opts ? *opts : src->opts;
+    d->dir = g_strdup(src->dir);
+    d->dir_fd = open(d->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    root_fd = open(d->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    proc_fd = open("/proc/self/fd", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    g_assert_cmpint(root_fd, >=, 0);
+    g_assert_cmpint(proc_fd, >=, 0);
+    g_assert_true(vfsd_fs_init(&d->fs, &d->opts, root_fd, proc_fd, &err));
+}
+
+void test_fs_teardown_peer(TestFs *d)
+{
+    vfsd_fs_cleanup(&d->fs);
+    close(d->fs.proc_self_fd);
+    close(d->dir_fd);
+    g_free(d->dir);
+}
+
 TestReq *test_req_new(uint32_t opcode, uint64_t nodeid)
 {
     TestReq *r = g_new0(TestReq, 1);

@@ -56,6 +56,14 @@ typedef struct TestReq {
 
 void test_fs_setup(TestFs *t, const VfsdOptions *opts);
 void test_fs_teardown(TestFs *t);
+/*
+ * A second file system on @src's directory (a live migration's
+ * destination), with @opts or @src's options, and no session yet; its
+ * teardown leaves the directory to @src's.
+ */
+void test_fs_setup_peer(TestFs *d, const TestFs *src,
+                        const VfsdOptions *opts);
+void test_fs_teardown_peer(TestFs *d);
 void test_fs_init_session(TestFs *t, uint64_t want_flags);
 
 TestReq *test_req_new(uint32_t opcode, uint64_t nodeid);
