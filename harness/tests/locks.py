@@ -271,9 +271,10 @@ class Run:
 def stop_cont(args):
     """The controls: released while the VM runs.  p.lock (posix): stop,
     cont, then release: the daemon's wait goes on across the stop.
-    f.lock (flock): stop, release while stopped, cont: the lock is granted
-    while the queues are stopped and the reply must still reach the
-    guest."""
+    f.lock (flock): stop, release while stopped, cont: whether the
+    daemon's thread took the lock while the queues were stopped (its reply
+    must then wait for cont) or gave its wait up at the stop (to run it
+    again at cont), the guest must get the lock after cont."""
     run = Run(args)
     qmp = None
     try:
@@ -318,10 +319,10 @@ def stop_cont(args):
                     time.sleep(1)
                     if qmp.cmd("query-status")["status"] != "paused":
                         raise StepFailed("QEMU runs before cont")
-                    took = run.holds(name, kind, pid)
+                    who = "the daemon" if run.holds(name, kind, pid) else \
+                        "nobody"
                     say(f"ok: {name}: released while stopped; 1 s later "
-                        f"{'the daemon holds it' if took else 'nobody holds it'}"
-                        f": {describe(path)}")
+                        f"{who} holds it: {describe(path)}")
                     qmp.cmd("cont")
                 if qmp.cmd("query-status")["status"] != "running":
                     raise StepFailed("QEMU does not run after cont")
@@ -344,8 +345,9 @@ def stop_cont(args):
 
 def migrate(args):
     """The guest waits on both files when the migration begins (migrate.py
-    runs "waiters" as its host step); once it has completed the host lets
-    go, and the destination's daemon must take both locks for the guest."""
+    runs "waiters" as its host step); once it has completed the waits go
+    on in the destination's daemon, the host lets go, and that daemon must
+    take both locks for the guest."""
     run = Run(args)
     done = os.path.join(args.shared, ".migrate-done")
     ready = os.path.join(args.shared, ".migrate-ready")
@@ -368,13 +370,21 @@ def migrate(args):
         except (StepFailed, OSError) as e:
             run.fail("migration", e)
             return run.finish()
-        # Informational: where the waits are now, before the host lets go
-        time.sleep(1)
-        for name, kind in FILES:
+        # The migration carried the waits: they go on in the destination
+        # (for POSIX, whose OFD locks show no pid, an OFD waiter on the
+        # file: the source has no queue left to answer through)
+        for i, (name, kind) in enumerate(FILES):
             path = os.path.join(args.shared, name)
-            say(f"ok: after the migration, before the release, {name}: "
-                f"{describe(path)} (source daemon {src}, destination "
-                f"daemon {dst})")
+            try:
+                run.wait_for(f"{name}: the guest's request waiting in the "
+                             f"destination daemon (pid {dst}; the source's "
+                             f"is {src}) after the migration",
+                             lambda: run.waiter_seen(name, kind, dst), 10,
+                             path)
+                say(f"ok: {name}: after the migration the request waits in "
+                    f"the destination daemon (pid {dst}): {describe(path)}")
+            except StepFailed as e:
+                run.fail(f"{i + 1} ({name}, {kind}) after the migration", e)
         for name, kind in FILES:
             run.release(name)
         say("ok: the host released both locks")
