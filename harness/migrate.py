@@ -16,7 +16,10 @@ destination if the migration completed, on the source otherwise.
 The exit status is the guest script's, or 1 when the migration's outcome
 is not --expect-migration (or its error lacks --expect-error), 125 on a
 harness failure.  The outcome, downtime and times go to stderr and, with
---stats-file, as JSON to that file.
+--stats-file, as JSON to that file.  With --state-dir, each end's
+back-end and QEMU leave their pids there (daemon-src.pid, daemon-dst.pid,
+qemu-src.pid, qemu-dst.pid), for a test that must tell which daemon holds
+what.
 """
 
 import json
@@ -167,6 +170,9 @@ def run(args):
                                              f"virtiofsd-{end}", daemon,
                                              dargs)
             procs.append(dproc)
+            if args.state_dir:
+                vm.write_state(args.state_dir, f"daemon-{end}.pid",
+                               str(dproc.pid))
             qmp = os.path.join(tmp, f"qmp-{end}.sock")
             qcmd = vm.qemu_command(args, qemu, initrd, logdir, sock,
                                    suffix=f"-{end}")
@@ -182,6 +188,9 @@ def run(args):
                                      stdin=subprocess.DEVNULL,
                                      start_new_session=True)
             procs.append(qproc)
+            if args.state_dir:
+                vm.write_state(args.state_dir, f"qemu-{end}.pid",
+                               str(qproc.pid))
             ends[end] = {"daemon": dproc, "dlog": dlog, "qemu": qproc,
                          "qlog": qlog, "qmp": qmp,
                          "tail": Tail(os.path.join(logdir,
@@ -209,8 +218,12 @@ def run(args):
         rc = forward(src["tail"], rc)
         if args.host_step:
             vm.log(f"host step: {args.host_step}")
-            subprocess.run(args.host_step, shell=True, check=True,
-                           env=dict(os.environ, SHARED=shared))
+            step = subprocess.run(args.host_step, shell=True,
+                                  env=dict(os.environ, SHARED=shared))
+            if step.returncode != 0:
+                raise vm.HarnessError(f"the host step failed (status "
+                                      f"{step.returncode}): "
+                                      f"{args.host_step}\n" + logs("src"))
 
         info = migrate(args, src_qmp, dst_qmp,
                        f"unix:{os.path.join(tmp, 'migration.sock')}")

@@ -371,6 +371,11 @@ SUITES = [
     # vhost-user serve-while-waiting patch).
     guest("guest: DAX stop/cont while the guest maps", "dax-stop-cont.sh",
           timeout=600),
+    # A guest's lock wait (FUSE_SETLKW, POSIX and flock) blocked in the
+    # daemon while QMP stops the VM: released after cont, and released
+    # while stopped; the guest must get each lock, held by our daemon.
+    guest("guest: a guest's lock wait (SETLKW) across QMP stop/cont",
+          "lock-wait.sh", "stop-cont", timeout=240),
     # Live migration without DAX: two QEMUs, two of our daemons on one
     # directory (harness/migrate.py).  The guest keeps files open, a lock
     # and a half-read directory across; a source that offers no state
@@ -380,6 +385,11 @@ SUITES = [
           "migrate.sh", "basic", timeout=300),
     guest("guest: live migration by file handles",
           "migrate.sh", "file-handles", timeout=300),
+    # The guest waits on a POSIX lock and a flock the host holds while it
+    # migrates; once the host lets go the destination's daemon must take
+    # them for it.
+    guest("guest: live migration while a guest waits on a lock (SETLKW)",
+          "lock-wait.sh", "migrate", timeout=300),
     # Prints the state's size, save and restore times and the downtime
     guest("guest: live migration with 10,000 known inodes",
           "migrate-inodes.sh", timeout=400),
