@@ -52,3 +52,22 @@ split_timeout() {
         vm_args+=(--timeout "$((${total%.*} / n))")
     fi
 }
+
+# pick_case USAGE CASES ARGS...: the one word of CASES (words separated
+# by |) among ARGS in $case_, the others in the array args (mk/check.py
+# puts its --timeout first); with none, USAGE on standard error and exit
+# status 2.
+pick_case() {
+    local usage=$1 cases=$2 a
+    shift 2
+    case_=
+    args=()
+    for a in "$@"; do
+        if [[ "|$cases|" == *"|$a|"* ]]; then
+            case_=$a
+        else
+            args+=("$a")
+        fi
+    done
+    [ -n "$case_" ] || { echo "usage: $usage" >&2; exit 2; }
+}

@@ -26,17 +26,8 @@
 # the lock is gone.  harness/tests/locks.py does the host's part.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-# The case is the one word among the options (mk/check.py puts its
-# --timeout first)
-case_=
-args=()
-for a in "$@"; do
-    case $a in
-    stop-cont|migrate) case_=$a ;;
-    *) args+=("$a") ;;
-    esac
-done
-[ -n "$case_" ] || { echo "usage: lock-wait.sh [options] CASE" >&2; exit 2; }
+. "$top/harness/tests/lib.sh"
+pick_case "lock-wait.sh [options] CASE" "stop-cont|migrate" "$@"
 set -- "${args[@]}"
 work=$(mktemp -d /tmp/vfsdax-lockwait.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -35,17 +35,8 @@
 #            migration's downtime, RAM and state sizes (docs).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-# The case is the one word among the options (mk/check.py puts its
-# --timeout first)
-case_=
-args=()
-for a in "$@"; do
-    case $a in
-    mmap|fsx|refused|dest-fails|full) case_=$a ;;
-    *) args+=("$a") ;;
-    esac
-done
-[ -n "$case_" ] || { echo "usage: migrate-dax.sh [options] CASE" >&2; exit 2; }
+. "$top/harness/tests/lib.sh"
+pick_case "migrate-dax.sh [options] CASE" "mmap|fsx|refused|dest-fails|full" "$@"
 set -- "${args[@]}"
 work=$(mktemp -d /tmp/vfsdax-migdax.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -28,18 +28,8 @@
 # host's).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-# The case is the one word among the options (mk/check.py puts its
-# --timeout first)
-case_=
-args=()
-for a in "$@"; do
-    case $a in
-    basic|file-handles|from-rust|refused|missing-abort|missing-guest-error)
-        case_=$a ;;
-    *) args+=("$a") ;;
-    esac
-done
-[ -n "$case_" ] || { echo "usage: migrate.sh [options] CASE" >&2; exit 2; }
+. "$top/harness/tests/lib.sh"
+pick_case "migrate.sh [options] CASE" "basic|file-handles|from-rust|refused|missing-abort|missing-guest-error" "$@"
 set -- "${args[@]}"
 work=$(mktemp -d /tmp/vfsdax-migrate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
