@@ -61,6 +61,22 @@
 #include <time.h>
 #include <unistd.h>
 
+/*
+ * A size or offset from the command line, decimal or 0x-prefixed hex.
+ * This runs in the guest, without QEMU's qemu_strtou64().
+ */
+static uint64_t arg_u64(const char *s)
+{
+    unsigned long long v = 0;
+
+    if (!strncmp(s, "0x", 2)) {
+        sscanf(s + 2, "%llx", &v);
+    } else {
+        sscanf(s, "%llu", &v);
+    }
+    return v;
+}
+
 static inline uint8_t pattern(uint64_t i, unsigned seed)
 {
     return (uint8_t)(i * 31 + seed + (i >> 12));
@@ -273,7 +289,7 @@ int main(int argc, char **argv)
     const char *op = argv[1], *file = argv[2];
 
     if (!strcmp(op, "fill") || !strcmp(op, "write")) {
-        uint64_t size = strtoull(argv[3], NULL, 0);
+        uint64_t size = arg_u64(argv[3]);
         unsigned seed = argc > 4 ? atoi(argv[4]) : 0;
         int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
 
@@ -340,23 +356,25 @@ int main(int argc, char **argv)
                 return 1;
             }
         }
-        printf("check %s: %llu bytes ok\n", file, (unsigned long long)st.st_size);
+        printf("check %s: %llu bytes ok\n", file,
+               (unsigned long long)st.st_size);
         return 0;
     }
 
     if (!strcmp(op, "migrate") && argc == 7) {
-        return migrate_mapped(file, strtoull(argv[3], NULL, 0),
+        return migrate_mapped(file, arg_u64(argv[3]),
                               atoi(argv[4]), atoi(argv[5]), argv[6]);
     }
 
     if (!strcmp(op, "coherence") && argc == 7) {
-        uint64_t size = strtoull(argv[3], NULL, 0);
+        uint64_t size = arg_u64(argv[3]);
         unsigned seed1 = atoi(argv[4]), seed2 = atoi(argv[5]);
         int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
 
         if (fd < 0 || ftruncate(fd, size) < 0) {
             return fail("open and size", file);
         }
+        /* volatile: the host changes the file under the mapping */
         volatile uint8_t *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                                    MAP_SHARED, fd, 0);
         if (p == MAP_FAILED) {
@@ -459,7 +477,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(op, "scribble") && argc == 5) {
-        off_t from = strtoull(argv[3], NULL, 0);
+        off_t from = arg_u64(argv[3]);
         int seconds = atoi(argv[4]);
         static const uint8_t mark[4] = { 0xde, 0xad, 0xbe, 0xef };
         struct stat st;

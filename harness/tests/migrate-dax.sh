@@ -64,32 +64,23 @@ pass "mapped across the migration"
 GUEST
     extra=(--host-step "python3 '$top/harness/tests/pattern.py' check \"\$SHARED/mapped\" 7")
     ;;
-refused)
-    export VIRTIOFSD_TEST_NO_SHMEM_MIGRATE=1
-    cat > "$work/guest.sh" <<'GUEST'
+refused|dest-fails)
+    cat > "$work/guest.sh" <<GUEST
 . /lib/vfsdax.sh
-mount_virtiofs "$VFS_TAG" /mnt dax=always
+mount_virtiofs "\$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
-mmapio migrate /mnt/mapped 8388608 7 9 /mnt || fail "the mapping across the refused migration"
+mmapio migrate /mnt/mapped 8388608 7 9 /mnt || fail "the mapping across the $case_ migration"
 cat /mnt/.migrate-done > /mnt/post.txt
 umount /mnt || fail umount
 pass "the guest went on on the source"
 GUEST
     expect=failed
-    extra=(--expect-error "does not carry the window's mappings")
-    ;;
-dest-fails)
-    cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
-mount_virtiofs "$VFS_TAG" /mnt dax=always
-dax_active /mnt || fail "dax=always requested, DAX not active"
-mmapio migrate /mnt/mapped 8388608 7 9 /mnt || fail "the mapping across the failed migration"
-cat /mnt/.migrate-done > /mnt/post.txt
-umount /mnt || fail umount
-pass "the guest went on on the source"
-GUEST
-    expect=failed
-    extra=(--dest-daemon-args=--cache-size=2M)
+    if [ $case_ = refused ]; then
+        export VIRTIOFSD_TEST_NO_SHMEM_MIGRATE=1
+        extra=(--expect-error "does not carry the window's mappings")
+    else
+        extra=(--dest-daemon-args=--cache-size=2M)
+    fi
     ;;
 fsx)
     cache=32M

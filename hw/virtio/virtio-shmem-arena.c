@@ -386,6 +386,23 @@ static void shmem_arena_repair(VirtioSharedMemoryArena *win, uint64_t offset,
 }
 
 /*
+ * Ends the remap of [@offset, @offset + @len) whose mmap() gave @p: 0, or
+ * its -errno once the hole a failure may have left is filled.
+ */
+static int shmem_arena_remapped(VirtioSharedMemoryArena *win,
+                                uint64_t offset, uint64_t len, void *p)
+{
+    int err = errno;
+
+    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED);
+    if (p != MAP_FAILED) {
+        return 0;
+    }
+    shmem_arena_repair(win, offset, len);
+    return -err;
+}
+
+/*
  * How many mappings, and how many SIGBUS fixup pages, a window may cost.
  * Each costs the process up to two VMAs (a mapping or a page in the
  * middle of another splits it in three), out of vm.max_map_count for the
@@ -475,7 +492,7 @@ int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
     VirtioSharedMemoryArenaMapping *m;
     unsigned int replaced = 0;
     int prot = PROT_READ | PROT_WRITE;
-    int flags;
+    int flags, ret;
     void *p;
 
     shmem_arena_report_sigbus();
@@ -511,12 +528,9 @@ int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
     flags |= MAP_FIXED;
     shmem_arena_begin_remap(win);
     p = mmap(win->host + offset, len, prot, flags, fd, fd_offset);
-    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED);
-    if (p == MAP_FAILED) {
-        int err = errno;
-
-        shmem_arena_repair(win, offset, len);
-        return -err;
+    ret = shmem_arena_remapped(win, offset, len, p);
+    if (ret < 0) {
+        return ret;
     }
 
     shmem_arena_forget(win, offset, last);
@@ -539,6 +553,7 @@ int virtio_shmem_arena_unmap(VirtioSharedMemoryArena *win, uint64_t offset,
     uint64_t next = offset;
     IntervalTreeNode *node;
     void *p;
+    int ret;
 
     shmem_arena_report_sigbus();
     if (!virtio_shmem_arena_exists(win) ||
@@ -563,12 +578,9 @@ int virtio_shmem_arena_unmap(VirtioSharedMemoryArena *win, uint64_t offset,
 
     shmem_arena_begin_remap(win);
     p = shmem_arena_mmap_anon(win->host + offset, len, MAP_FIXED);
-    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED);
-    if (p == MAP_FAILED) {
-        int err = errno;
-
-        shmem_arena_repair(win, offset, len);
-        return -err;
+    ret = shmem_arena_remapped(win, offset, len, p);
+    if (ret < 0) {
+        return ret;
     }
     shmem_arena_forget(win, offset, last);
 

@@ -675,29 +675,12 @@ static void test_mapping_keeps_inode(DaxFixture *d, gconstpointer data)
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
 }
 
-static void test_no_window(void)
-{
-    TestFs t;
-    TestReq *r;
-    uint64_t fh, ino;
-
-    test_fs_setup(&t, NULL);
-    test_fs_init_session(&t, FUSE_MAP_ALIGNMENT);
-    ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
-    r = test_req_new(FUSE_SETUPMAPPING, ino);
-    test_req_add(r, &(struct fuse_setupmapping_in){ .len = 4096,
-                                                    .flags = 2 },
-                 sizeof(struct fuse_setupmapping_in));
-    g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EOPNOTSUPP);
-    test_fs_teardown(&t);
-}
-
 /*
- * Without a window a SETUPMAPPING is EOPNOTSUPP whatever its flags: ones
- * we do not know are EINVAL (server.c) only where there is a window to
- * map into, the order dax.c kept when it checked them itself.
+ * Without a window a SETUPMAPPING is EOPNOTSUPP whatever its flags
+ * (@data): ones we do not know are EINVAL (server.c) only where there is
+ * a window to map into, the order dax.c kept when it checked them itself.
  */
-static void test_no_window_unknown_flags(void)
+static void test_no_window(gconstpointer data)
 {
     TestFs t;
     TestReq *r;
@@ -707,8 +690,8 @@ static void test_no_window_unknown_flags(void)
     test_fs_init_session(&t, FUSE_MAP_ALIGNMENT);
     ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
     r = test_req_new(FUSE_SETUPMAPPING, ino);
-    test_req_add(r, &(struct fuse_setupmapping_in){ .len = 4096,
-                                                    .flags = 1 << 7 },
+    test_req_add(r, &(struct fuse_setupmapping_in){
+                     .len = 4096, .flags = GPOINTER_TO_UINT(data) },
                  sizeof(struct fuse_setupmapping_in));
     g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), ==, -EOPNOTSUPP);
     test_fs_teardown(&t);
@@ -1423,9 +1406,11 @@ int main(int argc, char **argv)
     ADD("lazy/shrink-destroy", test_lazy_shrink_destroy, FAKE_LAZY);
     ADD("lazy/without-replace", test_lazy_without_replace,
         FAKE_LAZY | FAKE_NO_REPLACE);
-    g_test_add_func("/virtiofsd/dax/no-window", test_no_window);
-    g_test_add_func("/virtiofsd/dax/no-window-unknown-flags",
-                    test_no_window_unknown_flags);
+    /* 2: FUSE_SETUPMAPPING_FLAG_WRITE; 1 << 7: no flag we know */
+    g_test_add_data_func("/virtiofsd/dax/no-window", GUINT_TO_POINTER(2),
+                         test_no_window);
+    g_test_add_data_func("/virtiofsd/dax/no-window-unknown-flags",
+                         GUINT_TO_POINTER(1 << 7), test_no_window);
 
 #define ADD_WATCH(path, fn, noreplace)                                 \
     g_test_add("/virtiofsd/dax/watch/" path, DaxFixture,               \
