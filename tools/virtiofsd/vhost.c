@@ -368,16 +368,16 @@ static void blocking_settle(VfsdElem *el, void *rep, size_t written,
 {
     VfsdDev *dev = el->dev;
 
-    if (interrupted && !dev->paused && queue_live(dev, el->qidx)) {
+    if (interrupted) {
         g_free(rep);
-        blocking_submit(dev, el);
-    } else if (interrupted || !queue_live(dev, el->qidx)) {
-        if (!interrupted) {
-            el->reply = rep;
-            el->reply_len = written;
+        if (!dev->paused && queue_live(dev, el->qidx)) {
+            blocking_submit(dev, el);
         } else {
-            g_free(rep);
+            g_queue_push_tail(&dev->parked, el);
         }
+    } else if (!queue_live(dev, el->qidx)) {
+        el->reply = rep;
+        el->reply_len = written;
         g_queue_push_tail(&dev->parked, el);
     } else {
         blocking_reply(el, rep, written);
@@ -657,12 +657,10 @@ static bool save_parked(void *opaque, VfsdMigWriter *w, char **err)
         if (el->reply) {
             vfsd_mig_put_blob(w, el->reply, el->reply_len);
         } else {
-            g_autofree uint8_t *req = g_malloc(sizeof(el->head.h) +
-                                               el->args_len);
-
-            memcpy(req, &el->head.h, sizeof(el->head.h));
-            memcpy(req + sizeof(el->head.h), el->args, el->args_len);
-            vfsd_mig_put_blob(w, req, sizeof(el->head.h) + el->args_len);
+            /* A blob of the header and the arguments */
+            vfsd_mig_put_u32(w, sizeof(el->head.h) + el->args_len);
+            vfsd_mig_put_bytes(w, &el->head.h, sizeof(el->head.h));
+            vfsd_mig_put_bytes(w, el->args, el->args_len);
         }
     }
     vfsd_info("migration: %u parked lock requests saved",
