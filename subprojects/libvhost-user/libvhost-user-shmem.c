@@ -12,6 +12,7 @@
 #endif
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +40,116 @@ vu_set_unmapped_buffers_allowed(VuDev *dev, bool allowed)
     dev->unmapped_buffers_allowed = allowed;
 }
 
+void
+vu_set_backend_cancel_fd(VuDev *dev, int fd)
+{
+    dev->backend_cancel_fd = fd;
+    dev->backend_cancel_on = fd >= 0;
+}
+
+static bool
+vu_read_all(int fd, void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    ssize_t rc;
+
+    while (len) {
+        rc = read(fd, p, len);
+        if (rc < 0 && (errno == EINTR || errno == EAGAIN)) {
+            continue;
+        }
+        if (rc <= 0) {
+            return false;
+        }
+        p += rc;
+        len -= rc;
+    }
+    return true;
+}
+
+/*
+ * Reads and drops the reply to a request whose wait was given up.  Only
+ * SHMEM_MAP and SHMEM_UNMAP waits are given up, whose replies carry a
+ * u64 and no file descriptor.
+ */
+static bool
+vu_backend_drop_reply(VuDev *dev)
+{
+    VhostUserMsg msg;
+
+    if (!vu_read_all(dev->backend_fd, &msg, VHOST_USER_HDR_SIZE) ||
+        msg.size > sizeof(msg.payload) ||
+        !vu_read_all(dev->backend_fd, &msg.payload, msg.size)) {
+        vu_panic(dev, "Error while reading a late back-end reply");
+        return false;
+    }
+    if (!(msg.flags & VHOST_USER_REPLY_MASK) ||
+        (msg.request != VHOST_USER_BACKEND_SHMEM_MAP &&
+         msg.request != VHOST_USER_BACKEND_SHMEM_UNMAP)) {
+        vu_panic(dev, "Unexpected late back-end reply: request %d",
+                 msg.request);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * Entered with backend_mutex held, a request that wants a reply just
+ * sent.  The front-end answers in order, so the replies still owed to
+ * requests whose wait was given up come first: they are dropped.  Then
+ * waits until the reply to ours can be read; with @cancellable, gives up
+ * as soon as the cancel fd (vu_set_backend_cancel_fd()) is readable, and
+ * the reply to ours is owed from then on.  Returns whether it can be
+ * read; *@cancelled says whether the wait was given up.
+ */
+static bool
+vu_backend_await(VuDev *dev, bool cancellable, bool *cancelled)
+{
+    *cancelled = false;
+    for (;;) {
+        struct pollfd pfd[2] = {
+            { .fd = dev->backend_fd, .events = POLLIN },
+            { .fd = dev->backend_cancel_fd, .events = POLLIN },
+        };
+        nfds_t n = cancellable && dev->backend_cancel_on ? 2 : 1;
+
+        if (poll(pfd, n, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            vu_panic(dev, "Error while waiting for a back-end reply: %s",
+                     strerror(errno));
+            return false;
+        }
+        /* An answer that came is taken, even once the cancel came too */
+        if (pfd[0].revents & POLLIN) {
+            if (!dev->backend_replies_owed) {
+                return true;
+            }
+            if (!vu_backend_drop_reply(dev)) {
+                return false;
+            }
+            dev->backend_replies_owed--;
+            continue;
+        }
+        if (pfd[0].revents) {
+            /* The channel is gone: so is the front-end */
+            return false;
+        }
+        if (n == 2 && pfd[1].revents) {
+            dev->backend_replies_owed++;
+            *cancelled = true;
+            return false;
+        }
+    }
+}
+
 static bool
 vu_shmem_send(VuDev *dev, VhostUserMsg *vmsg, bool wait)
 {
+    bool cancelled;
+
+    errno = 0;
     if (!vu_has_proto(dev, VHOST_USER_PROTOCOL_F_SHMEM)) {
         return false;
     }
@@ -55,9 +163,14 @@ vu_shmem_send(VuDev *dev, VhostUserMsg *vmsg, bool wait)
         pthread_mutex_unlock(&dev->backend_mutex);
         return false;
     }
-    if (!wait) {
+    if (!(vmsg->flags & VHOST_USER_NEED_REPLY_MASK)) {
         pthread_mutex_unlock(&dev->backend_mutex);
         return true;
+    }
+    if (!vu_backend_await(dev, true, &cancelled)) {
+        pthread_mutex_unlock(&dev->backend_mutex);
+        errno = cancelled ? ECANCELED : 0;
+        return false;
     }
 
     /* Also unlocks the backend_mutex */
@@ -127,26 +240,6 @@ vu_shmem_unmap_nowait(VuDev *dev, uint8_t shmid, uint64_t shm_offset,
                       uint64_t len)
 {
     return vu_shmem_do_unmap(dev, shmid, shm_offset, len, false);
-}
-
-static bool
-vu_read_all(int fd, void *buf, size_t len)
-{
-    uint8_t *p = buf;
-    ssize_t rc;
-
-    while (len) {
-        rc = read(fd, p, len);
-        if (rc < 0 && (errno == EINTR || errno == EAGAIN)) {
-            continue;
-        }
-        if (rc <= 0) {
-            return false;
-        }
-        p += rc;
-        len -= rc;
-    }
-    return true;
 }
 
 /*
@@ -242,10 +335,11 @@ vu_mem_read(VuDev *dev, uint64_t guest_addr, void *buf, size_t len)
                 .size = chunk,
             },
         };
-        bool ok;
+        bool ok, cancelled;
 
         pthread_mutex_lock(&dev->backend_mutex);
         ok = vu_message_write(dev, dev->backend_fd, &vmsg) &&
+             vu_backend_await(dev, false, &cancelled) &&
              vu_mem_read_reply(dev, guest_addr, p, chunk);
         pthread_mutex_unlock(&dev->backend_mutex);
         if (!ok) {
@@ -281,6 +375,7 @@ vu_mem_write(VuDev *dev, uint64_t guest_addr, const void *buf, size_t len)
             .guest_address = guest_addr,
             .size = chunk,
         };
+        bool cancelled;
         VhostUserMsg vmsg = {
             .request = VHOST_USER_BACKEND_MEM_WRITE,
             .flags = VHOST_USER_VERSION | VHOST_USER_NEED_REPLY_MASK,
@@ -292,7 +387,8 @@ vu_mem_write(VuDev *dev, uint64_t guest_addr, const void *buf, size_t len)
         memcpy(data + sizeof(rw), p, chunk);
 
         pthread_mutex_lock(&dev->backend_mutex);
-        if (!vu_message_write(dev, dev->backend_fd, &vmsg)) {
+        if (!vu_message_write(dev, dev->backend_fd, &vmsg) ||
+            !vu_backend_await(dev, false, &cancelled)) {
             pthread_mutex_unlock(&dev->backend_mutex);
             free(data);
             return false;

@@ -62,6 +62,21 @@ typedef struct VhostUserMemRW {
 void vu_set_unmapped_buffers_allowed(struct VuDev *dev, bool allowed);
 
 /**
+ * vu_set_backend_cancel_fd:
+ * @dev: a VuDev context
+ * @fd: an eventfd, or -1
+ *
+ * While @fd is readable, vu_shmem_map() and vu_shmem_unmap() give up
+ * waiting for the front-end's answer: they return false with errno
+ * ECANCELED, and the answer, when it comes, is dropped.  The request was
+ * sent all the same, and the front-end may still carry it out.  For a
+ * back-end whose front-end reads no back-end request while it waits for
+ * an answer of its own (QEMU 11.1 on GET_VRING_BASE, say), which it then
+ * may have to give before the back-end can answer.
+ */
+void vu_set_backend_cancel_fd(struct VuDev *dev, int fd);
+
+/**
  * vu_shmem_map:
  * @dev: a VuDev context
  * @shmid: the shared memory region id

@@ -9,7 +9,7 @@
 #ifndef VIRTIOFSD_CAPTURE_H
 #define VIRTIOFSD_CAPTURE_H
 
-#include "standard-headers/linux/fuse.h"
+#include "fuse-proto.h"
 #include "buf.h"
 
 /* -1 unless VIRTIOFSD_CAPTURE named a file when the process started */

@@ -118,6 +118,20 @@ typedef struct VfsdDaxFileId {
     ino_t ino;
 } VfsdDaxFileId;
 
+/*
+ * Every request path takes the window's lock this way: the back-end may
+ * have to let locks of its own go while it waits for a holder that is in
+ * a front-end round trip (see dax_lock() in vhost.c).
+ */
+static void dax_lock(VfsdDax *dax)
+{
+    if (dax->be.lock) {
+        dax->be.lock(dax->be.opaque, &dax->lock);
+    } else {
+        g_mutex_lock(&dax->lock);
+    }
+}
+
 static gint cmp_u64(gconstpointer a, gconstpointer b, gpointer opaque)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -402,7 +416,7 @@ unsigned int vfsd_dax_count(VfsdFs *fs)
     unsigned int n;
 
     /* What the guest has mapped: the ranges it removed do not count */
-    g_mutex_lock(&fs->dax->lock);
+    dax_lock(fs->dax);
     n = g_tree_nnodes(fs->dax->maps) - fs->dax->released.length;
     g_mutex_unlock(&fs->dax->lock);
     return n;
@@ -568,7 +582,7 @@ void vfsd_dax_flush(VfsdFs *fs)
         vfsd_err("DAX: unmap timer: %s", strerror(errno));
     }
 
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     now = vfsd_stats_now();
     for (l = dax->released.head; l; l = l->next) {
         VfsdDaxMap *m = l->data;
@@ -873,7 +887,7 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid, uint64_t foffset,
     if (fd < 0) {
         return fd;
     }
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     dax_inode_watch(dax, inode);
     /*
      * A request that grows the file after our fstat, and looks at the
@@ -933,7 +947,7 @@ int vfsd_op_removemapping(VfsdFs *fs, const VfsdDaxRange *ranges,
         }
     }
 
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     for (i = 0; i < n; i++) {
         g_autoptr(GPtrArray) in = dax_overlapping(dax, r[i].moffset,
                                                   r[i].moffset + r[i].len);
@@ -982,7 +996,7 @@ void vfsd_dax_reset(VfsdFs *fs)
     VfsdDax *dax = fs->dax;
     g_autoptr(GPtrArray) all = NULL;
 
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     all = dax_all_maps(dax);
     if (all->len && dax->be.available(dax->be.opaque)) {
         dax_unmap_maps(dax, all, true);
@@ -1002,7 +1016,7 @@ void vfsd_dax_forget_all(VfsdFs *fs)
     g_autoptr(GPtrArray) all = NULL;
     unsigned int i;
 
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     all = dax_all_maps(dax);
     for (i = 0; i < all->len; i++) {
         dax_map_free(dax, g_ptr_array_index(all, i));
@@ -1265,7 +1279,7 @@ void vfsd_dax_watch_events(VfsdFs *fs)
         return;
     }
 
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     all = dax_all_maps(dax);
     for (i = 0; i < all->len; i++) {
         VfsdInode *inode = ((VfsdDaxMap *)g_ptr_array_index(all, i))->inode;
@@ -1322,7 +1336,7 @@ void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
         !dax_inode_may_need_resize(inode, size)) {
         return;
     }
-    g_mutex_lock(&fs->dax->lock);
+    dax_lock(fs->dax);
     if (dax_inode_mapped(inode)) {
         dax_inode_recheck(fs, inode);
     }
@@ -1344,7 +1358,7 @@ void vfsd_dax_truncate_begin(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
      * size it read: between here and the truncate that size would still
      * be the old one, and the cut would be undone.
      */
-    g_mutex_lock(&fs->dax->lock);
+    dax_lock(fs->dax);
     g_array_append_val(fs->dax->truncating, id);
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
         size < (uint64_t)st.st_size) {
@@ -1362,7 +1376,7 @@ void vfsd_dax_truncate_end(VfsdFs *fs, dev_t dev, ino_t ino, int fd)
     if (!fs->dax) {
         return;
     }
-    g_mutex_lock(&fs->dax->lock);
+    dax_lock(fs->dax);
     t = fs->dax->truncating;
     for (i = 0; i < t->len; i++) {
         VfsdDaxFileId *id = &g_array_index(t, VfsdDaxFileId, i);
@@ -1393,7 +1407,7 @@ void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode)
         !dax_inode_may_need_resize(inode, st.st_size)) {
         return;
     }
-    g_mutex_lock(&fs->dax->lock);
+    dax_lock(fs->dax);
     dax_inode_recheck(fs, inode);
     g_mutex_unlock(&fs->dax->lock);
 }
@@ -1479,7 +1493,7 @@ bool vfsd_dax_save(VfsdFs *fs, VfsdMigWriter *w, char **err)
         return true;
     }
     written = g_ptr_array_new_with_free_func((GDestroyNotify)vfsd_inode_unref);
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     all = dax_all_maps(dax);
     for (i = 0; i < all->len; i++) {
         VfsdDaxMap *m = g_ptr_array_index(all, i);
@@ -1545,13 +1559,21 @@ static bool dax_load_record(VfsdFs *fs, VfsdMigReader *r, uint64_t prev_end,
         !dax_range_ok(out->moffset, out->len) ||
         !dax_range_ok(out->foffset, out->len) ||
         out->foffset + out->len > (uint64_t)INT64_MAX ||
-        out->moffset < prev_end ||
-        (fs->opts->cache_size &&
-         out->moffset + out->len > fs->opts->cache_size)) {
+        out->moffset < prev_end) {
         *err = g_strdup_printf("DAX mapping table: bad mapping 0x%" PRIx64
                                "+0x%" PRIx64 " (file offset 0x%" PRIx64
                                ", flags 0x%x)", out->moffset, out->len,
                                out->foffset, flags);
+        return false;
+    }
+    /* Said apart: a smaller window is a configuration, not a bad stream */
+    if (fs->opts->cache_size &&
+        out->moffset + out->len > fs->opts->cache_size) {
+        *err = g_strdup_printf("DAX mapping table: bad mapping 0x%" PRIx64
+                               "+0x%" PRIx64 " ends past this daemon's "
+                               "window of 0x%" PRIx64 " bytes",
+                               out->moffset, out->len,
+                               fs->opts->cache_size);
         return false;
     }
     if (out->writable && fs->opts->readonly) {
@@ -1601,6 +1623,17 @@ bool vfsd_dax_load(VfsdFs *fs, VfsdMigReader *r, char **err)
                                "window", count);
         return false;
     }
+    /*
+     * Such a front-end would not answer the map requests of
+     * vfsd_dax_restore() while it waits for CHECK_DEVICE_STATE: the
+     * restore would wait for ever.
+     */
+    if (!dax->be.can_migrate || !dax->be.can_migrate(dax->be.opaque)) {
+        *err = g_strdup_printf("DAX mapping table of %" PRIu64 " mappings, "
+                               "but this front-end does not restore a "
+                               "window (no SHMEM_MIGRATE)", count);
+        return false;
+    }
     table = g_array_sized_new(false, false, sizeof(VfsdDaxSaved), count);
     for (i = 0; i < count; i++) {
         VfsdDaxSaved m;
@@ -1618,7 +1651,7 @@ bool vfsd_dax_load(VfsdFs *fs, VfsdMigReader *r, char **err)
         return false;
     }
 
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     if (g_tree_nnodes(dax->maps) || dax->restoring) {
         g_mutex_unlock(&dax->lock);
         for (i = 0; i < table->len; i++) {
@@ -1667,7 +1700,7 @@ bool vfsd_dax_restore(VfsdFs *fs, char **err)
     if (!dax) {
         return true;
     }
-    g_mutex_lock(&dax->lock);
+    dax_lock(dax);
     table = g_steal_pointer(&dax->restoring);
     g_mutex_unlock(&dax->lock);
     for (i = 0; table && i < table->len; i++) {
@@ -1677,7 +1710,7 @@ bool vfsd_dax_restore(VfsdFs *fs, char **err)
         if (fd < 0) {
             ret = fd;
         } else {
-            g_mutex_lock(&dax->lock);
+            dax_lock(dax);
             dax_inode_watch(dax, m->inode);
             ret = dax_restore_one(fs, m, fd);
             dax_inode_unwatch(dax, m->inode);
@@ -1701,7 +1734,7 @@ bool vfsd_dax_restore(VfsdFs *fs, char **err)
 void vfsd_dax_load_cancel(VfsdFs *fs)
 {
     if (fs->dax) {
-        g_mutex_lock(&fs->dax->lock);
+        dax_lock(fs->dax);
         dax_restoring_free(fs->dax);
         g_mutex_unlock(&fs->dax->lock);
     }

@@ -34,6 +34,17 @@ typedef struct VfsdDaxBackend {
      * handles it before any map sent after it
      */
     bool (*unmap_nowait)(void *opaque, uint64_t shm_offset, uint64_t len);
+    /*
+     * Optional: whether the front-end restores a migrated window (it
+     * agreed to VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE, so it serves our map
+     * requests while it waits for CHECK_DEVICE_STATE); NULL: it does not
+     */
+    bool (*can_migrate)(void *opaque);
+    /*
+     * Optional: takes @lock, the window's, whose holder may be waiting
+     * for the front-end; without it, g_mutex_lock()
+     */
+    void (*lock)(void *opaque, GMutex *lock);
     void *opaque;
 } VfsdDaxBackend;
 

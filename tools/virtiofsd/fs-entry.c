@@ -64,6 +64,27 @@ int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, VfsdAttr *attr,
     return 0;
 }
 
+int vfsd_op_statx(VfsdFs *fs, uint64_t nodeid, int sync_flags,
+                  uint32_t mask, VfsdStatx *sx, double *timeout)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
+    int ret;
+
+    if (!inode) {
+        return -errno;
+    }
+    ret = vfsd_fill_statx(fs, inode, sync_flags, mask, sx);
+    if (ret < 0) {
+        return ret;
+    }
+    /* As for GETATTR: the guest may touch what the size it learns covers */
+    if (sx->mask & STATX_SIZE) {
+        vfsd_dax_size_seen(fs, inode, sx->attr.size);
+    }
+    *timeout = fs->attr_timeout;
+    return 0;
+}
+
 static int proc_name(const VfsdInode *inode, char *buf, size_t len)
 {
     snprintf(buf, len, "%d", inode->fd);

@@ -19,6 +19,12 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
 /* @timeout: how long the guest may cache the attributes, in seconds */
 int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, VfsdAttr *attr,
                     double *timeout);
+/*
+ * STATX: @sync_flags are statx(2)'s AT_STATX_* flags, @mask its STATX_*
+ * fields the caller wants (the basic ones come whether asked for or not)
+ */
+int vfsd_op_statx(VfsdFs *fs, uint64_t nodeid, int sync_flags,
+                  uint32_t mask, VfsdStatx *sx, double *timeout);
 int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
                     const VfsdSetattr *in, VfsdAttr *attr, double *timeout);
 int vfsd_op_readlink(VfsdFs *fs, uint64_t nodeid, char *buf, size_t size);

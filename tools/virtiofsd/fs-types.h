@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "standard-headers/linux/fuse.h"
+#include "fuse-proto.h"
 #include "options.h"
 #include "stats.h"
 
@@ -222,6 +222,21 @@ typedef struct VfsdAttr {
     bool dax;                   /* the guest is to map it through DAX */
     bool submount;              /* on another mount than its parent */
 } VfsdAttr;
+
+/*
+ * What STATX answers: the attributes, and what statx(2) has beyond them.
+ * @mask says which of the STATX_BASIC_STATS and STATX_BTIME fields the
+ * host filled in; @attributes holds only bits that @attributes_mask says
+ * the host knows about.
+ */
+typedef struct VfsdStatx {
+    VfsdAttr attr;
+    uint32_t mask;              /* STATX_* */
+    struct timespec btime;
+    uint64_t attributes;        /* STATX_ATTR_* */
+    uint64_t attributes_mask;
+    dev_t dev;                  /* the host's: the guest has its own */
+} VfsdStatx;
 
 /*
  * A name the guest may cache: nodeid 0 (and no attributes) says the name

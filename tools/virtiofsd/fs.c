@@ -144,6 +144,49 @@ int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, VfsdAttr *attr)
     return 0;
 }
 
+#ifndef STATX_ATTR_WRITE_ATOMIC
+#define STATX_ATTR_WRITE_ATOMIC 0x00400000
+#endif
+
+/*
+ * Attributes the host's VFS sets about the host's view, not the file's:
+ * whether it is a mount point or an automount trigger there (the guest's
+ * mounts are its own), whether the host accesses it through DAX (the
+ * guest maps it through the window or not by FUSE_ATTR_DAX), whether the
+ * host can write it atomically (we have no atomic write for the guest).
+ * Telling the guest would make it believe what is true of the host only.
+ */
+#define VFSD_STATX_HOST_ATTRS (STATX_ATTR_MOUNT_ROOT | STATX_ATTR_AUTOMOUNT | \
+                               STATX_ATTR_DAX | STATX_ATTR_WRITE_ATOMIC)
+
+int vfsd_fill_statx(VfsdFs *fs, VfsdInode *inode, int sync_flags,
+                    uint32_t mask, VfsdStatx *sx)
+{
+    struct statx stx;
+
+    /*
+     * The basic stats always, so that the guest can refresh all it caches
+     * of the inode; of the rest, what it asked for and the reply can
+     * carry.  A reserved bit goes to the host, whose EINVAL it gets.
+     */
+    mask = (mask & (STATX_BTIME | STATX__RESERVED)) | STATX_BASIC_STATS;
+    if (statx(inode->fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | sync_flags,
+              mask, &stx) < 0) {
+        return -errno;
+    }
+    memset(sx, 0, sizeof(*sx));
+    attr_from_statx(fs, inode, &stx, &sx->attr);
+    sx->mask = stx.stx_mask & (STATX_BASIC_STATS | STATX_BTIME);
+    if (sx->mask & STATX_BTIME) {
+        sx->btime.tv_sec = stx.stx_btime.tv_sec;
+        sx->btime.tv_nsec = stx.stx_btime.tv_nsec;
+    }
+    sx->attributes_mask = stx.stx_attributes_mask & ~VFSD_STATX_HOST_ATTRS;
+    sx->attributes = stx.stx_attributes & sx->attributes_mask;
+    sx->dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+    return 0;
+}
+
 int vfsd_entry_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
                       VfsdEntry *e)
 {

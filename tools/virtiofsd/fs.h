@@ -16,6 +16,12 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
                   int proc_self_fd, char **err);
 void vfsd_fs_cleanup(VfsdFs *fs);
 int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, VfsdAttr *attr);
+/*
+ * The same and more, from statx(2) with @sync_flags (AT_STATX_*) and the
+ * STATX_* fields of @mask the guest asks for, on top of the basic ones
+ */
+int vfsd_fill_statx(VfsdFs *fs, VfsdInode *inode, int sync_flags,
+                    uint32_t mask, VfsdStatx *sx);
 bool vfsd_valid_name(const char *name);
 
 /*

@@ -268,13 +268,25 @@ int main(int argc, char **argv)
     if (fchdir(proc_fd) < 0) {
         die("cannot change to /proc/self/fd");
     }
-    if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop, &err)) {
+    if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop,
+                                vfsd_options_open_by_handle(&opts), &err)) {
         die(err);
     }
     if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
         die(err);
     }
-    if (!vfsd_seccomp_install(opts.seccomp, opts.syslog, &err)) {
+    /*
+     * Everything the daemon opens outside the shared directory it has
+     * opened by now; nothing it serves may reach further.
+     */
+    if (!vfsd_landlock_restrict(opts.sandbox,
+                                fs.use_handles ||
+                                opts.migration_mode == VFSD_MIG_FILE_HANDLES,
+                                root_fd, proc_fd, &err)) {
+        die(err);
+    }
+    if (!vfsd_seccomp_install(opts.seccomp, vfsd_seccomp_needs(&opts),
+                              &err)) {
         die(err);
     }
 

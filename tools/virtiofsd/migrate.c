@@ -31,6 +31,7 @@
 #include "inode.h"
 #include "log.h"
 #include "migstream.h"
+#include "server.h"
 
 /* VfsdMigInode.flags: how the destination finds the inode */
 #define MIG_INODE_PATH (1u << 0)
@@ -45,6 +46,24 @@
 #define MIG_INODE_MIN 24
 #define MIG_HANDLE_MIN 22
 #define MIG_LOCK_MIN 36
+
+/*
+ * Nodeids and fhs count up by one from the first; the destination goes
+ * on counting after the highest the stream gives.  No daemon reaches
+ * this value, and keeping below it means the count cannot wrap round to
+ * 0, or to 1 (the root's nodeid).
+ */
+#define MIG_ID_MAX (UINT64_C(1) << 62)
+
+/*
+ * Lost inodes a load accepts under --migration-on-error=guest-error.
+ * Each costs an inode here, ten times its record in the stream: a forged
+ * stream of lost records must not make the destination allocate
+ * gigabytes.  A million files gone between save and load is no live
+ * migration a guest could use anyway: more likely the destination shares
+ * another directory.
+ */
+#define MIG_MAX_LOST (1u << 20)
 
 /* Open flags carried for a file handle; creation flags never reopen */
 #define MIG_OPEN_FLAGS (O_ACCMODE | O_APPEND | O_NONBLOCK | O_DSYNC | \
@@ -67,6 +86,8 @@ struct VfsdMig {
     VfsdMigHook hook;           /* the transport's section, if any */
     /* What the last save or load carried, for the log */
     uint64_t inodes, handles, locks, lost;
+    /* Inodes sent, or found, by their file handle alone (no path) */
+    uint64_t by_handle;
 };
 
 static VfsdMig *mig_of(VfsdFs *fs)
@@ -106,11 +127,43 @@ void vfsd_migrate_free(VfsdFs *fs)
     }
 }
 
-static bool same_file(const VfsdInode *inode, const struct statx *stx)
+typedef struct MigKey {
+    dev_t dev;
+    ino_t ino;
+    uint64_t mnt_id;
+} MigKey;
+
+static guint mig_key_hash(gconstpointer p)
 {
-    return inode->ino == stx->stx_ino &&
-           inode->dev == makedev(stx->stx_dev_major, stx->stx_dev_minor) &&
-           inode->mnt_id == stx->stx_mnt_id;
+    const MigKey *k = p;
+
+    return g_int64_hash(&(gint64){ k->ino }) ^
+           g_int64_hash(&(gint64){ k->dev }) ^ (guint)k->mnt_id;
+}
+
+static gboolean mig_key_equal(gconstpointer a, gconstpointer b)
+{
+    const MigKey *x = a, *y = b;
+
+    return x->ino == y->ino && x->dev == y->dev && x->mnt_id == y->mnt_id;
+}
+
+static MigKey key_of_statx(const struct statx *stx)
+{
+    return (MigKey) {
+        .dev = makedev(stx->stx_dev_major, stx->stx_dev_minor),
+        .ino = stx->stx_ino,
+        .mnt_id = stx->stx_mnt_id,
+    };
+}
+
+static MigKey key_of_inode(const VfsdInode *inode)
+{
+    return (MigKey) {
+        .dev = inode->dev,
+        .ino = inode->ino,
+        .mnt_id = inode->mnt_id,
+    };
 }
 
 /*
@@ -173,8 +226,8 @@ static struct file_handle *handle_of(int fd)
     return h;
 }
 
-/* Whether @rel leads to @inode now */
-static bool path_confirmed(VfsdFs *fs, VfsdInode *inode, const char *rel)
+/* Whether @rel leads to the file @key names, now */
+static bool path_confirmed(VfsdFs *fs, const MigKey *key, const char *rel)
 {
     struct statx stx;
     int fd = open_beneath(fs, rel);
@@ -183,24 +236,48 @@ static bool path_confirmed(VfsdFs *fs, VfsdInode *inode, const char *rel)
     if (fd < 0) {
         return false;
     }
-    ok = vfsd_statx(fd, &stx) == 0 && same_file(inode, &stx);
+    if (vfsd_statx(fd, &stx) == 0) {
+        MigKey found = key_of_statx(&stx);
+
+        ok = mig_key_equal(key, &found);
+    } else {
+        ok = false;
+    }
     close(fd);
     return ok;
 }
 
 /*
- * The kernel's idea of the path of our O_PATH fd, relative to the shared
- * directory whose own path is @root.  It can be stale (a file unlinked,
- * or renamed by someone outside the namespace): confirmed before use.
+ * The shared directory's own path, as /proc names our fds: "/" inside
+ * the namespace sandbox, its host path otherwise.
  */
-static char *path_from_proc(VfsdFs *fs, VfsdInode *inode, const char *root)
+static bool share_path(VfsdFs *fs, char *root, size_t size)
+{
+    char name[32];
+    ssize_t n;
+
+    snprintf(name, sizeof(name), "%d", fs->inodes.root->fd);
+    n = readlinkat(fs->proc_self_fd, name, root, size - 1);
+    root[n > 0 ? n : 0] = 0;
+    return n > 0 && root[0] == '/';
+}
+
+/*
+ * The kernel's idea of the path of @fd (the file @key names), relative
+ * to the shared directory whose own path is @root.  It can be stale (a
+ * file unlinked, or renamed by someone outside the namespace), or name a
+ * place outside the shared directory that happens to exist inside it
+ * too: confirmed before use.
+ */
+static char *path_from_proc(VfsdFs *fs, int fd, const MigKey *key,
+                            const char *root)
 {
     char name[32], buf[PATH_MAX];
     size_t rlen = strlen(root);
     const char *rel;
     ssize_t n;
 
-    snprintf(name, sizeof(name), "%d", inode->fd);
+    snprintf(name, sizeof(name), "%d", fd);
     n = readlinkat(fs->proc_self_fd, name, buf, sizeof(buf) - 1);
     if (n <= 0) {
         return NULL;
@@ -214,40 +291,10 @@ static char *path_from_proc(VfsdFs *fs, VfsdInode *inode, const char *root)
         return NULL;
     }
     if (buf[0] != '/' || !valid_rel_path(rel) ||
-        !path_confirmed(fs, inode, rel)) {
+        !path_confirmed(fs, key, rel)) {
         return NULL;
     }
     return g_strdup(rel);
-}
-
-typedef struct MigKey {
-    dev_t dev;
-    ino_t ino;
-    uint64_t mnt_id;
-} MigKey;
-
-static guint mig_key_hash(gconstpointer p)
-{
-    const MigKey *k = p;
-
-    return g_int64_hash(&(gint64){ k->ino }) ^
-           g_int64_hash(&(gint64){ k->dev }) ^ (guint)k->mnt_id;
-}
-
-static gboolean mig_key_equal(gconstpointer a, gconstpointer b)
-{
-    const MigKey *x = a, *y = b;
-
-    return x->ino == y->ino && x->dev == y->dev && x->mnt_id == y->mnt_id;
-}
-
-static MigKey key_of_statx(const struct statx *stx)
-{
-    return (MigKey) {
-        .dev = makedev(stx->stx_dev_major, stx->stx_dev_minor),
-        .ino = stx->stx_ino,
-        .mnt_id = stx->stx_mnt_id,
-    };
 }
 
 /*
@@ -336,38 +383,35 @@ static bool save_inodes(VfsdFs *fs, VfsdMigWriter *w, char **err)
     g_autofree MigInode *recs = g_new0(MigInode, all->len ? all->len : 1);
     bool by_handle = fs->opts->migration_mode == VFSD_MIG_FILE_HANDLES;
     bool want_handle = by_handle || fs->opts->migration_verify_handles;
-    char root[PATH_MAX], name[32];
-    unsigned int i, unfound = 0;
-    ssize_t n;
-
-    snprintf(name, sizeof(name), "%d", fs->inodes.root->fd);
-    n = readlinkat(fs->proc_self_fd, name, root, sizeof(root) - 1);
-    root[n > 0 ? n : 0] = 0;
+    uint64_t root_mnt = fs->inodes.root->mnt_id;
+    char root[PATH_MAX];
+    unsigned int i, unfound = 0, handle_only = 0;
+    bool have_root = share_path(fs, root, sizeof(root));
 
     for (i = 0; i < all->len; i++) {
         MigInode *mi = &recs[i];
+        MigKey k;
 
         mi->inode = g_ptr_array_index(all, i);
         if (mi->inode->lost) {
             continue;
         }
+        k = key_of_inode(mi->inode);
         if (want_handle) {
             mi->handle = handle_of(mi->inode->fd);
         }
-        /* A file handle alone names the file; a path is the fallback */
-        if (by_handle && mi->handle) {
+        /*
+         * A file handle alone names the file, on the shared directory's
+         * own mount: the destination decodes it there.  A file on a
+         * submount goes by its path (the handle, if any, checks it).
+         */
+        if (by_handle && mi->handle && mi->inode->mnt_id == root_mnt) {
             continue;
         }
-        if (n > 0) {
-            mi->path = path_from_proc(fs, mi->inode, root);
+        if (have_root) {
+            mi->path = path_from_proc(fs, mi->inode->fd, &k, root);
         }
         if (!mi->path) {
-            MigKey k = {
-                .dev = mi->inode->dev,
-                .ino = mi->inode->ino,
-                .mnt_id = mi->inode->mnt_id,
-            };
-
             g_hash_table_insert(wanted, g_memdup2(&k, sizeof(k)), mi);
         }
     }
@@ -381,16 +425,26 @@ static bool save_inodes(VfsdFs *fs, VfsdMigWriter *w, char **err)
     vfsd_mig_put_u64(w, all->len);
     for (i = 0; i < all->len; i++) {
         MigInode *mi = &recs[i];
-        uint32_t flags = (mi->path ? MIG_INODE_PATH : 0) |
-                         (mi->handle ? MIG_INODE_HANDLE : 0);
+        uint32_t flags;
 
-        if (!mi->path && !(by_handle && mi->handle)) {
+        /*
+         * Without a path, a handle only goes as the file-handles mode's
+         * name, where the destination decodes it on the right mount
+         */
+        if (!mi->path && mi->handle &&
+            (!by_handle || mi->inode->mnt_id != root_mnt)) {
+            g_clear_pointer(&mi->handle, g_free);
+        }
+        flags = (mi->path ? MIG_INODE_PATH : 0) |
+                (mi->handle ? MIG_INODE_HANDLE : 0);
+        if (!mi->path && !mi->handle) {
             /* The destination decides, by its --migration-on-error */
             vfsd_warn("migration: inode %" PRIu64 " (ino %" PRIu64 ") is "
                       "not found under the shared directory",
                       mi->inode->nodeid, (uint64_t)mi->inode->ino);
             unfound++;
         }
+        handle_only += flags == MIG_INODE_HANDLE;
         vfsd_mig_put_u64(w, mi->inode->nodeid);
         vfsd_mig_put_u64(w, mi->inode->nlookup);
         vfsd_mig_put_u32(w, mi->inode->type);
@@ -408,6 +462,7 @@ static bool save_inodes(VfsdFs *fs, VfsdMigWriter *w, char **err)
     }
     mig_of(fs)->inodes = all->len;
     mig_of(fs)->lost = unfound;
+    mig_of(fs)->by_handle = handle_only;
     return true;
 }
 
@@ -473,9 +528,10 @@ static bool save_handles(VfsdFs *fs, VfsdMigWriter *w, char **err)
 static GArray *locks_of_fd(VfsdFs *fs, int fd, const char *want)
 {
     GArray *out = g_array_new(false, false, sizeof(struct flock));
-    char name[48], buf[8192];
+    g_autoptr(GString) buf = g_string_sized_new(4096);
+    char name[48], chunk[4096];
     g_auto(GStrv) lines = NULL;
-    ssize_t n = 0, r;
+    ssize_t r;
     unsigned int i;
     int info;
 
@@ -484,13 +540,26 @@ static GArray *locks_of_fd(VfsdFs *fs, int fd, const char *want)
     if (info < 0) {
         return out;
     }
-    while (n < (ssize_t)sizeof(buf) - 1 &&
-           (r = read(info, buf + n, sizeof(buf) - 1 - n)) > 0) {
-        n += r;
+    /*
+     * Whole: an owner's every range is a line there, and a lock left
+     * out would be silently dropped by the migration
+     */
+    for (;;) {
+        r = read(info, chunk, sizeof(chunk));
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r < 0) {
+            vfsd_warn("migration: cannot read the locks of fd %d: %s", fd,
+                      strerror(errno));
+        }
+        if (r <= 0) {
+            break;
+        }
+        g_string_append_len(buf, chunk, r);
     }
     close(info);
-    buf[n] = 0;
-    lines = g_strsplit(buf, "\n", -1);
+    lines = g_strsplit(buf->str, "\n", -1);
     for (i = 0; lines[i]; i++) {
         char cls[16], kind[16], type[16], end[32];
         unsigned long long start;
@@ -626,6 +695,7 @@ static bool restore_failed(VfsdFs *fs, uint64_t nodeid, char **err,
 static bool restore_failed(VfsdFs *fs, uint64_t nodeid, char **err,
                            const char *fmt, ...)
 {
+    static VfsdRateLimit lost_rl;
     g_autofree char *why = NULL;
     va_list ap;
 
@@ -636,8 +706,16 @@ static bool restore_failed(VfsdFs *fs, uint64_t nodeid, char **err,
         *err = g_strdup_printf("inode %" PRIu64 ": %s", nodeid, why);
         return false;
     }
-    vfsd_warn("migration: inode %" PRIu64 ": %s; the guest gets EIO on it",
-              nodeid, why);
+    if (mig_of(fs)->lost >= MIG_MAX_LOST) {
+        *err = g_strdup_printf("more than %u files the guest knows cannot "
+                               "be found (is this the source's shared "
+                               "directory?); the last: inode %" PRIu64
+                               ": %s", MIG_MAX_LOST, nodeid, why);
+        return false;
+    }
+    /* A stream can hold a million of them: the total goes in the log */
+    vfsd_log_rl(&lost_rl, VFSD_LOG_WARN, "migration: inode %" PRIu64
+                ": %s; the guest gets EIO on it", nodeid, why);
     vfsd_inode_set_lost(fs, nodeid);
     mig_of(fs)->lost++;
     return true;
@@ -646,14 +724,30 @@ static bool restore_failed(VfsdFs *fs, uint64_t nodeid, char **err,
 static bool load_session(VfsdFs *fs, VfsdMigReader *r, char **err)
 {
     uint32_t minor = vfsd_mig_get_u32(r);
-    uint64_t flags;
+    uint64_t flags, offered;
     uint8_t initialized;
 
     vfsd_mig_get_u32(r);
     flags = vfsd_mig_get_u64(r);
     initialized = vfsd_mig_get_u8(r);
-    if (r->bad || initialized > 1) {
+    if (r->bad || initialized > 1 ||
+        (initialized && (minor < VFSD_MIN_MINOR ||
+                         minor > VFSD_PROTO_MINOR))) {
         *err = g_strdup("bad session section");
+        return false;
+    }
+    /*
+     * What the guest and the source agreed on changes how requests are
+     * read (FUSE_SECURITY_CTX, FUSE_SETXATTR_EXT) and what they may do:
+     * a flag our options would not have offered means other options, or
+     * a forged stream.  Dropping it would misread the guest's requests.
+     */
+    offered = vfsd_init_flags_offered(fs);
+    if (flags & ~offered) {
+        *err = g_strdup_printf("the source's FUSE session agreed on flags "
+                               "0x%" PRIx64 " that this daemon's options "
+                               "do not offer (start it with the source's "
+                               "options)", flags & ~offered);
         return false;
     }
     fs->conn.proto_minor = minor;
@@ -712,16 +806,103 @@ static int find_inode(VfsdFs *fs, int mount_fd, uint32_t flags,
     return fd < 0 ? -errno : fd;
 }
 
+/*
+ * Restores @nodeid on @fd, or (@fd a negative errno, or a file another
+ * nodeid has) as lost for @why under --migration-on-error: false when
+ * the load must stop, with *err set.
+ */
+static bool restore_one(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup,
+                        uint32_t type, int fd, const struct statx *stx,
+                        const char *why, const char *path, char **err)
+{
+    if (fd >= 0) {
+        if (vfsd_inode_restore(fs, nodeid, nlookup, fd, stx, type)) {
+            /* Found by its handle alone, no path given */
+            mig_of(fs)->by_handle += !path;
+            return true;
+        }
+        vfsd_fd_close(fs, fd);
+        fd = -EEXIST;
+        why = "another nodeid has the same file";
+    }
+    /* A nodeid twice is a corrupt stream whatever the policy */
+    if (!vfsd_inode_restore(fs, nodeid, nlookup, -1, NULL, type)) {
+        *err = g_strdup_printf("nodeid %" PRIu64 " given twice", nodeid);
+        return false;
+    }
+    return restore_failed(fs, nodeid, err, "%s%s%s: %s", why,
+                          path ? " " : "", path ? path : "", strerror(-fd));
+}
+
+/*
+ * A record that names its file by handle alone, opened but not yet
+ * shown to be a file of the shared directory
+ */
+typedef struct MigPending {
+    MigInode mi;                /* path: where the search found it */
+    uint64_t nodeid, nlookup;
+    uint32_t type;
+    int fd;
+    struct statx stx;
+} MigPending;
+
+/*
+ * A file handle is a name for any file of a file system, and the stream
+ * comes from a source a guest may have taken over: a handle decodes to
+ * whatever file it names, in the shared directory or not.  So a file
+ * opened by handle alone is only restored once a path beneath the shared
+ * directory leads to it (the one /proc gives, or one a search of the
+ * shared directory finds, for files the kernel gives no path to); and it
+ * is decoded on the shared directory's mount, which is where the source
+ * sends handles alone from.  Anything else is treated as a file that
+ * cannot be found.
+ */
+static bool restore_pending(VfsdFs *fs, GPtrArray *pending,
+                            GHashTable *wanted, char **err)
+{
+    unsigned int i;
+
+    if (!pending->len) {
+        return true;
+    }
+    vfsd_info("migration: %u files named by handle have no path in /proc, "
+              "searching the shared directory", pending->len);
+    find_paths_by_walk(fs, wanted);
+    for (i = 0; i < pending->len; i++) {
+        MigPending *p = g_ptr_array_index(pending, i);
+        int fd = p->fd;
+
+        p->fd = -1;
+        if (!p->mi.path) {
+            vfsd_fd_close(fs, fd);
+            fd = -ENOENT;
+        }
+        if (!restore_one(fs, p->nodeid, p->nlookup, p->type, fd, &p->stx,
+                         "its file handle names no file under the shared "
+                         "directory", NULL, err)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
 {
+    g_autoptr(GPtrArray) pending = g_ptr_array_new();
+    g_autoptr(GHashTable) wanted = g_hash_table_new_full(mig_key_hash,
+                                                         mig_key_equal,
+                                                         g_free, NULL);
     uint64_t count, i;
-    bool ok = false;
+    char root[PATH_MAX];
+    bool have_root, ok = false;
+    unsigned int j;
     int mount_fd;
 
     if (!vfsd_mig_get_count(r, MIG_INODE_MIN, &count)) {
         *err = g_strdup("bad inode count");
         return false;
     }
+    have_root = share_path(fs, root, sizeof(root));
     mount_fd = vfsd_reopen(fs, fs->inodes.root, O_RDONLY | O_DIRECTORY);
     for (i = 0; i < count; i++) {
         uint64_t nodeid = vfsd_mig_get_u64(r);
@@ -729,11 +910,14 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
         uint32_t type = vfsd_mig_get_u32(r);
         uint32_t flags = vfsd_mig_get_u32(r);
         g_autofree char *path = NULL;
+        g_autofree char *where = NULL;
         const uint8_t *p, *hbytes = NULL;
         uint32_t len, hlen = 0;
         int htype = 0, fd;
         const char *why = NULL;
         struct statx stx;
+        MigPending *pd;
+        MigKey k;
 
         if (flags & MIG_INODE_PATH) {
             p = vfsd_mig_get_blob(r, PATH_MAX - 1, &len);
@@ -752,7 +936,7 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
                 r->bad = true;
             }
         }
-        if (r->bad || nodeid <= FUSE_ROOT_ID || nodeid == UINT64_MAX ||
+        if (r->bad || nodeid <= FUSE_ROOT_ID || nodeid > MIG_ID_MAX ||
             !nlookup || !valid_type(type) || (flags & ~MIG_INODE_FLAGS)) {
             *err = g_strdup_printf("bad inode record %" PRIu64, i);
             goto out;
@@ -776,28 +960,42 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
             fd = -ESTALE;
             why = "its path leads to a file of another type";
         }
-        if (fd >= 0) {
-            if (vfsd_inode_restore(fs, nodeid, nlookup, fd, &stx, type)) {
+        if (fd >= 0 && !(flags & MIG_INODE_PATH)) {
+            k = key_of_statx(&stx);
+            where = have_root ? path_from_proc(fs, fd, &k, root) : NULL;
+            if (!where) {
+                pd = g_new0(MigPending, 1);
+                pd->nodeid = nodeid;
+                pd->nlookup = nlookup;
+                pd->type = type;
+                pd->fd = fd;
+                pd->stx = stx;
+                g_ptr_array_add(pending, pd);
+                g_hash_table_insert(wanted, g_memdup2(&k, sizeof(k)),
+                                    &pd->mi);
                 continue;
             }
-            vfsd_fd_close(fs, fd);
-            fd = -EEXIST;
-            why = "another nodeid has the same file";
         }
-        /* A nodeid twice is a corrupt stream whatever the policy */
-        if (!vfsd_inode_restore(fs, nodeid, nlookup, -1, NULL, type)) {
-            *err = g_strdup_printf("nodeid %" PRIu64 " given twice", nodeid);
+        if (!restore_one(fs, nodeid, nlookup, type, fd, &stx, why, path,
+                         err)) {
             goto out;
         }
-        if (!restore_failed(fs, nodeid, err, "%s%s%s: %s", why,
-                            path ? " " : "", path ? path : "",
-                            strerror(-fd))) {
-            goto out;
-        }
+    }
+    if (!restore_pending(fs, pending, wanted, err)) {
+        goto out;
     }
     mig_of(fs)->inodes = count;
     ok = true;
 out:
+    for (j = 0; j < pending->len; j++) {
+        MigPending *pd = g_ptr_array_index(pending, j);
+
+        if (pd->fd >= 0) {
+            vfsd_fd_close(fs, pd->fd);
+        }
+        g_free(pd->mi.path);
+        g_free(pd);
+    }
     if (mount_fd >= 0) {
         close(mount_fd);
     }
@@ -835,7 +1033,7 @@ static bool load_handles(VfsdFs *fs, VfsdMigReader *r, char **err)
         bool skip;
         int fd;
 
-        if (r->bad || !fh || fh == UINT64_MAX || is_dir > 1 ||
+        if (r->bad || !fh || fh > MIG_ID_MAX || is_dir > 1 ||
             (flags & ~MIG_OPEN_FLAGS) || flock_type > MIG_LOCK_WRITE ||
             (is_dir && flock_type)) {
             *err = g_strdup_printf("bad handle record %" PRIu64, i);
@@ -1008,10 +1206,10 @@ GByteArray *vfsd_migrate_save(VfsdFs *fs, char **err)
     vfsd_mig_put_u32(&w, 0);
     vfsd_mig_put_u64(&w, 0);
     vfsd_info("migration: state saved, %u bytes: %" PRIu64 " inodes (%"
-              PRIu64 " without a path), %" PRIu64 " handles, %" PRIu64
-              " locks, in %" PRId64 " us", buf->len, fs->mig->inodes,
-              fs->mig->lost, fs->mig->handles, fs->mig->locks,
-              g_get_monotonic_time() - t0);
+              PRIu64 " without a path, %" PRIu64 " by file handle only), %"
+              PRIu64 " handles, %" PRIu64 " locks, in %" PRId64 " us",
+              buf->len, fs->mig->inodes, fs->mig->lost, fs->mig->by_handle,
+              fs->mig->handles, fs->mig->locks, g_get_monotonic_time() - t0);
     return buf;
 }
 
@@ -1029,7 +1227,7 @@ bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err)
         return false;
     }
     m = mig_of(fs);
-    m->inodes = m->handles = m->locks = m->lost = 0;
+    m->inodes = m->handles = m->locks = m->lost = m->by_handle = 0;
     vfsd_mig_reader_init(&r, p, len);
     vfsd_mig_get_bytes(&r, magic, sizeof(magic));
     version = vfsd_mig_get_u32(&r);
@@ -1094,9 +1292,10 @@ bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err)
         *err = g_strdup("data after the end of the state stream");
         return false;
     }
-    vfsd_info("migration: state restored, %zu bytes: %" PRIu64 " inodes, %"
-              PRIu64 " handles, %" PRIu64 " locks, %" PRIu64 " lost, in %"
-              PRId64 " us", len, m->inodes, m->handles, m->locks, m->lost,
+    vfsd_info("migration: state restored, %zu bytes: %" PRIu64 " inodes (%"
+              PRIu64 " by file handle only), %" PRIu64 " handles, %" PRIu64
+              " locks, %" PRIu64 " lost, in %" PRId64 " us", len, m->inodes,
+              m->by_handle, m->handles, m->locks, m->lost,
               g_get_monotonic_time() - t0);
     return true;
 }

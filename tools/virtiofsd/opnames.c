@@ -12,7 +12,7 @@
 
 #include <glib.h>
 
-#include "standard-headers/linux/fuse.h"
+#include "fuse-proto.h"
 #include "opnames.h"
 
 static const char *const names[] = {
@@ -42,6 +42,7 @@ static const char *const names[] = {
     [FUSE_SETUPMAPPING] = "SETUPMAPPING",
     [FUSE_REMOVEMAPPING] = "REMOVEMAPPING", [FUSE_SYNCFS] = "SYNCFS",
     [FUSE_TMPFILE] = "TMPFILE", [FUSE_STATX] = "STATX",
+    [FUSE_COPY_FILE_RANGE_64] = "COPY_FILE_RANGE_64",
 };
 
 G_STATIC_ASSERT(G_N_ELEMENTS(names) <= VFSD_OPCODE_LIMIT);

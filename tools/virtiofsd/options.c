@@ -962,3 +962,9 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     }
     return true;
 }
+
+bool vfsd_options_open_by_handle(const VfsdOptions *o)
+{
+    return o->inode_file_handles != VFSD_INODE_FH_NEVER ||
+           o->migration_mode == VFSD_MIG_FILE_HANDLES;
+}

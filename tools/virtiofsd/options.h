@@ -146,6 +146,15 @@ bool vfsd_options_parse(VfsdOptions *opts, int argc, char **argv,
                         char **err);
 void vfsd_options_free(VfsdOptions *opts);
 void vfsd_options_usage(const char *prog);
+/*
+ * Whether the daemon may open inodes by file handle: to hold them
+ * (--inode-file-handles=prefer|mandatory) or, as a migration destination,
+ * to find the inodes a file-handles source names only by handle.  That
+ * takes CAP_DAC_READ_SEARCH, with which open_by_handle_at() opens any
+ * inode of the file system, inside the shared directory or not: the
+ * sandbox lets the call and the capability through only then.
+ */
+bool vfsd_options_open_by_handle(const VfsdOptions *opts);
 /* What --print-capabilities prints, for libvirt */
 const char *vfsd_options_capabilities(void);
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <linux/landlock.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -372,13 +373,20 @@ bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
            write_proc("gid_map", gid_line, err);
 }
 
-/* What a passthrough server needs, before --modcaps */
+/*
+ * What a passthrough server needs, before --modcaps.  CAP_DAC_READ_SEARCH
+ * is not among them: CAP_DAC_OVERRIDE covers the permission checks, and
+ * what it adds is open_by_handle_at(), which opens any inode of the file
+ * system (outside the shared directory too): it is kept only for those
+ * who open by handle.
+ */
 static const int default_caps[] = {
-    CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER,
-    CAP_FSETID, CAP_SETGID, CAP_SETUID, CAP_MKNOD, CAP_SETFCAP, CAP_LEASE,
+    CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_SETGID,
+    CAP_SETUID, CAP_MKNOD, CAP_SETFCAP, CAP_LEASE,
 };
 
-bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, char **err)
+bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, bool open_by_handle,
+                            char **err)
 {
     uint64_t want = 0, held = 0;
     unsigned int i;
@@ -386,6 +394,9 @@ bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, char **err)
 
     for (i = 0; i < G_N_ELEMENTS(default_caps); i++) {
         want |= 1ULL << default_caps[i];
+    }
+    if (open_by_handle) {
+        want |= 1ULL << CAP_DAC_READ_SEARCH;
     }
     want = (want | add) & ~drop;
 
@@ -431,4 +442,130 @@ bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, char **err)
         return false;
     }
     return true;
+}
+
+/* What older <linux/landlock.h> lack: the kernel's numbers, fixed by ABI */
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)        /* ABI 3 */
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)       /* ABI 5 */
+#endif
+
+/* Every file system right of Landlock ABI @abi */
+static uint64_t landlock_fs_rights(int abi)
+{
+    uint64_t rights = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;   /* ABI 1 */
+
+    if (abi >= 2) {
+        rights |= LANDLOCK_ACCESS_FS_REFER;
+    }
+    if (abi >= 3) {
+        rights |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    }
+    if (abi >= 5) {
+        rights |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+    }
+    return rights;
+}
+
+static bool landlock_allow(int ruleset, int fd, uint64_t rights)
+{
+    struct landlock_path_beneath_attr rule = {
+        .allowed_access = rights,
+        .parent_fd = fd,
+    };
+
+    return syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH,
+                   &rule, 0) == 0;
+}
+
+bool vfsd_landlock_restrict(VfsdSandbox mode, bool open_by_handle,
+                            int root_fd, int proc_fd, char **err)
+{
+    struct landlock_ruleset_attr attr = { 0 };
+    /*
+     * Kept open for good: procfs makes a new inode for a dentry it let
+     * go, and a rule is on the inode.  An fd holds the dentry.
+     */
+    static int fdinfo_fd = -1;
+    const char *step;
+    int abi, ruleset;
+
+    if (open_by_handle && mode != VFSD_SANDBOX_NAMESPACE) {
+        /*
+         * A file opened by handle whose dentry the kernel has let go has
+         * no path to the shared directory, only to its mount's root, and
+         * Landlock judges it there: outside the namespace sandbox that
+         * root is the host file system's, where nothing is allowed, and
+         * the guest would get EACCES for its own files.
+         */
+        vfsd_info("Landlock not used: files opened by handle are out of "
+                  "its reach without --sandbox=namespace");
+        return true;
+    }
+    abi = syscall(SYS_landlock_create_ruleset, NULL, 0,
+                  LANDLOCK_CREATE_RULESET_VERSION);
+    if (abi < 0 && (errno == ENOSYS || errno == EOPNOTSUPP)) {
+        vfsd_info("Landlock not used: the kernel %s it",
+                  errno == ENOSYS ? "lacks" : "has disabled");
+        return true;
+    }
+    if (abi < 0) {
+        *err = g_strdup_printf("Landlock: cannot ask its ABI version: %s",
+                               strerror(errno));
+        return false;
+    }
+    if (abi < 2) {
+        /* Without LANDLOCK_ACCESS_FS_REFER every rename across is EXDEV */
+        vfsd_info("Landlock not used: ABI 1 forbids moving files between "
+                  "directories");
+        return true;
+    }
+    attr.handled_access_fs = landlock_fs_rights(abi);
+    step = "creating a ruleset";
+    ruleset = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+    if (ruleset < 0) {
+        goto fail;
+    }
+    /*
+     * The shared directory by its fd: after pivot_root it is "/", and
+     * with --sandbox=none its path may since lead elsewhere.
+     */
+    step = "allowing the shared directory";
+    if (!landlock_allow(ruleset, root_fd, attr.handled_access_fs)) {
+        goto fail_close;
+    }
+    /* The locks a migration carries are read from /proc/self/fdinfo */
+    step = "opening /proc/self/fdinfo";
+    if (fdinfo_fd < 0) {
+        fdinfo_fd = openat(proc_fd, "../fdinfo",
+                           O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (fdinfo_fd < 0) {
+        goto fail_close;
+    }
+    step = "allowing /proc/self/fdinfo";
+    if (!landlock_allow(ruleset, fdinfo_fd, LANDLOCK_ACCESS_FS_READ_FILE)) {
+        goto fail_close;
+    }
+    /* Landlock wants it or CAP_SYS_ADMIN; the daemon never execs anyway */
+    step = "setting no_new_privs";
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        goto fail_close;
+    }
+    step = "restricting the daemon";
+    if (syscall(SYS_landlock_restrict_self, ruleset, 0) < 0) {
+        goto fail_close;
+    }
+    close(ruleset);
+    vfsd_info("Landlock (ABI %d): the file system is reachable beneath "
+              "the shared directory only", abi);
+    return true;
+
+fail_close:
+    close(ruleset);
+fail:
+    *err = g_strdup_printf("Landlock: %s failed: %s", step, strerror(errno));
+    return false;
 }

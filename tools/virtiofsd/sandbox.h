@@ -39,8 +39,24 @@ bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
 /*
  * Keeps the capabilities a passthrough server needs, with @add added and
  * @drop taken away (--modcaps; bit N is capability N), and drops the
- * rest.  An added capability the process does not hold is an error.
+ * rest.  CAP_DAC_READ_SEARCH is among those needed only if
+ * @open_by_handle (vfsd_options_open_by_handle()).  An added capability
+ * the process does not hold is an error.
  */
-bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, char **err);
+bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, bool open_by_handle,
+                            char **err);
+
+/*
+ * Landlock, for the calling thread and the threads it makes after: the
+ * file system is reachable beneath @root_fd (the shared directory) with
+ * every right, and /proc/self/fdinfo (beside @proc_fd, /proc/self/fd) for
+ * reading, and nowhere else.  Called once the daemon has opened what it
+ * needs and before any thread.  Without Landlock, with an ABI it cannot
+ * use, or where it would refuse the daemon files opened by handle
+ * (@open_by_handle outside --sandbox=namespace), it says so in one info
+ * line and returns true.  Returns false with a message in @err.
+ */
+bool vfsd_landlock_restrict(VfsdSandbox mode, bool open_by_handle,
+                            int root_fd, int proc_fd, char **err);
 
 #endif /* VIRTIOFSD_SANDBOX_H */

@@ -46,8 +46,6 @@ static const int allowed[] = {
     /* File system operations */
     SCMP_SYS(openat), SCMP_SYS(openat2), SCMP_SYS(close),
     SCMP_SYS(statx), SCMP_SYS(fstat), SCMP_SYS(newfstatat),
-    /* --inode-file-handles */
-    SCMP_SYS(name_to_handle_at), SCMP_SYS(open_by_handle_at),
     SCMP_SYS(fstatfs), SCMP_SYS(getdents64), SCMP_SYS(lseek),
     SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev),
     SCMP_SYS(pread64), SCMP_SYS(pwrite64), SCMP_SYS(preadv),
@@ -66,8 +64,6 @@ static const int allowed[] = {
     SCMP_SYS(fremovexattr), SCMP_SYS(getxattr), SCMP_SYS(setxattr),
     SCMP_SYS(listxattr), SCMP_SYS(removexattr),
     SCMP_SYS(fcntl), SCMP_SYS(flock),
-    /* Live migration: naming inodes by file handle, and finding them */
-    SCMP_SYS(name_to_handle_at), SCMP_SYS(open_by_handle_at),
     /* Credentials and capabilities, per thread */
     SCMP_SYS(setfsuid), SCMP_SYS(setfsgid), SCMP_SYS(setgroups),
     SCMP_SYS(capget),
@@ -99,6 +95,57 @@ static const int allowed[] = {
      */
     SCMP_SYS(sysinfo),
 };
+
+/*
+ * Calls allowed only when the options need them (@need: VFSD_SECCOMP_*
+ * bits, any of which will do).  Without its bit a call gets @refuse:
+ * 0 for the --seccomp action, or an errno.
+ */
+static const struct {
+    int nr;
+    unsigned int need;
+    int refuse;
+} conditional[] = {
+    /*
+     * Naming an inode by handle opens nothing and needs no privilege, but
+     * only handle users do it: --inode-file-handles, and a migration
+     * source attaching handles or a destination checking those the
+     * source attached.
+     */
+    { SCMP_SYS(name_to_handle_at), VFSD_SECCOMP_NAME_HANDLES, 0 },
+    /*
+     * With CAP_DAC_READ_SEARCH this opens any inode of the file system,
+     * outside the shared directory too: only for those who open by
+     * handle.  Refused with EPERM, the kernel's own answer without the
+     * capability, rather than killed: a destination reads handle-only
+     * inode records from the source's stream, whatever its own options,
+     * and such a stream must fail the migration, not end the daemon.
+     */
+    { SCMP_SYS(open_by_handle_at), VFSD_SECCOMP_OPEN_HANDLES, EPERM },
+    /*
+     * --syslog: glibc's syslog() sends on its /dev/log connection with
+     * send(), which is sendto(); after an error it reconnects with
+     * socket() (see add_rules()) and connect().
+     */
+    { SCMP_SYS(connect), VFSD_SECCOMP_SYSLOG, 0 },
+    { SCMP_SYS(sendto), VFSD_SECCOMP_SYSLOG, 0 },
+};
+
+unsigned int vfsd_seccomp_needs(const VfsdOptions *opts)
+{
+    unsigned int needs = 0;
+
+    if (opts->syslog) {
+        needs |= VFSD_SECCOMP_SYSLOG;
+    }
+    if (vfsd_options_open_by_handle(opts)) {
+        needs |= VFSD_SECCOMP_OPEN_HANDLES | VFSD_SECCOMP_NAME_HANDLES;
+    }
+    if (opts->migration_verify_handles || !opts->no_migration) {
+        needs |= VFSD_SECCOMP_NAME_HANDLES;
+    }
+    return needs;
+}
 
 /*
  * SIGSYS from the filter (--seccomp=trap).  The point of trapping rather
@@ -156,8 +203,9 @@ static bool install_sigsys_handler(char **err)
 }
 
 /* The allow-list's rules; 0 or a negative errno from libseccomp */
-static int add_rules(scmp_filter_ctx ctx, bool syslog)
+static int add_rules(scmp_filter_ctx ctx, unsigned int needs)
 {
+    bool syslog = needs & VFSD_SECCOMP_SYSLOG;
     unsigned int i;
     int ret = 0;
 
@@ -167,6 +215,18 @@ static int add_rules(scmp_filter_ctx ctx, bool syslog)
             continue;
         }
         ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, allowed[i], 0);
+    }
+    for (i = 0; i < G_N_ELEMENTS(conditional) && ret == 0; i++) {
+        if (conditional[i].nr < 0) {
+            continue;
+        }
+        if (needs & conditional[i].need) {
+            ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, conditional[i].nr, 0);
+        } else if (conditional[i].refuse) {
+            ret = seccomp_rule_add(ctx,
+                                   SCMP_ACT_ERRNO(conditional[i].refuse),
+                                   conditional[i].nr, 0);
+        }
     }
     /*
      * --watch-truncate.  Allowed whether or not it is on, as the option
@@ -197,21 +257,13 @@ static int add_rules(scmp_filter_ctx ctx, bool syslog)
                                SCMP_A0(SCMP_CMP_EQ, getpid()));
     }
     /*
-     * --syslog: the connection to /dev/log is made at startup, and
-     * glibc's syslog() sends on it with send(), which is sendto(); after
-     * an error it reconnects with socket() and connect().  A Unix socket
-     * at most, and none at all without --syslog: the daemon's only other
-     * socket, the vhost-user one, exists before the filter.
+     * --syslog's reconnection (see conditional[]): a Unix socket at most,
+     * and none at all without --syslog: the daemon's only other socket,
+     * the vhost-user one, exists before the filter.
      */
     if (ret == 0 && syslog) {
         ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
                                SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
-    }
-    if (ret == 0 && syslog) {
-        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(connect), 0);
-    }
-    if (ret == 0 && syslog) {
-        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(sendto), 0);
     }
     /*
      * libvhost-user probes userfaultfd for postcopy migration, which we
@@ -246,7 +298,8 @@ static int add_rules(scmp_filter_ctx ctx, bool syslog)
     return ret;
 }
 
-bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err)
+bool vfsd_seccomp_install(VfsdSeccomp action, unsigned int needs,
+                          char **err)
 {
     scmp_filter_ctx ctx;
     uint32_t def;
@@ -276,7 +329,7 @@ bool vfsd_seccomp_install(VfsdSeccomp action, bool syslog, char **err)
         *err = g_strdup("seccomp: cannot create a filter");
         return false;
     }
-    ret = add_rules(ctx, syslog);
+    ret = add_rules(ctx, needs);
     /* The filter applies to every thread, including glib's */
     if (ret == 0) {
         ret = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);

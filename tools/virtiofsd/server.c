@@ -12,6 +12,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <string.h>
@@ -352,6 +353,16 @@ static uint64_t init_supported(VfsdFs *fs)
     return supported;
 }
 
+uint64_t vfsd_init_flags_offered(VfsdFs *fs)
+{
+    uint64_t offered = init_supported(fs);
+
+    if (fs->opts->security_label != VFSD_NEGOTIATE_NEVER) {
+        offered |= FUSE_SECURITY_CTX;
+    }
+    return offered;
+}
+
 static void do_init(VfsdReq *r)
 {
     VfsdFs *fs = r->fs;
@@ -381,7 +392,7 @@ static void do_init(VfsdReq *r)
         if (in.major > FUSE_KERNEL_VERSION) {
             /* The guest retries with our major version */
             out.major = FUSE_KERNEL_VERSION;
-            out.minor = FUSE_KERNEL_MINOR_VERSION;
+            out.minor = VFSD_PROTO_MINOR;
             reply(r, &out, sizeof(out));
         } else {
             reply_err(r, -EPROTO);
@@ -414,12 +425,12 @@ static void do_init(VfsdReq *r)
         }
     }
 
-    fs->conn.proto_minor = MIN(in.minor, FUSE_KERNEL_MINOR_VERSION);
+    fs->conn.proto_minor = MIN(in.minor, VFSD_PROTO_MINOR);
     fs->conn.flags = want;
     fs->conn.initialized = true;
 
     out.major = FUSE_KERNEL_VERSION;
-    out.minor = FUSE_KERNEL_MINOR_VERSION;
+    out.minor = VFSD_PROTO_MINOR;
     out.max_readahead = in.max_readahead;
     out.flags = want & 0xffffffff;
     out.flags2 = want >> 32;
@@ -430,7 +441,13 @@ static void do_init(VfsdReq *r)
     out.max_pages = VFSD_MAX_PAGES;
     /* log2 of the alignment SETUPMAPPING offsets need: the page size */
     out.map_alignment = VFSD_PAGE_SHIFT;
-    vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64, in.major, in.minor, want);
+    /*
+     * The protocol spoken is the older of the guest's and ours: the
+     * guest kernel matrix (mk/check.py) checks both against each kernel.
+     */
+    vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64 ", protocol %u.%u",
+              in.major, in.minor, want, FUSE_KERNEL_VERSION,
+              fs->conn.proto_minor);
     reply(r, &out, sizeof(out));
 }
 
@@ -506,6 +523,90 @@ static void do_getattr(VfsdReq *r)
     }
     ret = vfsd_op_getattr(r->fs, r->h.nodeid, &attr, &timeout);
     reply_attr(r, ret, &attr, timeout);
+}
+
+static void sx_time_to_wire(const struct timespec *t, struct fuse_sx_time *w)
+{
+    w->tv_sec = t->tv_sec;
+    w->tv_nsec = t->tv_nsec;
+}
+
+static void statx_to_wire(const VfsdStatx *sx, struct fuse_statx *w)
+{
+    const VfsdAttr *a = &sx->attr;
+
+    memset(w, 0, sizeof(*w));
+    w->mask = sx->mask;
+    w->blksize = a->blksize;
+    w->attributes = sx->attributes;
+    w->nlink = a->nlink;
+    w->uid = a->uid;
+    w->gid = a->gid;
+    w->mode = a->mode;
+    w->ino = a->ino;
+    w->size = a->size;
+    w->blocks = a->blocks;
+    w->attributes_mask = sx->attributes_mask;
+    sx_time_to_wire(&a->atime, &w->atime);
+    sx_time_to_wire(&sx->btime, &w->btime);
+    sx_time_to_wire(&a->ctime, &w->ctime);
+    sx_time_to_wire(&a->mtime, &w->mtime);
+    w->rdev_major = major(a->rdev);
+    w->rdev_minor = minor(a->rdev);
+    w->dev_major = major(sx->dev);
+    w->dev_minor = minor(sx->dev);
+    /*
+     * The mount id, the I/O alignments and the like have no room in
+     * struct fuse_statx as of 7.45: the guest has the basic fields and
+     * the birth time of us, and the attributes.
+     */
+}
+
+/*
+ * The guest's statx(2), for what GETATTR cannot carry (the birth time,
+ * the attributes).  Linux guests send it from 6.6 on when a caller asks
+ * for more than the basic fields, and go back to GETATTR for good once
+ * it gets ENOSYS; no INIT flag is involved.  Like GETATTR it is about
+ * the inode, whichever file handle getattr_flags names.
+ */
+static void do_statx(VfsdReq *r)
+{
+    struct fuse_statx_in in;
+    struct fuse_statx_out out;
+    VfsdStatx sx;
+    double timeout;
+    int ret;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    /*
+     * How fresh the answer must be is the guest's to say; the path
+     * flags of statx(2) have no meaning here, as there is no path, and
+     * a flag statx(2) does not know gets its EINVAL.
+     */
+    if (in.sx_flags & ~AT_STATX_SYNC_TYPE) {
+        vfsd_guest_error("STATX: flags 0x%x", in.sx_flags);
+        reply_err(r, -EINVAL);
+        return;
+    }
+    ret = vfsd_op_statx(r->fs, r->h.nodeid, in.sx_flags, in.sx_mask, &sx,
+                        &timeout);
+    if (ret < 0) {
+        reply_err(r, ret);
+        return;
+    }
+    /*
+     * out.flags has no meaning defined yet: 0.  Nor does the reply carry
+     * FUSE_ATTR_DAX, so a Linux guest mounted with dax=inode, which takes
+     * a STATX reply for attributes without it, drops a DAX inode at its
+     * last close instead of caching it (fuse_dax_dontcache()): a cost
+     * the next open pays, not a wrong answer.
+     */
+    memset(&out, 0, sizeof(out));
+    set_timeout(timeout, &out.attr_valid, &out.attr_valid_nsec);
+    statx_to_wire(&sx, &out.stat);
+    reply(r, &out, sizeof(out));
 }
 
 static void setattr_from_wire(const struct fuse_setattr_in *in,
@@ -1119,25 +1220,45 @@ static void do_lseek(VfsdReq *r)
     }
 }
 
-static void do_copy_file_range(VfsdReq *r)
+/*
+ * The largest count COPY_FILE_RANGE's 32-bit reply can carry, less what
+ * would make it a count the guest's page cache cannot take as a whole:
+ * the guest asks for no more (fs/fuse/file.c), and loops for the rest.
+ */
+#define VFSD_COPY32_MAX ((uint64_t)UINT32_MAX & ~(uint64_t)(VFSD_PAGE_SIZE - 1))
+
+/*
+ * COPY_FILE_RANGE and COPY_FILE_RANGE_64 (7.45) take the same request and
+ * differ in the reply: a 32-bit count in fuse_write_out, or a 64-bit one.
+ */
+static void do_copy_file_range(VfsdReq *r, bool wide)
 {
     struct fuse_copy_file_range_in in;
-    struct fuse_write_out out = { 0 };
+    uint64_t len;
     ssize_t n;
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
+    /*
+     * Never copy more than the reply can tell: a guest told less than
+     * was copied would copy the rest again, over what a writer may have
+     * changed meanwhile.
+     */
+    len = wide ? in.len : MIN(in.len, VFSD_COPY32_MAX);
     n = vfsd_op_copy_file_range(r->fs, in.fh_in, in.off_in, in.fh_out,
-                                in.off_out, in.len, in.flags);
+                                in.off_out, len, in.flags);
     if (n < 0) {
         reply_err(r, n);
-        return;
+    } else if (wide) {
+        struct fuse_copy_file_range_out out = { .bytes_copied = n };
+
+        reply(r, &out, sizeof(out));
+    } else {
+        struct fuse_write_out out = { .size = n };
+
+        reply(r, &out, sizeof(out));
     }
-    /* fuse_write_out.size is 32 bits: the guest loops for the rest */
-    out.size = MIN((uint64_t)n,
-                   (uint64_t)UINT32_MAX & ~(uint64_t)(VFSD_PAGE_SIZE - 1));
-    reply(r, &out, sizeof(out));
 }
 
 static void do_syncfs(VfsdReq *r)
@@ -1400,6 +1521,16 @@ static void do_readdirplus(VfsdReq *r)
     do_readdir(r, true);
 }
 
+static void do_copy_file_range32(VfsdReq *r)
+{
+    do_copy_file_range(r, false);
+}
+
+static void do_copy_file_range64(VfsdReq *r)
+{
+    do_copy_file_range(r, true);
+}
+
 static void do_setlk_now(VfsdReq *r)
 {
     do_setlk(r, false);
@@ -1439,7 +1570,7 @@ typedef struct VfsdOp {
 /*
  * Every opcode we serve, and how.  Names come from opnames.c, which the
  * layers below this one use too.  An opcode without a row (BMAP, IOCTL,
- * POLL, STATX...) gets ENOSYS: the guest has fallbacks.
+ * POLL...) gets ENOSYS: the guest has fallbacks.
  */
 static const VfsdOp ops[VFSD_OPCODE_LIMIT] = {
     [FUSE_INIT] = { do_init, VFSD_OP_BEFORE_INIT },
@@ -1450,6 +1581,7 @@ static const VfsdOp ops[VFSD_OPCODE_LIMIT] = {
                             VFSD_OP_HIPRIO | VFSD_OP_NO_REPLY },
     [FUSE_INTERRUPT] = { do_interrupt, VFSD_OP_HIPRIO | VFSD_OP_NO_REPLY },
     [FUSE_GETATTR] = { do_getattr },
+    [FUSE_STATX] = { do_statx },
     [FUSE_SETATTR] = { do_setattr },
     [FUSE_READLINK] = { do_readlink },
     [FUSE_SYMLINK] = { do_symlink },
@@ -1484,7 +1616,8 @@ static const VfsdOp ops[VFSD_OPCODE_LIMIT] = {
     [FUSE_ACCESS] = { do_access },
     [FUSE_FALLOCATE] = { do_fallocate },
     [FUSE_LSEEK] = { do_lseek },
-    [FUSE_COPY_FILE_RANGE] = { do_copy_file_range },
+    [FUSE_COPY_FILE_RANGE] = { do_copy_file_range32 },
+    [FUSE_COPY_FILE_RANGE_64] = { do_copy_file_range64 },
     [FUSE_SYNCFS] = { do_syncfs },
     [FUSE_SETUPMAPPING] = { do_setupmapping },
     [FUSE_REMOVEMAPPING] = { do_removemapping },
@@ -1597,6 +1730,33 @@ static bool decode(VfsdReq *r, const VfsdReqHead *head, uint8_t **args,
     return true;
 }
 
+/*
+ * An opcode we do not serve gets ENOSYS, and the guest does without it.
+ * Which ones a guest sends tells what newer guests would have of us, so
+ * each is logged, once: a guest that keeps sending it (one that has no
+ * fallback) must not fill the log.  Opcodes past the table's share one
+ * rate-limited line, as a guest can send any number of them.
+ */
+static void log_unserved(uint32_t opcode)
+{
+    static guint logged[(VFSD_OPCODE_LIMIT + 31) / 32];
+    static VfsdRateLimit rl;
+
+    if (opcode < VFSD_OPCODE_LIMIT) {
+        guint bit = 1u << (opcode % 32);
+
+        if (g_atomic_int_or(&logged[opcode / 32], bit) & bit) {
+            return;
+        }
+        vfsd_info("the guest sent %s (opcode %u), which we do not serve: "
+                  "it gets ENOSYS (logged once)", vfsd_opname(opcode),
+                  opcode);
+    } else {
+        vfsd_log_rl(&rl, VFSD_LOG_INFO, "the guest sent opcode %u, which we "
+                    "do not serve: it gets ENOSYS", opcode);
+    }
+}
+
 static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
                           VfsdBuf *in, VfsdRunMode mode)
 {
@@ -1646,8 +1806,7 @@ static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
 
     start = fs->stats ? vfsd_stats_now() : 0;
     if (!op->handler) {
-        vfsd_debug("unsupported opcode %u (%s)", r->h.opcode,
-                   vfsd_opname(r->h.opcode));
+        log_unserved(r->h.opcode);
         reply_err(r, -ENOSYS);
     } else if (op->flags & VFSD_OP_NO_REPLY) {
         op->handler(r);

@@ -70,4 +70,11 @@ bool vfsd_request_may_block(const VfsdReqHead *head);
  */
 int vfsd_reply_error(const void *rep, size_t len);
 
+/*
+ * Every FUSE_INIT flag this daemon's options let a session agree on: a
+ * migrated session (whose flags come from another daemon) may use no
+ * other.
+ */
+uint64_t vfsd_init_flags_offered(VfsdFs *fs);
+
 #endif /* VIRTIOFSD_SERVER_H */

@@ -103,6 +103,13 @@ struct VfsdDev {
      */
     uint64_t mem_gen;
     int panic_fd;               /* wakes the main thread up on vu_panic() */
+    /*
+     * Readable while a stop gives up the waits for front-end answers
+     * (see queue_stop()); cancelling is set along with it, under
+     * park_lock.
+     */
+    int cancel_fd;
+    bool cancelling;
     /* --watch-truncate: a thread reads the inotify events */
     pthread_t watch_thread;
     int watch_stop_fd;          /* -1: no such thread */
@@ -131,11 +138,49 @@ typedef struct VfsdElem {
     void *reply;                /* parked with its reply; NULL: to run */
     size_t reply_len;
     bool carried;               /* from a migration source: not popped here */
-    bool by_gpa;                /* no host address at all (carried) */
+    /* No host address at all: carried, or the table changed as it ran */
+    bool by_gpa;
+    /* Parked to run again: a stop gave up its front-end round trip */
+    bool rerun;
 } VfsdElem;
 
 /* Not found in the memory table (see elem_record_gpa()) */
 #define VFSD_NO_GPA UINT64_MAX
+
+/*
+ * The request this thread runs (process_elem()), with the segments its
+ * buffers are reached by: a thread that lets dispatch_lock go in the
+ * middle of it (dax_wait_begin()) must not use host addresses from
+ * before once it has the lock back, as the memory table may have changed
+ * meanwhile (see dax_wait_end()).
+ */
+typedef struct VfsdRunning {
+    VfsdElem *el;
+    VfsdSeg *segs[2];           /* out, in */
+    unsigned int nsegs[2];
+} VfsdRunning;
+
+static __thread VfsdRunning *thread_req;
+/*
+ * Whether this thread holds dispatch_lock for reading, as a queue
+ * thread, a pool worker or the truncation watch does around work that
+ * may wait for the front-end; only such a hold is let go for the wait.
+ */
+static __thread bool thread_reads;
+/* A front-end round trip of the request this thread runs was given up */
+static __thread bool thread_cancelled;
+
+static void dispatch_read_lock(VfsdDev *dev)
+{
+    pthread_rwlock_rdlock(&dev->dispatch_lock);
+    thread_reads = true;
+}
+
+static void dispatch_read_unlock(VfsdDev *dev)
+{
+    thread_reads = false;
+    pthread_rwlock_unlock(&dev->dispatch_lock);
+}
 
 static void elem_free(VfsdElem *el)
 {
@@ -247,6 +292,19 @@ static VfsdSeg *elem_segs(VfsdElem *el, bool in)
  * queue thread, the pool's requests and blocking ones (see park()) all
  * end before the queue stops.
  */
+static void inflight_done(VfsdElem *el)
+{
+    VfsdQueue *q = el->dev->queues[el->qidx];
+
+    if (el->counted) {
+        g_mutex_lock(&q->inflight_lock);
+        if (--q->inflight == 0) {
+            g_cond_broadcast(&q->inflight_cond);
+        }
+        g_mutex_unlock(&q->inflight_lock);
+    }
+}
+
 static void complete(VfsdElem *el, size_t written)
 {
     VfsdDev *dev = el->dev;
@@ -258,14 +316,30 @@ static void complete(VfsdElem *el, size_t written)
     vu_queue_push(vu, vq, &el->elem, written);
     vu_queue_notify(vu, vq);
     g_mutex_unlock(&q->lock);
-    if (el->counted) {
-        g_mutex_lock(&q->inflight_lock);
-        if (--q->inflight == 0) {
-            g_cond_broadcast(&q->inflight_cond);
-        }
-        g_mutex_unlock(&q->inflight_lock);
-    }
+    inflight_done(el);
     elem_free(el);
+}
+
+static void park_rerun(VfsdElem *el, VfsdSeg *out_segs);
+
+/*
+ * A request whose map a stop gave up (see queue_stop()) did not do what
+ * it was asked, and the front-end could not tell us why: it took the
+ * ring back.  Nor could a guest that resets its device ever see a reply;
+ * one that stopped (QMP stop, or a migration) gets the request run again
+ * when the ring starts, as a parked lock request does.  Only a
+ * SETUPMAPPING is run again: it can be, and others that map (those that
+ * grow a file) have done their part on the host already, which is what
+ * their reply says; their mappings are handled as the front-end's
+ * failures are.
+ */
+static bool rerun_wanted(VfsdElem *el)
+{
+    bool cancelled = thread_cancelled;
+
+    thread_cancelled = false;
+    return cancelled && el->qidx > 0 && el->head.valid &&
+           el->head.h.opcode == FUSE_SETUPMAPPING;
 }
 
 /*
@@ -290,6 +364,12 @@ static void process_elem(VfsdElem *el, bool no_wait)
         vfsd_buf_skip(&in, sizeof(el->head.h));
     }
     vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
+    thread_req = &(VfsdRunning) {
+        .el = el,
+        .segs = { out_segs, in_segs },
+        .nsegs = { el->elem.out_num, el->elem.in_num },
+    };
+    thread_cancelled = false;
     if (el->qidx == 0) {
         written = vfsd_process_hiprio(dev->fs, &el->head, &in, &out);
     } else if (no_wait) {
@@ -297,7 +377,12 @@ static void process_elem(VfsdElem *el, bool no_wait)
     } else {
         written = vfsd_process_request(dev->fs, &el->head, &in, &out);
     }
-    complete(el, written);
+    thread_req = NULL;
+    if (rerun_wanted(el)) {
+        park_rerun(el, out_segs);
+    } else {
+        complete(el, written);
+    }
 }
 
 static void pool_worker(gpointer data, gpointer user_data)
@@ -305,9 +390,9 @@ static void pool_worker(gpointer data, gpointer user_data)
     VfsdElem *el = data;
     VfsdDev *dev = el->dev;
 
-    pthread_rwlock_rdlock(&dev->dispatch_lock);
+    dispatch_read_lock(dev);
     process_elem(el, false);
-    pthread_rwlock_unlock(&dev->dispatch_lock);
+    dispatch_read_unlock(dev);
 }
 
 /*
@@ -386,6 +471,74 @@ static void blocking_settle(VfsdElem *el, void *rep, size_t written,
 }
 
 /*
+ * Called with dispatch_lock and park_lock held: a request to run again
+ * (rerun_wanted()) waits in the parked list while a stop gives up round
+ * trips, or while its queue is stopped; otherwise it runs again now.
+ */
+static void rerun_settle(VfsdElem *el)
+{
+    VfsdDev *dev = el->dev;
+
+    if (dev->cancelling || !queue_live(dev, el->qidx)) {
+        el->rerun = true;
+        g_queue_push_tail(&dev->parked, el);
+    } else {
+        blocking_submit(dev, el);
+    }
+}
+
+/*
+ * Called with dispatch_lock held for reading: a request a pool worker or
+ * the queue thread ran goes to the blocking requests' way of running
+ * again, with a copy of its arguments, read from the guest's buffer
+ * (@out_segs, as the request ran) now that the request is done with it.
+ */
+static void park_rerun(VfsdElem *el, VfsdSeg *out_segs)
+{
+    VfsdDev *dev = el->dev;
+    VfsdBuf in;
+    size_t n;
+
+    vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
+    vfsd_buf_skip(&in, sizeof(el->head.h));
+    n = MIN(vfsd_buf_remaining(&in), (size_t)VFSD_BLOCKING_MAX_COPY);
+    g_free(el->args);
+    el->args = g_malloc(n ? n : 1);
+    el->args_len = vfsd_buf_read(&in, el->args, n) ? n : 0;
+    el->head.avail = sizeof(el->head.h) + el->args_len;
+    inflight_done(el);
+    el->counted = false;
+    g_atomic_int_add(&dev->blocking, 1);
+    g_mutex_lock(&dev->park_lock);
+    rerun_settle(el);
+    g_mutex_unlock(&dev->park_lock);
+}
+
+/*
+ * Called by the main thread with dispatch_lock held for writing, once a
+ * stop no longer gives up round trips: requests parked to run again on
+ * queues that did not stop run now.
+ */
+static void rerun_live(VfsdDev *dev)
+{
+    GList *l, *next;
+
+    g_mutex_lock(&dev->park_lock);
+    dev->cancelling = false;
+    for (l = dev->parked.head; l; l = next) {
+        VfsdElem *el = l->data;
+
+        next = l->next;
+        if (el->rerun && !el->carried && queue_live(dev, el->qidx)) {
+            g_queue_delete_link(&dev->parked, l);
+            el->rerun = false;
+            blocking_submit(dev, el);
+        }
+    }
+    g_mutex_unlock(&dev->park_lock);
+}
+
+/*
  * A request that may wait forever (SETLKW) must not hold dispatch_lock
  * meanwhile, or the front-end could not even stop the device: it runs on
  * the copy of its arguments taken when it was popped, and its reply goes
@@ -400,7 +553,7 @@ static void blocking_worker(gpointer data, gpointer user_data)
     VfsdBuf in, out;
     size_t rep_len = 0, written;
     unsigned int i;
-    bool interrupted;
+    bool interrupted, rerun;
 
     for (i = 0; i < el->elem.in_num; i++) {
         rep_len += el->elem.in_sg[i].iov_len;
@@ -411,7 +564,9 @@ static void blocking_worker(gpointer data, gpointer user_data)
     rep_seg = (VfsdSeg) { .base = rep, .len = rep_len };
     vfsd_buf_init(&in, &req_seg, 1, NULL, NULL);
     vfsd_buf_init(&out, &rep_seg, 1, NULL, NULL);
+    thread_cancelled = false;
     written = vfsd_process_request(dev->fs, &el->head, &in, &out);
+    rerun = rerun_wanted(el);
 
     pthread_rwlock_rdlock(&dev->dispatch_lock);
     g_mutex_lock(&dev->park_lock);
@@ -423,7 +578,12 @@ static void blocking_worker(gpointer data, gpointer user_data)
     interrupted = el->pause_seq != dev->pause_seq &&
                   vfsd_reply_error(rep, written) == -EINTR;
     dev->running[el->qidx]--;
-    blocking_settle(el, rep, written, interrupted);
+    if (rerun) {
+        g_free(rep);
+        rerun_settle(el);
+    } else {
+        blocking_settle(el, rep, written, interrupted);
+    }
     g_cond_broadcast(&dev->park_cond);
     g_mutex_unlock(&dev->park_lock);
     pthread_rwlock_unlock(&dev->dispatch_lock);
@@ -566,7 +726,7 @@ static void parked_restart(VfsdDev *dev, int qidx)
         }
     }
     if (here && !ring_same(dev, qidx)) {
-        vfsd_info("queue %d starts on a new ring: %u parked lock requests "
+        vfsd_info("queue %d starts on a new ring: %u parked requests "
                   "dropped", qidx, here);
         parked_drop(dev, qidx, false);
         vq->inuse -= MIN(vq->inuse, here);
@@ -606,6 +766,7 @@ static void parked_restart(VfsdDev *dev, int qidx)
         if (el->reply) {
             blocking_reply(el, el->reply, el->reply_len);
         } else {
+            el->rerun = false;
             blocking_submit(dev, el);
         }
     }
@@ -717,7 +878,8 @@ static VfsdElem *load_one_parked(VfsdDev *dev, VfsdMigReader *r,
         vfsd_buf_init(&b, &seg, 1, NULL, NULL);
         vfsd_request_head(&b, &el->head);
         /* Only what the source parks: the rest never waits */
-        if (!vfsd_request_may_block(&el->head)) {
+        if (!vfsd_request_may_block(&el->head) &&
+            el->head.h.opcode != FUSE_SETUPMAPPING) {
             goto bad;
         }
         el->args_len = len - sizeof(el->head.h);
@@ -789,7 +951,7 @@ static void elem_prepare(VfsdQueue *q, VfsdElem *el)
     el->args = NULL;
     el->args_len = 0;
     el->reply = NULL;
-    el->carried = el->by_gpa = false;
+    el->carried = el->by_gpa = el->rerun = false;
     elem_record_gpa(dev, el);
 
     segs = elem_segs(el, false);
@@ -820,20 +982,20 @@ static void drain_queue(VfsdQueue *q)
     VfsdElem *el;
 
     for (;;) {
-        pthread_rwlock_rdlock(&dev->dispatch_lock);
+        dispatch_read_lock(dev);
         /*
          * A guest that keeps its ring full must not keep us here once the
          * front-end wants the queue back.
          */
         if (g_atomic_int_get(&q->stopping)) {
-            pthread_rwlock_unlock(&dev->dispatch_lock);
+            dispatch_read_unlock(dev);
             break;
         }
         g_mutex_lock(&q->lock);
         el = vu_queue_pop(vu, vu_get_queue(vu, q->qidx), sizeof(VfsdElem));
         g_mutex_unlock(&q->lock);
         if (!el) {
-            pthread_rwlock_unlock(&dev->dispatch_lock);
+            dispatch_read_unlock(dev);
             break;
         }
         elem_prepare(q, el);
@@ -860,7 +1022,7 @@ static void drain_queue(VfsdQueue *q)
              */
             process_elem(el, false);
         }
-        pthread_rwlock_unlock(&dev->dispatch_lock);
+        dispatch_read_unlock(dev);
     }
 }
 
@@ -911,12 +1073,34 @@ static void *queue_thread(void *opaque)
  * lock before every pop, so it pops nothing more, however full the guest
  * keeps the ring.
  */
+static bool has_protocol_feature(VfsdDev *dev, unsigned int bit);
+
 static void queue_stop(VfsdDev *dev, int qidx)
 {
     VfsdQueue *q = dev->queues[qidx];
+    bool cancel;
 
     if (!q) {
         return;
+    }
+    /*
+     * Upstream QEMU (11.1) reads no back-end request while it waits for
+     * our answer to GET_VRING_BASE: a map it was sent just before waits
+     * until then.  A thread of this queue may be waiting for that map's
+     * answer, or for the window's lock its holder keeps across such a
+     * wait, and we could not answer: QEMU and we would wait for each
+     * other (with its big lock held).  So those waits are given up until
+     * the queue stopped (libvhost-user drops the late answer), and the
+     * request is run again later (rerun_wanted()).  Our fork's QEMU
+     * serves back-end requests while it waits and needs none of this.
+     */
+    cancel = has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
+             !has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
+    if (cancel) {
+        g_mutex_lock(&dev->park_lock);
+        dev->cancelling = true;
+        g_mutex_unlock(&dev->park_lock);
+        eventfd_write(dev->cancel_fd, 1);
     }
     g_atomic_int_set(&q->stopping, 1);
     eventfd_write(q->stop_fd, 1);
@@ -934,6 +1118,12 @@ static void queue_stop(VfsdDev *dev, int qidx)
     g_mutex_unlock(&q->inflight_lock);
     park(dev, qidx);
     pthread_rwlock_wrlock(&dev->dispatch_lock);
+    if (cancel) {
+        eventfd_t v;
+
+        eventfd_read(dev->cancel_fd, &v);
+        rerun_live(dev);
+    }
     ring_mark(dev, qidx);
     close(q->stop_fd);
     g_mutex_clear(&q->lock);
@@ -1013,9 +1203,9 @@ static void *watch_thread(void *opaque)
             break;
         }
         if (pfd[0].revents & POLLIN) {
-            pthread_rwlock_rdlock(&dev->dispatch_lock);
+            dispatch_read_lock(dev);
             vfsd_dax_watch_events(dev->fs);
-            pthread_rwlock_unlock(&dev->dispatch_lock);
+            dispatch_read_unlock(dev);
         }
     }
     return NULL;
@@ -1394,22 +1584,62 @@ static bool dax_can_replace(void *opaque)
  * message, so a thread that held it for reading while it waited for the
  * answer to its next map or unmap would deadlock QEMU and us (a truncate
  * cuts several mappings in a row).  With such a front-end, the lock is let
- * go for the wait.  The caller holds it for reading and touches no guest
- * memory meanwhile; the front-end only adds and removes window regions
- * then, which leaves guest RAM where it was.  Our fork's QEMU serves
- * back-end requests while it waits and never needs this.
+ * go for the wait, by a thread that holds it for reading (a thread
+ * without it has nothing to let go).  It touches no guest memory
+ * meanwhile, and afterwards reaches its request's buffers through the
+ * table then in force (thread_req_retranslate()): the window regions the
+ * front-end added or removed may have held them.  Returns whether the
+ * lock was let go.  Our fork's QEMU serves back-end requests while it
+ * waits and never needs this.
  */
-static void dax_wait_begin(VfsdDev *dev)
+static bool dax_wait_begin(VfsdDev *dev)
 {
-    if (!dax_can_replace(dev)) {
-        pthread_rwlock_unlock(&dev->dispatch_lock);
+    if (dax_can_replace(dev) || !thread_reads) {
+        return false;
     }
+    dispatch_read_unlock(dev);
+    return true;
 }
 
-static void dax_wait_end(VfsdDev *dev)
+/*
+ * The request this thread runs was translated to host addresses under
+ * the memory table of its pop.  The front-end may have changed the table
+ * while we waited: a REM_MEM_REG of the window range the guest put its
+ * reply buffer in unmaps what those addresses point at, and another
+ * mapping may sit there now.  So every piece is reached by guest address
+ * from now on, under the table in force at each access; a piece the table
+ * no longer holds fails the access, and the request with it, as a buffer
+ * outside guest memory does.
+ */
+static void thread_req_retranslate(VfsdDev *dev)
 {
-    if (!dax_can_replace(dev)) {
-        pthread_rwlock_rdlock(&dev->dispatch_lock);
+    VfsdRunning *r = thread_req;
+    VuVirtqElement *e;
+    unsigned int d, i;
+
+    if (!r || r->el->by_gpa || r->el->mem_gen == dev->mem_gen) {
+        return;
+    }
+    e = &r->el->elem;
+    for (d = 0; d < 2; d++) {
+        uint64_t *gpa = r->el->gpa + (d ? e->out_num : 0);
+
+        for (i = 0; i < r->nsegs[d]; i++) {
+            r->segs[d][i].base = NULL;
+            r->segs[d][i].addr = gpa[i];
+        }
+    }
+    r->el->by_gpa = true;
+    vfsd_debug("queue %d: memory table changed during a front-end round "
+               "trip: request buffers reached by guest address",
+               r->el->qidx);
+}
+
+static void dax_wait_end(VfsdDev *dev, bool dropped)
+{
+    if (dropped) {
+        dispatch_read_lock(dev);
+        thread_req_retranslate(dev);
     }
 }
 
@@ -1417,23 +1647,42 @@ static bool dax_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
                     uint64_t len, uint64_t flags, int fd)
 {
     VfsdDev *dev = opaque;
+    bool dropped = dax_wait_begin(dev);
     bool ok;
 
-    dax_wait_begin(dev);
+    errno = 0;
     ok = vu_shmem_map(&dev->vu, VFSD_DAX_SHMID, fd_offset, shm_offset, len,
                       flags, fd);
-    dax_wait_end(dev);
+    if (!ok && errno == ECANCELED) {
+        /*
+         * A stop gave the wait up (queue_stop()): the front-end carries
+         * the map out after the stop, or refuses it.  Either way it is
+         * undone right after, so that the window holds what our records
+         * say: nothing there.
+         */
+        vfsd_info("DAX: device stopping: map of window range 0x%" PRIx64
+                  "+0x%" PRIx64 " given up, and undone", shm_offset, len);
+        vu_shmem_unmap_nowait(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
+        thread_cancelled = true;
+    }
+    dax_wait_end(dev, dropped);
     return ok;
 }
 
 static bool dax_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
 {
     VfsdDev *dev = opaque;
+    bool dropped = dax_wait_begin(dev);
     bool ok;
 
-    dax_wait_begin(dev);
+    errno = 0;
     ok = vu_shmem_unmap(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
-    dax_wait_end(dev);
+    if (!ok && errno == ECANCELED) {
+        /* Sent, and handled after the stop: as good as unmap_nowait's */
+        ok = true;
+        thread_cancelled = true;
+    }
+    dax_wait_end(dev, dropped);
     return ok;
 }
 
@@ -1448,12 +1697,40 @@ static bool dax_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
 static bool dax_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)
 {
     VfsdDev *dev = opaque;
+    bool dropped = dax_wait_begin(dev);
     bool ok;
 
-    dax_wait_begin(dev);
     ok = vu_shmem_unmap_nowait(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
-    dax_wait_end(dev);
+    dax_wait_end(dev, dropped);
     return ok;
+}
+
+static bool dax_can_migrate(void *opaque)
+{
+    return has_protocol_feature(opaque,
+                                VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE);
+}
+
+/*
+ * The window's lock is held across the round trips above, with
+ * dispatch_lock let go.  A second thread that waited for it holding
+ * dispatch_lock (a pool worker, a second queue, the truncation watch)
+ * would keep our main thread from the ADD_MEM_REG or REM_MEM_REG the
+ * holder's front-end waits on, and with a writer waiting, the holder
+ * could not take dispatch_lock back either: it lets dispatch_lock go
+ * while it waits, which the holder's round trip does the same way.
+ */
+static void dax_lock(void *opaque, GMutex *lock)
+{
+    VfsdDev *dev = opaque;
+    bool dropped;
+
+    if (g_mutex_trylock(lock)) {
+        return;
+    }
+    dropped = dax_wait_begin(dev);
+    g_mutex_lock(lock);
+    dax_wait_end(dev, dropped);
 }
 
 /* The device on @conn_fd, its pools and DAX window; NULL if it fails */
@@ -1466,6 +1743,8 @@ static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
         .map = dax_map,
         .unmap = dax_unmap,
         .unmap_nowait = dax_unmap_nowait,
+        .can_migrate = dax_can_migrate,
+        .lock = dax_lock,
         .opaque = dev,
     };
     pthread_rwlockattr_t attr;
@@ -1473,8 +1752,11 @@ static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
     dev->fs = fs;
     dev->watch_stop_fd = -1;
     dev->panic_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (dev->panic_fd < 0) {
+    dev->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (dev->panic_fd < 0 || dev->cancel_fd < 0) {
         vfsd_err("eventfd: %s", strerror(errno));
+        close(dev->panic_fd);
+        close(dev->cancel_fd);
         g_free(dev);
         return NULL;
     }
@@ -1488,10 +1770,12 @@ static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
                  set_watch, remove_watch, &iface)) {
         vfsd_err("cannot initialize the vhost-user device");
         close(dev->panic_fd);
+        close(dev->cancel_fd);
         g_free(dev);
         return NULL;
     }
     vu_set_unmapped_buffers_allowed(&dev->vu, true);
+    vu_set_backend_cancel_fd(&dev->vu, dev->cancel_fd);
     fs->dax = vfsd_dax_new(&be);
     if (fs->opts->thread_pool_size) {
         dev->pool = g_thread_pool_new(pool_worker, dev,
@@ -1563,9 +1847,9 @@ static bool serve_loop(VfsdDev *dev, int conn_fd)
         }
         if (pfd[2].revents & POLLIN) {
             /* Unmaps talk to the front-end, like a worker's */
-            pthread_rwlock_rdlock(&dev->dispatch_lock);
+            dispatch_read_lock(dev);
             vfsd_dax_flush(fs);
-            pthread_rwlock_unlock(&dev->dispatch_lock);
+            dispatch_read_unlock(dev);
             if (!pfd[0].revents) {
                 continue;
             }
@@ -1620,6 +1904,7 @@ static void serve_teardown(VfsdDev *dev)
     vu_deinit(&dev->vu);
     pthread_rwlock_destroy(&dev->dispatch_lock);
     close(dev->panic_fd);
+    close(dev->cancel_fd);
     g_free(dev);
 }
 

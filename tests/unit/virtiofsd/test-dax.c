@@ -33,6 +33,8 @@ typedef struct Fake {
     GString *log;
     bool replace;
     bool fail_next;
+    /* The front-end does not restore a migrated window (SHMEM_MIGRATE) */
+    bool no_migrate;
 } Fake;
 
 static bool fake_available(void *opaque)
@@ -45,6 +47,13 @@ static bool fake_can_replace(void *opaque)
     Fake *f = opaque;
 
     return f->replace;
+}
+
+static bool fake_can_migrate(void *opaque)
+{
+    Fake *f = opaque;
+
+    return !f->no_migrate;
 }
 
 static bool fake_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
@@ -135,6 +144,7 @@ static void setup(DaxFixture *d, gconstpointer data)
     VfsdDaxBackend be = {
         .available = fake_available,
         .can_replace = fake_can_replace,
+        .can_migrate = fake_can_migrate,
         .map = fake_map,
         .unmap = fake_unmap,
         .opaque = &d->fake,
@@ -1105,6 +1115,7 @@ static void new_window(DaxFixture *d)
     VfsdDaxBackend be = {
         .available = fake_available,
         .can_replace = fake_can_replace,
+        .can_migrate = fake_can_migrate,
         .map = fake_map,
         .unmap = fake_unmap,
         .opaque = &d->fake,
@@ -1336,6 +1347,15 @@ static void test_migrate_bad_streams(DaxFixture *d, gconstpointer data)
     d->t.opts.readonly = true;
     assert_refused(d, good, "read-only");
     d->t.opts.readonly = false;
+    /* A front-end that would not serve the restore's map requests */
+    d->fake.no_migrate = true;
+    assert_refused(d, good, "no SHMEM_MIGRATE");
+    d->fake.no_migrate = false;
+    /* A destination with a smaller window (its --cache-size) says so */
+    d->t.opts.cache_size = 2 * MiB;
+    assert_refused(d, good, "bad mapping 0x200000+0x200000 ends past this "
+                   "daemon's window of 0x200000 bytes");
+    d->t.opts.cache_size = 0;
 
     /* And the good one still loads after all that, but only once */
     g_assert_true(load_state(d, good->data, good->len, &err));

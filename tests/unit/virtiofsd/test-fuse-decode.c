@@ -67,6 +67,9 @@ static void test_init(void)
     /* Not asked for on the command line, nor supported */
     g_assert_false(flags & FUSE_WRITEBACK_CACHE);
     g_assert_false(flags & FUSE_POSIX_ACL);
+    /* We say our version; both speak the older one */
+    g_assert_cmpuint(out.minor, ==, 45);
+    g_assert_cmpuint(t.fs.conn.proto_minor, ==, 41);
 
     /*
      * A second INIT is a guest that rebooted without unmounting: a new
@@ -85,6 +88,20 @@ static void test_init(void)
     g_assert_cmpint(test_send(&t, r, 4096, NULL, 0, NULL), <, 0);
     g_assert_cmpint(test_write(&t, ino, fh, 0, "x", 1), <, 0);
     g_assert_cmpuint(test_lookup(&t, FUSE_ROOT_ID, "f", NULL), !=, 0);
+    test_fs_teardown(&t);
+
+    /* A 7.45 guest: request timeouts (7.43) are not agreed to */
+    test_fs_setup(&t, NULL);
+    in.minor = 45;
+    in.flags2 |= FUSE_REQUEST_TIMEOUT >> 32;
+    r = test_req_new(FUSE_INIT, 0);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    flags = out.flags | (uint64_t)out.flags2 << 32;
+    g_assert_cmpuint(out.minor, ==, 45);
+    g_assert_cmpuint(t.fs.conn.proto_minor, ==, 45);
+    g_assert_false(flags & FUSE_REQUEST_TIMEOUT);
+    g_assert_true(flags & FUSE_HAS_INODE_DAX);
     test_fs_teardown(&t);
 
     /* Too old */
@@ -151,7 +168,7 @@ static void test_header_length_lies(TestFs *t, gconstpointer data)
 static void test_unknown_opcodes(TestFs *t, gconstpointer data)
 {
     static const uint32_t ops[] = {
-        FUSE_BMAP, FUSE_IOCTL, FUSE_POLL, FUSE_STATX, 0, 7, 19, 200,
+        FUSE_BMAP, FUSE_IOCTL, FUSE_POLL, 54, 0, 7, 19, 200,
         FUSE_INIT_BSWAP_RESERVED, UINT32_MAX,
     };
     unsigned int i;
@@ -162,6 +179,151 @@ static void test_unknown_opcodes(TestFs *t, gconstpointer data)
         test_req_add(r, "\0\0\0\0\0\0\0\0", 8);
         g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOSYS);
     }
+}
+
+/*
+ * Each opcode we do not serve is logged once, so that what newer guests
+ * send shows up without flooding the log.  In a subprocess: the record of
+ * what was logged is the process's.
+ */
+static void test_unserved_logged_once(void)
+{
+    TestFs t;
+    unsigned int i;
+
+    if (!g_test_subprocess()) {
+        g_test_trap_subprocess(NULL, 0, G_TEST_SUBPROCESS_DEFAULT);
+        g_test_trap_assert_passed();
+        g_test_trap_assert_stderr("*sent BMAP (opcode 37)*");
+        g_test_trap_assert_stderr_unmatched("*BMAP*BMAP*");
+        g_test_trap_assert_stderr("*sent unknown (opcode 54)*");
+        g_test_trap_assert_stderr_unmatched("*opcode 54*opcode 54*");
+        g_test_trap_assert_stderr("*sent opcode 4000000*");
+        /* The ones we serve are not in it */
+        g_test_trap_assert_stderr_unmatched("*STATX*");
+        g_test_trap_assert_stderr_unmatched("*COPY_FILE_RANGE_64*");
+        return;
+    }
+    vfsd_log_init(false, VFSD_LOG_INFO);
+    setup(&t, NULL);
+    for (i = 0; i < 3; i++) {
+        static const uint32_t ops[] = {
+            FUSE_BMAP, 54, 4000000, FUSE_STATX, FUSE_COPY_FILE_RANGE_64,
+        };
+        unsigned int j;
+
+        for (j = 0; j < G_N_ELEMENTS(ops); j++) {
+            TestReq *r = test_req_new(ops[j], 1);
+
+            test_req_add(r, &(struct fuse_copy_file_range_in){ 0 },
+                         sizeof(struct fuse_copy_file_range_in));
+            test_send(&t, r, 4096, NULL, 0, NULL);
+        }
+    }
+    teardown(&t, NULL);
+}
+
+static int statx_flags(TestFs *t, uint32_t sx_flags, uint32_t sx_mask)
+{
+    TestReq *r = test_req_new(FUSE_STATX, FUSE_ROOT_ID);
+    struct fuse_statx_out out;
+
+    test_req_add(r, &(struct fuse_statx_in){ .sx_flags = sx_flags,
+                                             .sx_mask = sx_mask },
+                 sizeof(struct fuse_statx_in));
+    return test_send(t, r, 4096, &out, sizeof(out), NULL);
+}
+
+/*
+ * STATX's flags are statx(2)'s sync hints: the path flags mean nothing
+ * without a path, and unknown ones get statx(2)'s EINVAL.  Arguments past
+ * the structure are ignored, as for every request; a reply that does not
+ * fit is an error.
+ */
+static void test_statx_decode(TestFs *t, gconstpointer data)
+{
+    static const uint32_t bad[] = {
+        AT_SYMLINK_NOFOLLOW, AT_EMPTY_PATH, AT_NO_AUTOMOUNT, 1, 0x80000000,
+    };
+    struct fuse_statx_out out;
+    unsigned int i;
+    TestReq *r;
+
+    g_assert_cmpint(statx_flags(t, 0, STATX_BASIC_STATS), ==, 0);
+    g_assert_cmpint(statx_flags(t, AT_STATX_FORCE_SYNC, 0), ==, 0);
+    g_assert_cmpint(statx_flags(t, AT_STATX_DONT_SYNC, UINT32_MAX &
+                                ~STATX__RESERVED), ==, 0);
+    for (i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_assert_cmpint(statx_flags(t, bad[i], STATX_BASIC_STATS), ==,
+                        -EINVAL);
+    }
+    /* One byte short */
+    r = test_req_new(FUSE_STATX, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_statx_in){ 0 },
+                 sizeof(struct fuse_statx_in) - 1);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    /* Trailing bytes */
+    r = test_req_new(FUSE_STATX, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_statx_in){ .sx_mask = STATX_BASIC_STATS },
+                 sizeof(struct fuse_statx_in));
+    test_req_add(r, "junkjunk", 8);
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmphex(out.stat.mask & STATX_BASIC_STATS, ==, STATX_BASIC_STATS);
+    /* No room for the reply: an error that fits */
+    r = test_req_new(FUSE_STATX, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_statx_in){ 0 },
+                 sizeof(struct fuse_statx_in));
+    g_assert_cmpint(test_send(t, r, sizeof(struct fuse_out_header) +
+                              sizeof(out) - 1, NULL, 0, NULL), ==, -EIO);
+}
+
+/*
+ * COPY_FILE_RANGE_64 takes any 64-bit length, and COPY_FILE_RANGE lengths
+ * past what its 32-bit reply can say: neither copies more than it says.
+ */
+static void test_copy_range_lengths(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, fh2;
+    uint64_t ino = test_create(t, FUSE_ROOT_ID, "src", O_RDWR, &fh);
+    uint64_t ino2 = test_create(t, FUSE_ROOT_ID, "dst", O_RDWR, &fh2);
+    struct fuse_copy_file_range_in in = {
+        .fh_in = fh, .nodeid_out = ino2, .fh_out = fh2,
+    };
+    static const uint64_t lens[] = {
+        UINT64_MAX, (uint64_t)SSIZE_MAX + 1, 1ULL << 32, UINT32_MAX, 0,
+    };
+    struct fuse_copy_file_range_out out;
+    struct fuse_write_out wout;
+    unsigned int i;
+    size_t len;
+    TestReq *r;
+
+    g_assert_cmpint(test_write(t, ino, fh, 0, "0123456789", 10), ==, 10);
+    for (i = 0; i < G_N_ELEMENTS(lens); i++) {
+        in.len = lens[i];
+        r = test_req_new(FUSE_COPY_FILE_RANGE_64, ino);
+        test_req_add(r, &in, sizeof(in));
+        g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), &len), ==,
+                        0);
+        g_assert_cmpuint(len, ==, sizeof(out));
+        g_assert_cmpuint(out.bytes_copied, ==, MIN(lens[i], 10));
+        r = test_req_new(FUSE_COPY_FILE_RANGE, ino);
+        test_req_add(r, &in, sizeof(in));
+        g_assert_cmpint(test_send(t, r, 4096, &wout, sizeof(wout), &len), ==,
+                        0);
+        g_assert_cmpuint(len, ==, sizeof(wout));
+        g_assert_cmpuint(wout.size, ==, MIN(lens[i], 10));
+    }
+    /* One byte short */
+    r = test_req_new(FUSE_COPY_FILE_RANGE_64, ino);
+    test_req_add(r, &in, sizeof(in) - 1);
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+    /* Flags past copy_file_range(2)'s unsigned int */
+    in.len = 1;
+    in.flags = 1ULL << 32;
+    r = test_req_new(FUSE_COPY_FILE_RANGE_64, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
 }
 
 static void test_truncated_args(TestFs *t, gconstpointer data)
@@ -176,6 +338,7 @@ static void test_truncated_args(TestFs *t, gconstpointer data)
         FUSE_LSEEK, FUSE_COPY_FILE_RANGE, FUSE_SETUPMAPPING,
         FUSE_REMOVEMAPPING, FUSE_SYNCFS, FUSE_TMPFILE, FUSE_LOOKUP,
         FUSE_UNLINK, FUSE_RMDIR, FUSE_SYMLINK, FUSE_REMOVEXATTR,
+        FUSE_STATX, FUSE_COPY_FILE_RANGE_64,
     };
     unsigned int i;
 
@@ -645,6 +808,10 @@ int main(int argc, char **argv)
     ADD("header-length-lies", test_header_length_lies);
     ADD("unknown-opcodes", test_unknown_opcodes);
     ADD("truncated-args", test_truncated_args);
+    g_test_add_func("/virtiofsd/decode/unserved-logged-once",
+                    test_unserved_logged_once);
+    ADD("statx", test_statx_decode);
+    ADD("copy-range-lengths", test_copy_range_lengths);
     ADD("no-reply-ops", test_no_reply_ops);
     ADD("bad-names", test_bad_names);
     ADD("symlink-escape", test_symlink_escape);

@@ -687,6 +687,303 @@ static void test_fallocate_lseek_copy(TestFs *t, gconstpointer data)
     g_assert_cmpmem(buf, 5, "12345", 5);
 }
 
+static int statx_req(TestFs *t, uint64_t nodeid, uint32_t sx_flags,
+                     uint32_t sx_mask, struct fuse_statx_out *out)
+{
+    TestReq *r = test_req_new(FUSE_STATX, nodeid);
+
+    test_req_add(r, &(struct fuse_statx_in){ .sx_flags = sx_flags,
+                                             .sx_mask = sx_mask },
+                 sizeof(struct fuse_statx_in));
+    return test_send(t, r, 4096, out, sizeof(*out), NULL);
+}
+
+/* What the guest may see of the host's attributes (see fs.c) */
+#define HOST_VIEW_ATTRS (STATX_ATTR_MOUNT_ROOT | STATX_ATTR_AUTOMOUNT | \
+                         STATX_ATTR_DAX | 0x00400000)
+
+static void assert_sx_time(const struct fuse_sx_time *w,
+                           const struct statx_timestamp *h)
+{
+    g_assert_cmpint(w->tv_sec, ==, h->tv_sec);
+    g_assert_cmpuint(w->tv_nsec, ==, h->tv_nsec);
+}
+
+/*
+ * STATX's answer for @nodeid against the host's own statx() of @name:
+ * every field, the birth time included where the host has one.
+ */
+static void check_statx(TestFs *t, uint64_t nodeid, const char *name,
+                        uint32_t sx_mask)
+{
+    struct fuse_statx_out out;
+    struct statx h;
+    const struct fuse_statx *w = &out.stat;
+    unsigned int i;
+
+    g_assert_cmpint(statx_req(t, nodeid, 0, sx_mask, &out), ==, 0);
+    /* The basic fields whatever the guest asks for, the rest if asked */
+    g_assert_cmpint(statx(t->dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH,
+                          STATX_BASIC_STATS | (sx_mask & STATX_BTIME), &h),
+                    ==, 0);
+    g_assert_cmphex(w->mask, ==,
+                    h.stx_mask & (STATX_BASIC_STATS | STATX_BTIME));
+    g_assert_cmphex(w->mask & STATX_BASIC_STATS, ==, STATX_BASIC_STATS);
+    g_assert_cmpuint(w->blksize, ==, h.stx_blksize);
+    g_assert_cmphex(w->attributes_mask, ==,
+                    h.stx_attributes_mask & ~(uint64_t)HOST_VIEW_ATTRS);
+    g_assert_cmphex(w->attributes, ==,
+                    h.stx_attributes & w->attributes_mask);
+    g_assert_cmpuint(w->nlink, ==, h.stx_nlink);
+    g_assert_cmpuint(w->uid, ==, h.stx_uid);
+    g_assert_cmpuint(w->gid, ==, h.stx_gid);
+    g_assert_cmphex(w->mode, ==, h.stx_mode);
+    g_assert_cmpuint(w->ino, ==, h.stx_ino);
+    g_assert_cmpuint(w->size, ==, h.stx_size);
+    g_assert_cmpuint(w->blocks, ==, h.stx_blocks);
+    assert_sx_time(&w->atime, &h.stx_atime);
+    if (h.stx_mask & STATX_BTIME) {
+        assert_sx_time(&w->btime, &h.stx_btime);
+    } else {
+        g_assert_cmpint(w->btime.tv_sec, ==, 0);
+    }
+    assert_sx_time(&w->ctime, &h.stx_ctime);
+    assert_sx_time(&w->mtime, &h.stx_mtime);
+    g_assert_cmpuint(w->rdev_major, ==, h.stx_rdev_major);
+    g_assert_cmpuint(w->rdev_minor, ==, h.stx_rdev_minor);
+    g_assert_cmpuint(w->dev_major, ==, h.stx_dev_major);
+    g_assert_cmpuint(w->dev_minor, ==, h.stx_dev_minor);
+    for (i = 0; i < G_N_ELEMENTS(w->__spare2); i++) {
+        g_assert_cmpuint(w->__spare2[i], ==, 0);
+    }
+    g_assert_cmpuint(out.flags, ==, 0);
+    g_assert_cmpuint(out.attr_valid, ==, (uint64_t)t->fs.attr_timeout);
+}
+
+/* What the host's statx() of @name gives with @flags and @mask */
+static int host_statx_err(TestFs *t, const char *name, int flags,
+                          uint32_t mask)
+{
+    struct statx h;
+
+    return statx(t->dir_fd, name, AT_SYMLINK_NOFOLLOW | flags, mask, &h) < 0
+           ? -errno : 0;
+}
+
+static void test_statx(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    uint64_t dir, link;
+    struct fuse_statx_out out;
+    struct fuse_attr_out aout;
+    struct statx h;
+    int fd, flags, ret;
+    TestReq *r;
+
+    g_assert_cmpint(test_write(t, ino, fh, 0, "birth", 5), ==, 5);
+    g_assert_cmpint(statx(t->dir_fd, "f", 0, STATX_BTIME, &h), ==, 0);
+    check_statx(t, ino, "f", STATX_BASIC_STATS | STATX_BTIME);
+    if (h.stx_mask & STATX_BTIME) {
+        g_assert_cmpint(statx_req(t, ino, 0, STATX_BTIME, &out), ==, 0);
+        g_assert_cmphex(out.stat.mask & STATX_BTIME, ==, STATX_BTIME);
+        g_assert_cmpint(out.stat.btime.tv_sec, ==, h.stx_btime.tv_sec);
+        g_assert_cmpuint(out.stat.btime.tv_nsec, ==, h.stx_btime.tv_nsec);
+    } else {
+        g_test_message("no birth times on this file system: not compared");
+    }
+    /* The basic fields come even when only the birth time is asked for */
+    check_statx(t, ino, "f", STATX_BTIME);
+    check_statx(t, ino, "f", 0);
+    check_statx(t, FUSE_ROOT_ID, "", STATX_BASIC_STATS | STATX_BTIME);
+    g_assert_cmpint(mkdirat(t->dir_fd, "d", 0750), ==, 0);
+    dir = test_lookup(t, FUSE_ROOT_ID, "d", NULL);
+    check_statx(t, dir, "d", STATX_BASIC_STATS | STATX_BTIME);
+    /* A symlink's own attributes, never its target's */
+    g_assert_cmpint(symlinkat("f", t->dir_fd, "l"), ==, 0);
+    link = test_lookup(t, FUSE_ROOT_ID, "l", NULL);
+    check_statx(t, link, "l", STATX_BASIC_STATS | STATX_BTIME);
+
+    /* An attribute the host keeps (nodump, which its owner may set) */
+    fd = openat(t->dir_fd, "f", O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    flags = FS_NODUMP_FL;
+    if (ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0) {
+        g_assert_cmpint(statx_req(t, ino, 0, STATX_BASIC_STATS, &out), ==, 0);
+        g_assert_cmphex(out.stat.attributes_mask & STATX_ATTR_NODUMP, ==,
+                        STATX_ATTR_NODUMP);
+        g_assert_cmphex(out.stat.attributes & STATX_ATTR_NODUMP, ==,
+                        STATX_ATTR_NODUMP);
+        check_statx(t, ino, "f", STATX_BASIC_STATS);
+        flags = 0;
+        g_assert_cmpint(ioctl(fd, FS_IOC_SETFLAGS, &flags), ==, 0);
+    } else {
+        g_test_message("no FS_IOC_SETFLAGS here (%s): nodump not compared",
+                       g_strerror(errno));
+    }
+    close(fd);
+
+    /* Sync hints go to the host */
+    g_assert_cmpint(statx_req(t, ino, AT_STATX_FORCE_SYNC, STATX_BTIME,
+                              &out), ==, 0);
+    g_assert_cmpint(statx_req(t, ino, AT_STATX_DONT_SYNC, STATX_BTIME,
+                              &out), ==, 0);
+    /* ...and so do the ones statx(2) refuses: its errno, not ours */
+    g_assert_cmpint(host_statx_err(t, "f", AT_STATX_SYNC_TYPE, 0), ==,
+                    -EINVAL);
+    g_assert_cmpint(statx_req(t, ino, AT_STATX_SYNC_TYPE, 0, &out), ==,
+                    host_statx_err(t, "f", AT_STATX_SYNC_TYPE, 0));
+    g_assert_cmpint(statx_req(t, ino, 0, STATX__RESERVED, &out), ==,
+                    host_statx_err(t, "f", 0, STATX__RESERVED));
+    /* No such inode */
+    g_assert_cmpint(statx_req(t, 999999, 0, STATX_BASIC_STATS, &out), ==,
+                    -ENOENT);
+    /*
+     * An unlinked file the guest still knows: what GETATTR gets (nlink 0,
+     * or the host's error where a file handle cannot reopen it)
+     */
+    g_assert_cmpint(unlinkat(t->dir_fd, "f", 0), ==, 0);
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    ret = test_send(t, r, 4096, &aout, sizeof(aout), NULL);
+    g_assert_cmpint(statx_req(t, ino, 0, STATX_BASIC_STATS, &out), ==, ret);
+    if (ret == 0) {
+        g_assert_cmpuint(out.stat.nlink, ==, 0);
+        g_assert_cmpuint(aout.attr.nlink, ==, 0);
+    }
+}
+
+/*
+ * COPY_FILE_RANGE_64: the host's copy_file_range() on the same files,
+ * with a count that may be past 4 GiB, and the host's errors.
+ */
+static int copy64_req(TestFs *t, uint64_t nodeid,
+                      const struct fuse_copy_file_range_in *in,
+                      uint64_t *copied)
+{
+    TestReq *r = test_req_new(FUSE_COPY_FILE_RANGE_64, nodeid);
+    struct fuse_copy_file_range_out out;
+    size_t len;
+    int ret;
+
+    test_req_add(r, in, sizeof(*in));
+    ret = test_send(t, r, 4096, &out, sizeof(out), &len);
+    if (ret == 0) {
+        g_assert_cmpuint(len, ==, sizeof(out));
+        *copied = out.bytes_copied;
+    }
+    return ret;
+}
+
+static ssize_t host_copy(TestFs *t, const char *from, uint64_t off_in,
+                         const char *to, uint64_t off_out, size_t len,
+                         unsigned int flags)
+{
+    int in = openat(t->dir_fd, from, O_RDONLY | O_CLOEXEC);
+    int out = openat(t->dir_fd, to, O_RDWR | O_CLOEXEC);
+    loff_t pin = off_in, pout = off_out;
+    ssize_t n;
+
+    g_assert_cmpint(in, >=, 0);
+    g_assert_cmpint(out, >=, 0);
+    n = copy_file_range(in, &pin, out, &pout, len, flags);
+    if (n < 0) {
+        n = -errno;
+    }
+    close(in);
+    close(out);
+    return n;
+}
+
+static void test_copy_file_range_64(TestFs *t, gconstpointer data)
+{
+    static const char text[] = "the quick brown fox";
+    uint64_t fh, fh2, fhd, copied;
+    uint64_t ino = test_create(t, FUSE_ROOT_ID, "a", O_RDWR, &fh);
+    uint64_t ino2 = test_create(t, FUSE_ROOT_ID, "b", O_RDWR, &fh2);
+    struct fuse_copy_file_range_in in = {
+        .fh_in = fh, .nodeid_out = ino2, .fh_out = fh2,
+        .off_out = 3, .len = UINT64_MAX,
+    };
+    struct fuse_write_out wout;
+    char buf[sizeof(text) + 3], hbuf[sizeof(text) + 3];
+    TestReq *r;
+
+    g_assert_cmpint(test_write(t, ino, fh, 0, text, sizeof(text) - 1), ==,
+                    sizeof(text) - 1);
+    g_assert_cmpint(mknodat(t->dir_fd, "c", S_IFREG | 0644, 0), ==, 0);
+
+    /* The whole file, whatever the length asked for: as the host copies */
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, 0);
+    g_assert_cmpint(host_copy(t, "a", 0, "c", 3, SSIZE_MAX, 0), ==,
+                    (ssize_t)copied);
+    g_assert_cmpuint(copied, ==, sizeof(text) - 1);
+    host_read(t, "b", buf, sizeof(buf) - 1);
+    host_read(t, "c", hbuf, sizeof(hbuf) - 1);
+    g_assert_cmpmem(buf, sizeof(buf) - 1, hbuf, sizeof(hbuf) - 1);
+    g_assert_cmpmem(buf + 3, sizeof(text) - 1, text, sizeof(text) - 1);
+
+    /* A part, from an offset */
+    in.off_in = 4;
+    in.off_out = 0;
+    in.len = 5;
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, 0);
+    g_assert_cmpuint(copied, ==, 5);
+    host_read(t, "b", buf, 5);
+    g_assert_cmpmem(buf, 5, "quick", 5);
+    /* At the end of the file: nothing to copy */
+    in.off_in = sizeof(text) - 1;
+    in.len = UINT64_MAX;
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, 0);
+    g_assert_cmpuint(copied, ==, 0);
+
+    /* The 32-bit one is the same operation, with its own reply */
+    in.off_in = 0;
+    in.len = 3;
+    r = test_req_new(FUSE_COPY_FILE_RANGE, ino);
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096, &wout, sizeof(wout), NULL), ==, 0);
+    g_assert_cmpuint(wout.size, ==, 3);
+
+    /* Errors are the host's */
+    in.off_in = 0;
+    in.off_out = 2;
+    in.len = 5;
+    in.fh_out = fh;
+    g_assert_cmpint(host_copy(t, "a", 0, "a", 2, 5, 0), ==, -EINVAL);
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EINVAL);
+    in.fh_out = fh2;
+    in.flags = 1;
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==,
+                    host_copy(t, "a", 0, "c", 0, 5, 1));
+    in.flags = 1ULL << 40;
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EINVAL);
+    in.flags = 0;
+    in.off_in = (uint64_t)INT64_MAX + 1;
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EINVAL);
+    in.off_in = 0;
+    /* File handles the guest does not have, or that are directories' */
+    in.fh_in = 12345;
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EBADF);
+    in.fh_in = fh;
+    in.fh_out = 12345;
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EBADF);
+    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    {
+        struct fuse_open_out oo;
+
+        g_assert_cmpint(test_send(t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+        fhd = oo.fh;
+    }
+    in.fh_out = fhd;
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EBADF);
+    /* Read-only destination: the host's EBADF */
+    in.fh_out = test_open(t, ino2, O_RDONLY);
+    g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EBADF);
+}
+
 static void test_locks(TestFs *t, gconstpointer data)
 {
     uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "l", O_RDWR, &fh);
@@ -1691,6 +1988,7 @@ static void test_id_map(void)
     g_autofree char *err = NULL;
     struct fuse_entry_out e;
     struct fuse_attr_out out;
+    struct fuse_statx_out sxo;
     struct fuse_attr attr;
     uint32_t acl[16], got[16];
     uint64_t dir, ino;
@@ -1775,6 +2073,16 @@ static void test_id_map(void)
     g_assert_cmpint(test_send(&t, r, 4096, &out, sizeof(out), NULL), ==, 0);
     g_assert_cmpuint(out.attr.uid, ==, VFSD_OVERFLOW_ID);
     g_assert_cmpuint(out.attr.gid, ==, VFSD_OVERFLOW_ID);
+    /* STATX maps them as GETATTR does */
+    g_assert_cmpint(statx_req(&t, ino, 0, STATX_BASIC_STATS | STATX_BTIME,
+                              &sxo), ==, 0);
+    g_assert_cmpuint(sxo.stat.uid, ==, VFSD_OVERFLOW_ID);
+    g_assert_cmpuint(sxo.stat.gid, ==, VFSD_OVERFLOW_ID);
+    g_assert_cmpint(fchownat(t.dir_fd, "d/f", 100007, 7, 0), ==, 0);
+    g_assert_cmpint(statx_req(&t, ino, 0, STATX_BASIC_STATS, &sxo), ==, 0);
+    g_assert_cmpuint(sxo.stat.uid, ==, 7);
+    g_assert_cmpuint(sxo.stat.gid, ==, 5000);
+    g_assert_cmpint(fchownat(t.dir_fd, "d/f", 0, 0, 0), ==, 0);
 
     /* ACL entries: guest ids in, host ids on disk, guest ids out */
     len = make_named_acl(acl, 5, 5000);
@@ -2641,6 +2949,8 @@ int main(int argc, char **argv)
     ADD("xattr", test_xattr);
     ADD("xattr-symlink", test_xattr_symlink);
     ADD("fallocate-lseek-copy", test_fallocate_lseek_copy);
+    ADD("statx", test_statx);
+    ADD("copy-file-range-64", test_copy_file_range_64);
     ADD("locks", test_locks);
     ADD("setlkw-no-wait", test_setlkw_no_wait);
     ADD("interrupt-setlkw", test_interrupt_setlkw);
@@ -2661,6 +2971,8 @@ int main(int argc, char **argv)
     ADD_FH("xattr", test_xattr);
     ADD_FH("xattr-symlink", test_xattr_symlink);
     ADD_FH("fallocate-lseek-copy", test_fallocate_lseek_copy);
+    ADD_FH("statx", test_statx);
+    ADD_FH("copy-file-range-64", test_copy_file_range_64);
     ADD_FH("locks", test_locks);
     ADD_FH("tmpfile", test_tmpfile);
     ADD_FH("errno/long-names", test_errno_long_names);

@@ -93,6 +93,7 @@ typedef struct Case {
     Call call;
     bool pid1;                  /* as pid 1 of a new pid namespace */
     const char *root;           /* chroot there first: no /proc */
+    const char *opts;           /* the filter these options make, if set */
 } Case;
 
 static bool call_getppid(pid_t parent)
@@ -212,6 +213,68 @@ static bool call_prctl_ambient_raise(pid_t parent)
            errno == EPERM;
 }
 
+/* What the filter allows beyond the common list, as the daemon decides */
+static unsigned int case_needs(const Case *c)
+{
+    g_autofree char *line = NULL;
+    g_autofree char *err = NULL;
+    g_auto(GStrv) argv = NULL;
+    VfsdOptions opts;
+    unsigned int needs;
+
+    if (!c->opts) {
+        return c->syslog ? VFSD_SECCOMP_SYSLOG : 0;
+    }
+    line = g_strdup_printf("virtiofsd --shared-dir=/ --socket-path=/s%s%s",
+                           *c->opts ? " " : "", c->opts);
+    argv = g_strsplit(line, " ", -1);
+    if (!vfsd_options_parse(&opts, g_strv_length(argv), argv, &err)) {
+        fprintf(stderr, "%s\n", err);
+        _exit(88);
+    }
+    needs = vfsd_seccomp_needs(&opts);
+    vfsd_options_free(&opts);
+    return needs;
+}
+
+/*
+ * Made before the filter: the handle of a file, and its file system's
+ * root, opened for open_by_handle_at()
+ */
+static struct file_handle *test_fh;
+static int test_mount_fd = -1;
+
+/* Unfiltered, as root, the file opens */
+static bool call_open_by_handle(pid_t parent)
+{
+    int fd = syscall(SYS_open_by_handle_at, test_mount_fd, test_fh,
+                     O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
+/* The filter's answer, rather than the file */
+static bool call_open_by_handle_eperm(pid_t parent)
+{
+    return syscall(SYS_open_by_handle_at, test_mount_fd, test_fh,
+                   O_RDONLY | O_CLOEXEC) < 0 && errno == EPERM;
+}
+
+static bool call_name_to_handle(pid_t parent)
+{
+    g_autofree struct file_handle *fh = g_malloc(sizeof(*fh) +
+                                                 MAX_HANDLE_SZ);
+    int mnt_id;
+
+    fh->handle_bytes = MAX_HANDLE_SZ;
+    return syscall(SYS_name_to_handle_at, test_mount_fd, "", fh, &mnt_id,
+                   AT_EMPTY_PATH) == 0;
+}
+
 static G_NORETURN void child(const Case *c, pid_t parent)
 {
     g_autofree char *err = NULL;
@@ -220,7 +283,7 @@ static G_NORETURN void child(const Case *c, pid_t parent)
     if (c->root && (chroot(c->root) < 0 || chdir("/") < 0)) {
         _exit(89);
     }
-    if (!vfsd_seccomp_install(c->action, c->syslog, &err)) {
+    if (!vfsd_seccomp_install(c->action, case_needs(c), &err)) {
         fprintf(stderr, "%s\n", err);
         _exit(91);
     }
@@ -471,6 +534,67 @@ static void test_prctl(void)
     check_kill(false, call_prctl_ambient_raise);
 }
 
+/* Under the default action, what options make of a call */
+static void check_opts(const char *opts, Call call, bool allowed)
+{
+    Outcome res;
+
+    run(&(Case){ VFSD_SECCOMP_KILL, false, call, false, NULL, opts }, &res);
+    if (allowed) {
+        check_exited_ok(&res);
+    } else {
+        check_stopped(&res);
+    }
+    g_free(res.out);
+}
+
+/*
+ * open_by_handle_at() with CAP_DAC_READ_SEARCH opens any inode of the
+ * file system: only the options that open by handle let it through;
+ * otherwise it is refused (EPERM, not the kill: a migration stream may
+ * ask for it).  name_to_handle_at() goes with handles and migration.
+ */
+static void test_handles(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("vfsd-seccomp-XXXXXX", NULL);
+    g_autofree char *file = NULL;
+    int mnt_id;
+
+    if (geteuid() != 0) {
+        g_test_skip("open_by_handle_at() needs CAP_DAC_READ_SEARCH");
+        return;
+    }
+    g_assert_nonnull(dir);
+    file = g_build_filename(dir, "file", NULL);
+    g_assert_true(g_file_set_contents(file, "x", -1, NULL));
+    test_fh = g_malloc(sizeof(*test_fh) + MAX_HANDLE_SZ);
+    test_fh->handle_bytes = MAX_HANDLE_SZ;
+    g_assert_cmpint(name_to_handle_at(AT_FDCWD, file, test_fh, &mnt_id, 0),
+                    ==, 0);
+    test_mount_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    g_assert_cmpint(test_mount_fd, >=, 0);
+
+    /* The default, --inode-file-handles=prefer */
+    check_opts("", call_open_by_handle, true);
+    check_opts("--inode-file-handles=mandatory", call_open_by_handle, true);
+    check_opts("--inode-file-handles=never --migration-mode=file-handles",
+               call_open_by_handle, true);
+    check_opts("--inode-file-handles=never", call_open_by_handle_eperm,
+               true);
+    check_opts("--inode-file-handles=never --migration-verify-handles",
+               call_open_by_handle_eperm, true);
+
+    check_opts("--inode-file-handles=never", call_name_to_handle, true);
+    check_opts("--inode-file-handles=never --no-migration",
+               call_name_to_handle, false);
+    check_opts("--no-migration", call_name_to_handle, true);
+
+    close(test_mount_fd);
+    g_unlink(file);
+    g_rmdir(dir);
+    g_free(test_fh);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -485,5 +609,6 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/seccomp/tgkill", test_tgkill);
     g_test_add_func("/virtiofsd/seccomp/clone", test_clone);
     g_test_add_func("/virtiofsd/seccomp/prctl", test_prctl);
+    g_test_add_func("/virtiofsd/seccomp/handles", test_handles);
     return g_test_run();
 }

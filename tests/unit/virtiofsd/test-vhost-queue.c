@@ -54,6 +54,10 @@
 #define SET_DEVICE_STATE_FD 42
 #define CHECK_DEVICE_STATE 43
 #define STATE_NO_FD (1ULL << 8)
+/* A region added to the memory table, as upstream QEMU does per mapping */
+#define REGION_GPA 0x80000000ULL
+#define REGION_SIZE 0x10000
+#define WINDOW_SIZE (8 << 20)
 
 typedef struct Fe Fe;
 typedef void (*FeOnRead)(Fe *f);
@@ -74,6 +78,16 @@ struct Fe {
     GThread *backend_thread;
     uint8_t far[FAR_SIZE];
     FeOnRead on_read;           /* called before each MEM_READ reply */
+    /*
+     * SHMEM_MAP and SHMEM_UNMAP (fe_open_shmem()): each is pushed to
+     * shmem_seen, and with shmem_hold its answer waits for a push to
+     * shmem_go, as upstream QEMU's does while it waits itself.
+     */
+    GAsyncQueue *shmem_seen;
+    GAsyncQueue *shmem_go;
+    gint shmem_hold;
+    /* The held answer says the map failed (a late one must not count) */
+    gint shmem_held_fails;
 };
 
 static void fe_send(Fe *f, uint32_t request, const void *payload,
@@ -158,6 +172,31 @@ static bool read_all(int fd, void *buf, size_t len)
     return true;
 }
 
+/* A SHMEM_MAP or SHMEM_UNMAP whose header @hdr was read: always done */
+static void backend_shmem(Fe *f, uint32_t *hdr)
+{
+    VhostUserMMap mm;
+    uint64_t ok = 0;
+
+    g_assert_cmpuint(hdr[2], ==, sizeof(mm));
+    g_assert_true(read_all(f->backend[1], &mm, sizeof(mm)));
+    g_async_queue_push(f->shmem_seen, GUINT_TO_POINTER(hdr[0]));
+    if (g_atomic_int_get(&f->shmem_hold)) {
+        g_async_queue_pop(f->shmem_go);
+        if (g_atomic_int_get(&f->shmem_held_fails)) {
+            ok = 1;
+        }
+    }
+    if (hdr[1] & VHOST_USER_NEED_REPLY_MASK) {
+        hdr[1] = 1 | VHOST_USER_REPLY_MASK;
+        hdr[2] = sizeof(ok);
+        g_assert_cmpint(write(f->backend[1], hdr, 3 * sizeof(*hdr)), ==,
+                        3 * sizeof(*hdr));
+        g_assert_cmpint(write(f->backend[1], &ok, sizeof(ok)), ==,
+                        sizeof(ok));
+    }
+}
+
 /* The front-end's side of the back-end channel */
 static gpointer backend_thread(gpointer opaque)
 {
@@ -167,6 +206,11 @@ static gpointer backend_thread(gpointer opaque)
     uint8_t data[BUF_SIZE];
 
     while (read_all(f->backend[1], hdr, sizeof(hdr))) {
+        if (hdr[0] == VHOST_USER_BACKEND_SHMEM_MAP ||
+            hdr[0] == VHOST_USER_BACKEND_SHMEM_UNMAP) {
+            backend_shmem(f, hdr);
+            continue;
+        }
         g_assert_cmpuint(hdr[0], ==, VHOST_USER_BACKEND_MEM_READ);
         g_assert_cmpuint(hdr[2], ==, sizeof(rw));
         g_assert_true(read_all(f->backend[1], &rw, sizeof(rw)));
@@ -225,7 +269,8 @@ static uint8_t *map_memfd(int fd, size_t size)
  * not started: on a file system of its own with a FUSE session, or with
  * @peer, on @peer's directory and without one (a migration destination).
  */
-static void fe_open(Fe *f, unsigned int pool_size, Fe *peer)
+static void fe_open_with(Fe *f, unsigned int pool_size, Fe *peer,
+                         bool shmem)
 {
     VfsdOptions opts = {
         .fd = -1,
@@ -233,6 +278,7 @@ static void fe_open(Fe *f, unsigned int pool_size, Fe *peer)
         .sandbox = VFSD_SANDBOX_NONE,
         .posix_lock = true,
         .thread_pool_size = pool_size,
+        .cache_size = shmem ? WINDOW_SIZE : 0,
     };
     uint64_t features = 1ULL << VIRTIO_F_VERSION_1 |
                         1ULL << VHOST_USER_F_PROTOCOL_FEATURES;
@@ -241,7 +287,16 @@ static void fe_open(Fe *f, unsigned int pool_size, Fe *peer)
                         1ULL << DEVICE_STATE_F;
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
 
+    if (shmem) {
+        /* Upstream QEMU 11.1: no MEM_RW, no SHMEM_REPLACE */
+        protocol = 1ULL << VHOST_USER_PROTOCOL_F_BACKEND_REQ |
+                   1ULL << VHOST_USER_PROTOCOL_F_REPLY_ACK |
+                   1ULL << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS |
+                   1ULL << VHOST_USER_PROTOCOL_F_SHMEM;
+    }
     memset(f, 0, sizeof(*f));
+    f->shmem_seen = g_async_queue_new();
+    f->shmem_go = g_async_queue_new();
     f->sock = -1;
     if (peer) {
         f->peer = true;
@@ -271,6 +326,11 @@ static void fe_open(Fe *f, unsigned int pool_size, Fe *peer)
     fe_send(f, VHOST_USER_SET_BACKEND_REQ_FD, NULL, 0, f->backend[0]);
     close(f->backend[0]);
     fe_set_mem_table(f, f->memfd, GUEST_SIZE);
+}
+
+static void fe_open(Fe *f, unsigned int pool_size, Fe *peer)
+{
+    fe_open_with(f, pool_size, peer, false);
 }
 
 /* Starts the queue from @base, as the front-end does */
@@ -335,6 +395,8 @@ static void fe_stop(Fe *f)
     close(f->call);
     munmap(f->mem, 2 * GUEST_SIZE);
     close(f->memfd);
+    g_async_queue_unref(f->shmem_seen);
+    g_async_queue_unref(f->shmem_go);
     if (f->peer) {
         test_fs_teardown_peer(&f->t);
     } else {
@@ -358,7 +420,8 @@ static uint16_t used_idx(Fe *f)
  * Queues @req (a FUSE request) with BUF_SIZE bytes of room for its reply.
  * @far: the request lies where the daemon reads it with MEM_READ.
  */
-static unsigned int fe_add(Fe *f, const void *req, size_t len, bool far)
+static unsigned int fe_add_rep(Fe *f, const void *req, size_t len, bool far,
+                               uint64_t rep)
 {
     struct vring_desc *desc = gpa(f, DESC_OFF);
     struct vring_avail *avail = gpa(f, AVAIL_OFF);
@@ -375,7 +438,7 @@ static unsigned int fe_add(Fe *f, const void *req, size_t len, bool far)
         .next = 2 * slot + 1,
     };
     desc[2 * slot + 1] = (struct vring_desc) {
-        .addr = GUEST_BASE + REP_OFF + slot * BUF_SIZE,
+        .addr = rep ? rep : GUEST_BASE + REP_OFF + slot * BUF_SIZE,
         .len = BUF_SIZE,
         .flags = VRING_DESC_F_WRITE,
     };
@@ -384,6 +447,11 @@ static unsigned int fe_add(Fe *f, const void *req, size_t len, bool far)
     __atomic_store_n(&avail->idx, f->avail_idx, __ATOMIC_RELEASE);
     eventfd_write(f->kick, 1);
     return slot;
+}
+
+static unsigned int fe_add(Fe *f, const void *req, size_t len, bool far)
+{
+    return fe_add_rep(f, req, len, far, 0);
 }
 
 static void fe_add_getattr(Fe *f, uint64_t unique, bool far)
@@ -701,6 +769,211 @@ static void test_mem_table_change_queued(void)
     assert_reply(&f, 1, 501, sizeof(struct fuse_out_header) +
                  sizeof(struct fuse_attr_out));
     table_switch_check(&ts);
+    fe_stop(&f);
+}
+
+/*
+ * DAX against upstream QEMU 11.1: each SHMEM_MAP or SHMEM_UNMAP is
+ * followed by an ADD_MEM_REG or REM_MEM_REG the front-end waits on, so
+ * the daemon lets dispatch_lock go while it waits for the answer.
+ */
+
+/* A started queue, a window and a 4 KiB file to map; its node id */
+static uint64_t fe_start_shmem(Fe *f, unsigned int pool_size)
+{
+    static const uint8_t page[4096];
+    uint64_t ino, fh;
+
+    fe_open_with(f, pool_size, NULL, true);
+    ino = test_create(&f->t, FUSE_ROOT_ID, "mapped", O_RDWR, &fh);
+    g_assert_cmpint(test_write(&f->t, ino, fh, 0, page, sizeof(page)), ==,
+                    sizeof(page));
+    fe_queue_start(f, 0);
+    return ino;
+}
+
+/* A region of @memfd at REGION_GPA: added, or removed (@memfd -1) */
+static void fe_region(Fe *f, uint32_t request, int memfd)
+{
+    VhostUserMemRegMsg m = {
+        .region = {
+            .guest_phys_addr = REGION_GPA,
+            .memory_size = REGION_SIZE,
+            .userspace_addr = REGION_GPA,
+        },
+    };
+
+    fe_send(f, request, &m, sizeof(m), memfd);
+}
+
+/* The next SHMEM request on the back-end channel */
+static uint32_t shmem_next(Fe *f)
+{
+    gpointer p = g_async_queue_timeout_pop(f->shmem_seen,
+                                           TIMEOUT_MS * 1000);
+
+    g_assert_nonnull(p);
+    return GPOINTER_TO_UINT(p);
+}
+
+/* Lets the held answer go, and holds no more */
+static void shmem_release(Fe *f)
+{
+    g_atomic_int_set(&f->shmem_hold, 0);
+    g_async_queue_push(f->shmem_go, GUINT_TO_POINTER(1));
+}
+
+/* A SETUPMAPPING of @ino's first page at @moffset; @rep: see fe_add_rep() */
+static unsigned int fe_add_setupmapping(Fe *f, uint64_t unique, uint64_t ino,
+                                        uint64_t moffset, uint64_t rep)
+{
+    struct {
+        struct fuse_in_header h;
+        struct fuse_setupmapping_in in;
+    } req = {
+        .h = {
+            .len = sizeof(req), .opcode = FUSE_SETUPMAPPING,
+            .unique = unique, .nodeid = ino,
+        },
+        .in = {
+            .fh = -1, .len = 4096, .moffset = moffset,
+            .flags = FUSE_SETUPMAPPING_FLAG_READ,
+        },
+    };
+
+    return fe_add_rep(f, &req, sizeof(req), false, rep);
+}
+
+/*
+ * The guest's reply buffer lies in a region of the memory table (with
+ * 11.1, a DAX window mapping of another file) that the front-end removes
+ * while the daemon waits for its answer to a map.  The daemon must not
+ * write the reply through the host address it had for the buffer: a trap
+ * takes that address over once the region is gone, and must stay
+ * untouched.  The buffer is gone from the table, so the request fails.
+ */
+static void test_shmem_reply_region_removed(gconstpointer data)
+{
+    int rfd = new_memfd("vfsd-region", REGION_SIZE);
+    uint8_t *rmem = map_memfd(rfd, REGION_SIZE);
+    struct vring_used *used;
+    uintptr_t start, end;
+    uint8_t *trap;
+    uint64_t ino;
+    size_t i;
+    Fe f;
+
+    ino = fe_start_shmem(&f, GPOINTER_TO_UINT(data));
+    fe_region(&f, VHOST_USER_ADD_MEM_REG, rfd);
+    fe_barrier(&f);
+    g_assert_true(find_mapping("vfsd-region", rmem, &start, &end));
+
+    g_atomic_int_set(&f.shmem_hold, 1);
+    fe_add_setupmapping(&f, 600, ino, 0, REGION_GPA);
+    g_assert_cmpuint(shmem_next(&f), ==, VHOST_USER_BACKEND_SHMEM_MAP);
+    fe_region(&f, VHOST_USER_REM_MEM_REG, -1);
+    fe_barrier(&f);
+    g_assert_false(find_mapping("vfsd-region", rmem, &start, &end));
+    trap = mmap((void *)start, end - start, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    g_assert_true(trap != MAP_FAILED);
+
+    shmem_release(&f);
+    wait_used(&f, 1);
+    for (i = 0; i < end - start; i++) {
+        g_assert_cmpuint(trap[i], ==, 0);
+    }
+    used = gpa(&f, USED_OFF);
+    g_assert_cmpuint(used->ring[0].len, ==, 0);
+    for (i = 0; i < REGION_SIZE; i++) {
+        g_assert_cmpuint(rmem[i], ==, 0);
+    }
+    munmap(trap, end - start);
+    fe_stop(&f);
+    munmap(rmem, REGION_SIZE);
+    close(rfd);
+}
+
+/*
+ * A second worker wants the window's lock while the first holds it,
+ * waiting for the front-end's answer to its map.  The front-end's next
+ * message (REM_MEM_REG of a region, as 11.1 sends while it waits for
+ * our answer) must be handled: QEMU holds its big lock meanwhile.  The
+ * second worker reaches the lock within the 100 ms the test waits; if it
+ * did not, the test would pass without having reached the case.
+ */
+static void test_shmem_second_waiter(void)
+{
+    int rfd = new_memfd("vfsd-region", REGION_SIZE);
+    unsigned int a, b;
+    uint64_t ino;
+    Fe f;
+
+    ino = fe_start_shmem(&f, 2);
+    fe_region(&f, VHOST_USER_ADD_MEM_REG, rfd);
+    fe_barrier(&f);
+
+    g_atomic_int_set(&f.shmem_hold, 1);
+    a = fe_add_setupmapping(&f, 700, ino, 0, 0);
+    g_assert_cmpuint(shmem_next(&f), ==, VHOST_USER_BACKEND_SHMEM_MAP);
+    b = fe_add_setupmapping(&f, 701, ino, 2 << 20, 0);
+    g_usleep(100 * 1000);
+
+    fe_region(&f, VHOST_USER_REM_MEM_REG, -1);
+    fe_barrier(&f);
+
+    shmem_release(&f);
+    g_assert_cmpuint(shmem_next(&f), ==, VHOST_USER_BACKEND_SHMEM_MAP);
+    wait_used(&f, 2);
+    assert_reply(&f, a, 700, sizeof(struct fuse_out_header));
+    assert_reply(&f, b, 701, sizeof(struct fuse_out_header));
+    fe_stop(&f);
+    close(rfd);
+}
+
+/*
+ * The front-end stops the queue (GET_VRING_BASE, a reset of the guest's
+ * device or a QMP stop) while the daemon waits for its answer to a map.
+ * Upstream 11.1 reads no back-end request until the stop is answered, so
+ * the stop must not wait for the map: the wait is given up, the request
+ * is not answered to the guest (nothing is: it ran on a ring the
+ * front-end took back) and runs again when the queue starts on the same
+ * ring.  The late answer, a failure here, must not be taken for the
+ * answer to the map that follows, and the window must not keep what the
+ * given-up map may have mapped: an unmap of that range is queued after it.
+ */
+static void test_shmem_stop_while_mapping(gconstpointer data)
+{
+    unsigned int a, b;
+    uint16_t base;
+    uint64_t ino;
+    Fe f;
+
+    ino = fe_start_shmem(&f, GPOINTER_TO_UINT(data));
+    g_atomic_int_set(&f.shmem_hold, 1);
+    g_atomic_int_set(&f.shmem_held_fails, 1);
+    a = fe_add_setupmapping(&f, 800, ino, 0, 0);
+    g_assert_cmpuint(shmem_next(&f), ==, VHOST_USER_BACKEND_SHMEM_MAP);
+
+    /* Fails (within TIMEOUT_MS) if the stop waits for the map */
+    base = fe_queue_stop(&f);
+    g_assert_cmpuint(base, ==, 1);
+    g_assert_cmpuint(used_idx(&f), ==, 0);
+
+    /* Answered now that the stop was: the map failed after all */
+    shmem_release(&f);
+    g_assert_cmpuint(shmem_next(&f), ==, VHOST_USER_BACKEND_SHMEM_UNMAP);
+    g_atomic_int_set(&f.shmem_held_fails, 0);
+
+    /* The same ring again: the request runs again, and maps */
+    fe_queue_start(&f, base);
+    g_assert_cmpuint(shmem_next(&f), ==, VHOST_USER_BACKEND_SHMEM_MAP);
+    wait_used(&f, 1);
+    assert_reply(&f, a, 800, sizeof(struct fuse_out_header));
+    b = fe_add_setupmapping(&f, 801, ino, 2 << 20, 0);
+    g_assert_cmpuint(shmem_next(&f), ==, VHOST_USER_BACKEND_SHMEM_MAP);
+    wait_used(&f, 2);
+    assert_reply(&f, b, 801, sizeof(struct fuse_out_header));
     fe_stop(&f);
 }
 
@@ -1104,6 +1377,18 @@ int main(int argc, char **argv)
     g_test_add_data_func("/virtiofsd/vhost/mem-table-change/pool",
                          GUINT_TO_POINTER(2), test_mem_table_change);
     g_test_add_func("/virtiofsd/vhost/device-state", test_device_state);
+    g_test_add_data_func("/virtiofsd/vhost/shmem/reply-region-removed/inline",
+                         GUINT_TO_POINTER(0),
+                         test_shmem_reply_region_removed);
+    g_test_add_data_func("/virtiofsd/vhost/shmem/reply-region-removed/pool",
+                         GUINT_TO_POINTER(2),
+                         test_shmem_reply_region_removed);
+    g_test_add_data_func("/virtiofsd/vhost/shmem/stop-while-mapping/inline",
+                         GUINT_TO_POINTER(0), test_shmem_stop_while_mapping);
+    g_test_add_data_func("/virtiofsd/vhost/shmem/stop-while-mapping/pool",
+                         GUINT_TO_POINTER(2), test_shmem_stop_while_mapping);
+    g_test_add_func("/virtiofsd/vhost/shmem/second-waiter",
+                    test_shmem_second_waiter);
     g_test_add_func("/virtiofsd/vhost/mem-table-change/queued",
                     test_mem_table_change_queued);
     g_test_add_data_func("/virtiofsd/vhost/lock-wait/stop-cont",

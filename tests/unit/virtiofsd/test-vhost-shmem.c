@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +32,9 @@ typedef struct Script {
     GAsyncQueue *seen;          /* Msg * */
     uint64_t ack;               /* u64 reply to NEED_REPLY requests */
     uint32_t read_status;       /* MEM_READ: 0 or an errno */
+    /* Each reply waits for a push to go (the cancelled wait may end first) */
+    gint hold;
+    GAsyncQueue *go;
 } Script;
 
 static bool read_msg(int fd, Msg *m)
@@ -111,6 +115,9 @@ static gpointer frontend(gpointer opaque)
                 send_reply(s->sock, m->request, data, sizeof(rw) + rw.size);
             }
         } else if (m->flags & VHOST_USER_NEED_REPLY_MASK) {
+            if (g_atomic_int_get(&s->hold)) {
+                g_async_queue_pop(s->go);
+            }
             send_reply(s->sock, m->request, &s->ack, sizeof(s->ack));
         }
         g_async_queue_push(s->seen, m);
@@ -153,6 +160,7 @@ static void setup(Fixture *f, gconstpointer data)
     f->dev.protocol_features = features;
     f->script.sock = f->sv[1];
     f->script.seen = g_async_queue_new_full(g_free);
+    f->script.go = g_async_queue_new();
     f->thread = g_thread_new("frontend", frontend, &f->script);
 }
 
@@ -164,6 +172,7 @@ static void teardown(Fixture *f, gconstpointer data)
     vu_deinit(&f->dev);
     close(f->unused[1]);
     g_async_queue_unref(f->script.seen);
+    g_async_queue_unref(f->script.go);
 }
 
 static Msg *next_msg(Fixture *f)
@@ -265,6 +274,62 @@ static void test_unmap_nowait(Fixture *f, gconstpointer data)
     g_assert_false(vu_shmem_unmap_nowait(&f->dev, 0, 0, 4096));
     g_assert_null(g_async_queue_timeout_pop(f->script.seen, 100000));
     close(fd);
+}
+
+/*
+ * A wait given up (the cancel fd readable, as a stop makes it): the map
+ * fails with ECANCELED, and its answer, a refusal that comes late, is
+ * not taken for the answer to the next request.
+ */
+static void test_cancel(Fixture *f, gconstpointer data)
+{
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    int fd = open("/dev/null", O_RDONLY);
+    eventfd_t v;
+    uint8_t buf[4];
+    Msg *m;
+
+    g_assert_cmpint(efd, >=, 0);
+    vu_set_backend_cancel_fd(&f->dev, efd);
+    g_assert_true(vu_shmem_map(&f->dev, 0, 0, 0, 4096, 0, fd));
+    g_free(next_msg(f));
+
+    g_atomic_int_set(&f->script.hold, 1);
+    f->script.ack = EINVAL;
+    eventfd_write(efd, 1);
+    errno = 0;
+    g_assert_false(vu_shmem_map(&f->dev, 0, 0, 0x200000, 4096, 0, fd));
+    g_assert_cmpint(errno, ==, ECANCELED);
+    g_assert_cmpuint(f->dev.backend_replies_owed, ==, 1);
+    eventfd_read(efd, &v);
+
+    /* The late refusal, then our answers: the owed one is dropped */
+    g_async_queue_push(f->script.go, GINT_TO_POINTER(1));
+    m = next_msg(f);
+    g_assert_cmpuint(m->request, ==, VHOST_USER_BACKEND_SHMEM_MAP);
+    g_free(m);
+    g_atomic_int_set(&f->script.hold, 0);
+    f->script.ack = 0;
+    g_assert_true(vu_shmem_unmap(&f->dev, 0, 0, 4096));
+    g_assert_cmpuint(f->dev.backend_replies_owed, ==, 0);
+    g_free(next_msg(f));
+
+    /* A MEM_READ drops an owed answer the same way */
+    g_atomic_int_set(&f->script.hold, 1);
+    eventfd_write(efd, 1);
+    g_assert_false(vu_shmem_unmap(&f->dev, 0, 0x200000, 4096));
+    g_assert_cmpint(errno, ==, ECANCELED);
+    eventfd_read(efd, &v);
+    g_async_queue_push(f->script.go, GINT_TO_POINTER(1));
+    g_free(next_msg(f));
+    g_atomic_int_set(&f->script.hold, 0);
+    g_assert_true(vu_mem_read(&f->dev, 0x1000, buf, sizeof(buf)));
+    g_assert_cmpuint(buf[0], ==, 0x00);
+    g_assert_cmpuint(buf[3], ==, 0x03);
+    g_assert_cmpuint(f->dev.backend_replies_owed, ==, 0);
+    g_free(next_msg(f));
+    close(fd);
+    close(efd);
 }
 
 static void test_features(Fixture *f, gconstpointer data)
@@ -460,6 +525,7 @@ int main(int argc, char **argv)
 
     ADD("map-unmap", test_map_unmap, ALL);
     ADD("unmap-nowait", test_unmap_nowait, ALL);
+    ADD("cancel", test_cancel, ALL);
     ADD("features", test_features, F(SHMEM) | F(BACKEND_REQ));
     ADD("no-shmem", test_no_shmem, F(REPLY_ACK));
     ADD("mem-read", test_mem_read, ALL);

@@ -337,10 +337,11 @@ static bool fuzz_mem(void *opaque, uint64_t addr, void *buf, size_t len,
     return true;
 }
 
-static unsigned int count_fds(void)
+/* Calls @fn on each open fd of the process */
+static void for_each_fd(void (*fn)(int fd, const char *when),
+                        const char *when)
 {
     char buf[4096];
-    unsigned int n = 0;
     long got, pos;
     int dfd = __real_openat(AT_FDCWD, "/proc/self/fd",
                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -358,14 +359,27 @@ static unsigned int count_fds(void)
                 char name[];
             } *d = (void *)(buf + pos);
 
-            if (d->name[0] != '.') {
-                n++;
+            if (d->name[0] != '.' && atoi(d->name) != dfd) {
+                fn(atoi(d->name), when);
             }
             pos += d->reclen;
         }
     }
     close(dfd);
-    return n - 1;
+}
+
+static unsigned int fd_count;
+
+static void count_one_fd(int fd, const char *when)
+{
+    fd_count++;
+}
+
+static unsigned int count_fds(void)
+{
+    fd_count = 0;
+    for_each_fd(count_one_fd, NULL);
+    return fd_count;
 }
 
 static void put_file(int dirfd, const char *name, size_t size)
@@ -703,6 +717,27 @@ static void check_fds(VfsdFs *fs, unsigned int base, const char *when)
 }
 
 /*
+ * Before a session, whatever harness runs it: the fd limit (per input:
+ * libFuzzer raises it after LLVMFuzzerInitialize(), which left the bound
+ * out of reach) and the share's files.  Returns count_fds() for
+ * session_done().
+ */
+static unsigned int session_start(void)
+{
+    struct rlimit nofile;
+
+    if (getrlimit(RLIMIT_NOFILE, &nofile) < 0) {
+        fuzz_fail("getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+    }
+    nofile.rlim_cur = FUZZ_NOFILE;
+    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0) {
+        fuzz_fail("setrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+    }
+    populate();
+    return count_fds();
+}
+
+/*
  * After a session, whatever harness ran it: no fd may outlive it, and the
  * next one starts from the same working directory and an empty share.
  * BEFORE is count_fds() from before the session.
@@ -718,6 +753,26 @@ static void session_done(unsigned int before)
     }
     empty_dir(__real_openat(scratch_fd, ".", O_RDONLY | O_DIRECTORY |
                             O_CLOEXEC));
+}
+
+/*
+ * The end of a session on @fs, cleaned up already but for its window:
+ * nothing may stay mapped in the fake front-end, no fd counted open.
+ */
+static void session_end(VfsdFs *fs, int proc_fd, unsigned int before)
+{
+    if (fs->dax) {
+        vfsd_dax_free(fs->dax);
+        if (frontend.n) {
+            fuzz_fail("%u mappings left in the window after the session",
+                      frontend.n);
+        }
+    }
+    close(proc_fd);
+    if (fs->fds_open != 0) {
+        fuzz_fail("the session ended with fds_open %d", fs->fds_open);
+    }
+    session_done(before);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -736,7 +791,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .map = fe_map,
         .unmap = fe_unmap,
     };
-    struct rlimit nofile;
     VfsdFs fs;
     g_autofree char *err = NULL;
     unsigned int before, base, records = 0;
@@ -793,19 +847,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
 
-    /*
-     * Per input: libFuzzer raises the limit after LLVMFuzzerInitialize(),
-     * which left the bound out of reach.
-     */
-    if (getrlimit(RLIMIT_NOFILE, &nofile) < 0) {
-        fuzz_fail("getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
-    }
-    nofile.rlim_cur = FUZZ_NOFILE;
-    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0) {
-        fuzz_fail("setrlimit(RLIMIT_NOFILE): %s", strerror(errno));
-    }
-    populate();
-    before = count_fds();
+    before = session_start();
     root_fd = __real_openat(scratch_fd, ".", O_PATH | O_DIRECTORY |
                             O_CLOEXEC);
     proc_fd = __real_openat(AT_FDCWD, "/proc/self/fd",
@@ -849,17 +891,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_sentinel();
     vfsd_fs_cleanup(&fs);
     vfsd_xattrmap_free(opts.xattrmap);
-    if (fs.dax) {
-        vfsd_dax_free(fs.dax);
-        if (frontend.n) {
-            fuzz_fail("%u mappings left in the window after the session",
-                      frontend.n);
-        }
-    }
-    close(proc_fd);
-    if (fs.fds_open != 0) {
-        fuzz_fail("the session ended with fds_open %d", fs.fds_open);
-    }
-    session_done(before);
+    session_end(&fs, proc_fd, before);
     return 0;
 }

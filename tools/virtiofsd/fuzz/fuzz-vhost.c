@@ -173,7 +173,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     VfsdOptions opts = { 0 };
     g_autofree char *err = NULL;
     Session s = { 0 };
-    struct rlimit nofile;
     unsigned int num, qidx, before, i, heads, used_seen = 0;
     uint64_t features;
     uint8_t *mem;
@@ -192,15 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qidx = (data[0] & 8) ? 1 : 0;
     heads = data[1];
 
-    if (getrlimit(RLIMIT_NOFILE, &nofile) < 0) {
-        fuzz_fail("getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
-    }
-    nofile.rlim_cur = FUZZ_NOFILE;
-    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0) {
-        fuzz_fail("setrlimit(RLIMIT_NOFILE): %s", strerror(errno));
-    }
-    populate();
-    before = count_fds();
+    before = session_start();
 
     /* Guest memory, laid out from the input */
     memfd = memfd_create("fuzz-vhost-guest", MFD_CLOEXEC);

@@ -31,6 +31,7 @@ RELEASEDIR, FSYNCDIR, GETLK, SETLK, SETLKW, ACCESS = 29, 30, 31, 32, 33, 34
 CREATE, INTERRUPT, DESTROY, BATCH_FORGET, FALLOCATE = 35, 36, 38, 42, 43
 READDIRPLUS, RENAME2, LSEEK, COPY_FILE_RANGE = 44, 45, 46, 47
 SETUPMAPPING, REMOVEMAPPING, SYNCFS, TMPFILE, STATX = 48, 49, 50, 51, 52
+COPY_FILE_RANGE_64 = 53  # 7.45 (tools/virtiofsd/fuse-proto.h)
 
 ROOT = 1
 O_RDONLY, O_WRONLY, O_RDWR = 0, 1, 2
@@ -331,6 +332,41 @@ def seeds():
     m.req(SYNCFS, ROOT, struct.pack("<Q", 0))
     m.req(ACCESS, 2, struct.pack("<II", 6, 0), uid=1000, gid=1000)
     s["file-ops"] = m
+
+    # statx(2) with a birth time, as a 6.6+ guest sends it (getattr_flags,
+    # fh, sx_flags, sx_mask), with sync hints, on a handle, and bad flags
+    STATX_BASIC_BTIME = 0x7ff | 0x800
+    m = Session()
+    m.req(STATX, ROOT, struct.pack("<IIQII", 0, 0, 0, 0, STATX_BASIC_BTIME))
+    m.req(LOOKUP, ROOT, name("file"))
+    m.req(OPEN, 2, open_in(O_RDONLY))
+    m.req(STATX, 2, struct.pack("<IIQII", 1, 0, 1, 0x2000, 0x800))
+    m.req(STATX, 2, struct.pack("<IIQII", 0, 0, 0, 0x4000, 0xffffffff))
+    m.req(STATX, 2, struct.pack("<IIQII", 0, 0, 0, 0x6000, 0x7ff))
+    m.req(STATX, 2, struct.pack("<IIQII", 0, 0, 0, 0x100, 0x7ff))
+    m.req(STATX, 99, struct.pack("<IIQII", 0, 0, 0, 0, 0x7ff))
+    s["statx"] = m
+
+    # copy_file_range(2) of a 7.45 guest: a 64-bit count, to the end, past
+    # 4 GiB, between handles of one file, and with bad handles and flags
+    m = Session()
+    m.req(LOOKUP, ROOT, name("file"))
+    m.req(OPEN, 2, open_in(O_RDONLY))
+    m.req(LOOKUP, ROOT, name("empty"))
+    m.req(OPEN, 3, open_in(O_RDWR))
+    m.req(COPY_FILE_RANGE_64, 2, struct.pack("<QQQQQQQ", 1, 0, 3, 2, 0,
+                                             0xffffffffffffffff, 0))
+    m.req(COPY_FILE_RANGE_64, 2, struct.pack("<QQQQQQQ", 1, 1, 3, 2, 4096,
+                                             1 << 33, 0))
+    m.req(COPY_FILE_RANGE_64, 3, struct.pack("<QQQQQQQ", 2, 0, 3, 2, 1, 5,
+                                             0))
+    m.req(COPY_FILE_RANGE_64, 2, struct.pack("<QQQQQQQ", 7, 0, 3, 2, 0, 5,
+                                             0))
+    m.req(COPY_FILE_RANGE_64, 2, struct.pack("<QQQQQQQ", 1, 0, 3, 2, 0, 5,
+                                             1 << 32))
+    m.req(COPY_FILE_RANGE, 2, struct.pack("<QQQQQQQ", 1, 0, 3, 2, 0,
+                                          1 << 32, 0))
+    s["copy-range-64"] = m
 
     # setattr: chmod, chown, utimes, truncate without a handle
     m = Session()

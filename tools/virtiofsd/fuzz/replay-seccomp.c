@@ -58,7 +58,9 @@ bool __wrap_vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
     if (!__real_vfsd_fs_init(fs, opts, root_fd, proc_fd, err)) {
         return false;
     }
-    if (!vfsd_seccomp_install(VFSD_SECCOMP_TRAP, false, err)) {
+    /* The filter the daemon would install with the input's options */
+    if (!vfsd_seccomp_install(VFSD_SECCOMP_TRAP, vfsd_seccomp_needs(opts),
+                              err)) {
         return false;
     }
     filter_armed = true;
