@@ -6,8 +6,9 @@
  * single mmap(MAP_FIXED) over part of that range: the guest physical
  * layout, the KVM memory slots and the vhost memory tables all stay the
  * same, so a guest can keep thousands of mappings and churn through them
- * quickly.  Holes are private anonymous memory: they read as zeros, and
- * what the guest writes there stays in QEMU.
+ * quickly.  Holes all show one small shared scratch buffer (see
+ * shmem_arena_fill()): they read as zeros until the guest writes there,
+ * and what it writes costs QEMU no more than that buffer.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -19,8 +20,10 @@
 #include "qemu/cutils.h"
 #include "qemu/error-report.h"
 #include "qemu/madvise.h"
+#include "qemu/memfd.h"
 #include "exec/cpu-common.h"
 #include "hw/virtio/virtiofs-dax-compat.h"
+#include VIRTIOFS_DAX_RAMBLOCK_H
 #include VIRTIOFS_DAX_TB_H
 #include "system/tcg.h"
 #include "system/cpus.h"
@@ -30,7 +33,21 @@
 typedef struct VirtioSharedMemoryArenaMapping {
     /* start and last are offsets in the window */
     IntervalTreeNode node;
+    /* Its entry in win->slots, for the SIGBUS fixup */
+    unsigned int slot;
 } VirtioSharedMemoryArenaMapping;
+
+/*
+ * A live mapping as the SIGBUS fixup sees it: the fixup runs in signal
+ * context and cannot walk the interval tree, which the main thread
+ * changes and frees from.  Written under the window's range lock.
+ */
+struct VirtioSharedMemoryArenaSlot {
+    /* Offset in the window */
+    uint64_t offset;
+    /* What is still mapped from the file there; 0: a free slot */
+    uint64_t len;
+};
 
 /*
  * The host ranges of all windows, for the SIGBUS fixup.  It runs in
@@ -43,23 +60,24 @@ typedef struct ShmemArenaRange {
     uintptr_t size;
     /*
      * A spin lock, taken by the fixup and by everything that mmap()s
-     * over the window: the fixup must not put its page over a mapping
-     * the main thread made after the fault (see shmem_arena_sigbus_fixup).
+     * over the window: the fixup must not map over a mapping the main
+     * thread made after the fault (see shmem_arena_sigbus_fixup).
      * Never held while touching the window's memory, so a fault cannot
-     * come while it is held, and held only across single system calls.
+     * come while it is held, and held only across system calls and
+     * updates of @slots.
      */
     int lock;
-    /* Under the lock: the pages the fixup filled that are still there */
-    uintptr_t *fixups;
-    unsigned int nr_fixups;
-    unsigned int max_fixups;
-    /* Said when max_fixups is reached; made outside signal context */
-    char give_up[160];
+    /* The window's scratch, for shmem_arena_fill() */
+    int scratch_fd;
+    uint64_t scratch_size;
+    /* The window's mapping table, nr_slots entries */
+    VirtioSharedMemoryArenaSlot *slots;
+    unsigned int nr_slots;
 } ShmemArenaRange;
 static ShmemArenaRange shmem_arena_ranges[SHMEM_ARENA_MAX_RANGES];
 
 /* Pages the fixup filled with zeros since the last report */
-static unsigned int shmem_arena_sigbus_pages;
+static unsigned int shmem_arena_sigbus_pages, shmem_arena_sigbus_fixups;
 
 bool virtio_shmem_arena_check_size(const char *prop, uint64_t size,
                                    Error **errp)
@@ -107,9 +125,67 @@ static ShmemArenaRange *shmem_arena_range(VirtioSharedMemoryArena *win)
 }
 
 /*
- * Around every mmap() over the window: the SIGBUS fixup's page must not
- * land on what such a call put there, and the fixup pages it covers are
- * gone with it.
+ * What the guest sees where nothing is mapped.  Private anonymous memory
+ * would read as zeros, but every page the guest writes would cost QEMU a
+ * page, up to the window's size.  Read-only zeros would fault on a write:
+ * under KVM the vCPU would stop, under TCG the store is QEMU's own and
+ * would kill it.  So holes are a shared mapping of one small memfd, the
+ * scratch, repeated: window offset o shows scratch offset o modulo its
+ * size.  A guest write to a hole lands in the scratch and shows at the
+ * same place in every scratch-sized piece of the window's holes, and
+ * QEMU's memory for all of them is the scratch's size at most.  The
+ * holes cost one VMA per scratch-sized piece of the window (neighbours
+ * with consecutive scratch offsets merge): 16 MiB, or a 1024th of
+ * windows over 16 GiB, keeps that at 1024 at most.
+ */
+#define SHMEM_ARENA_SCRATCH_MIN (16 * MiB)
+#define SHMEM_ARENA_SCRATCH_PIECES 1024
+
+static uint64_t shmem_arena_scratch_size(uint64_t size)
+{
+    return MIN(size, MAX(SHMEM_ARENA_SCRATCH_MIN,
+                         size / SHMEM_ARENA_SCRATCH_PIECES));
+}
+
+/*
+ * Put the scratch over [@offset, @offset + @len) of the window at @host,
+ * dropping whatever was mapped there.  On failure, errno says why, and
+ * part of the range may be changed.  Async-signal-safe: the SIGBUS fixup
+ * uses it.
+ */
+static bool shmem_arena_fill(uint8_t *host, int scratch_fd,
+                             uint64_t scratch_size, uint64_t offset,
+                             uint64_t len)
+{
+    while (len) {
+        uint64_t in = offset & (scratch_size - 1);
+        uint64_t n = MIN(len, scratch_size - in);
+        void *p = mmap(host + offset, n, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_FIXED, scratch_fd, in);
+
+        if (p == MAP_FAILED) {
+            return false;
+        }
+        /* Whatever the guest left there is not worth a core dump */
+        qemu_madvise(p, n, QEMU_MADV_DONTDUMP);
+        offset += n;
+        len -= n;
+    }
+    return true;
+}
+
+/* shmem_arena_fill() for @win, with mmap()'s result */
+static void *shmem_arena_fill_win(VirtioSharedMemoryArena *win,
+                                  uint64_t offset, uint64_t len)
+{
+    return shmem_arena_fill(win->host, win->scratch_fd, win->scratch_size,
+                            offset, len) ? win->host + offset : MAP_FAILED;
+}
+
+/*
+ * Around every mmap() over the window: the SIGBUS fixup must not map
+ * over what such a call put there, and must find in win->slots what the
+ * window holds when it runs.
  */
 static void shmem_arena_begin_remap(VirtioSharedMemoryArena *win)
 {
@@ -120,24 +196,35 @@ static void shmem_arena_begin_remap(VirtioSharedMemoryArena *win)
     }
 }
 
+/*
+ * Ends the remap of [@offset, @offset + @len): if @remapped, the mappings
+ * that were there are gone for the fixup, and if @slot is not -1, that
+ * slot describes the new mapping.  The caller updates the interval tree
+ * afterwards.
+ */
 static void shmem_arena_end_remap(VirtioSharedMemoryArena *win, uint64_t offset,
-                                  uint64_t len, bool remapped)
+                                  uint64_t len, bool remapped, int slot)
 {
     ShmemArenaRange *r = shmem_arena_range(win);
-    uintptr_t start = (uintptr_t)win->host + offset;
-    unsigned int i = 0;
+    uint64_t last = offset + len - 1;
+    IntervalTreeNode *node;
 
-    if (!r) {
-        return;
-    }
-    while (remapped && i < r->nr_fixups) {
-        if (r->fixups[i] - start < len) {
-            r->fixups[i] = r->fixups[--r->nr_fixups];
-        } else {
-            i++;
+    if (remapped) {
+        for (node = interval_tree_iter_first(&win->mappings, offset, last);
+             node; node = interval_tree_iter_next(node, offset, last)) {
+            VirtioSharedMemoryArenaMapping *m =
+                container_of(node, VirtioSharedMemoryArenaMapping, node);
+
+            win->slots[m->slot].len = 0;
+        }
+        if (slot >= 0) {
+            win->slots[slot].offset = offset;
+            win->slots[slot].len = len;
         }
     }
-    shmem_arena_range_unlock(r);
+    if (r) {
+        shmem_arena_range_unlock(r);
+    }
 }
 
 static void shmem_arena_sigbus_say(const char *msg)
@@ -151,42 +238,72 @@ static void shmem_arena_sigbus_say(const char *msg)
 }
 
 /*
+ * The first page of [@lo, @fault] that faults, given that @fault does:
+ * a file mapping faults from the page past the file's end on, so probe
+ * by halves.  MADV_POPULATE_READ fails with EFAULT where an access would
+ * raise SIGBUS; it reads one page of the file at most per probe.  A page
+ * the guest wrote in a private mapping does not fault even past the end:
+ * the search may then settle on a later page, which only means another
+ * fault, and another fixup, before that page.  Async-signal-safe.
+ */
+static uintptr_t shmem_arena_first_fault(uintptr_t lo, uintptr_t fault,
+                                         uintptr_t page_size)
+{
+    uintptr_t hi = fault;
+
+    while (lo < hi) {
+        uintptr_t mid = lo + (hi - lo) / page_size / 2 * page_size;
+
+        if (madvise((void *)mid, page_size, MADV_POPULATE_READ) < 0 &&
+            errno == EFAULT) {
+            hi = mid;
+        } else {
+            lo = mid + page_size;
+        }
+    }
+    return hi;
+}
+
+/*
  * A file mapped into a window can shrink under the guest, e.g. truncated
  * by another program on the host; a guest access to a page past its new
- * end then raises SIGBUS, which would kill QEMU.  Put a page of zeros
- * there instead: the guest reads zeros, as it would past the end of a
- * file, and what it writes there is discarded.  Async-signal-safe.
+ * end then raises SIGBUS, which would kill QEMU.  Make the whole part of
+ * that mapping past the file's end a hole instead (shmem_arena_fill(),
+ * one mmap() per piece of scratch): the guest reads zeros, as it would
+ * past the end of a file, and what it writes there never reaches the
+ * file.  One fixup per mapping and truncate, one VMA more at most,
+ * however many pages the guest touches: the cost is bounded by the
+ * window's max_mappings, which its budget of VMAs already allows for
+ * (shmem_arena_budget).  The hole stays
+ * until the range is mapped anew: a file that grows back is seen there
+ * again once the back-end maps it again (virtiofsd does when it learns
+ * the file shrank, at once with --watch-truncate, and then grows the
+ * mapping with the file).  Async-signal-safe.
  *
  * The fault may be old news by the time we run: the main thread may
  * have mapped something else there since (a back-end's SHMEM_MAP over a
  * range the guest gave up, the repair of a truncated mapping), and our
  * MAP_FIXED would throw that mapping away.  So, under the window's lock,
  * which every remap holds, ask the kernel first whether the page still
- * faults (MADV_POPULATE_READ fails with EFAULT where an access would
- * raise SIGBUS) and just retry the access if not.  A page that faults
- * again right after such a probe (a write the file system refuses, say)
- * gets the zero page like any other.
- *
- * Each page put there costs the process up to two VMAs out of
- * vm.max_map_count, which everything else in QEMU needs too: past the
- * window's budget (max_fixups) the fixup gives up and QEMU dies of the
- * fault, rather than have every later mmap() and large malloc() fail.
+ * faults and just retry the access if not.  A page that faults again
+ * right after such a probe (a write the file system refuses, say) gets
+ * the zeros like any other.
  */
 static bool shmem_arena_sigbus_fixup(void *addr)
 {
     static __thread uintptr_t probed;
-    uintptr_t page_mask = qemu_real_host_page_size() - 1;
+    uintptr_t page_size = qemu_real_host_page_size();
     uintptr_t a = (uintptr_t)addr;
-    uintptr_t page = a & ~page_mask;
-    unsigned int i;
+    uintptr_t page = a & ~(page_size - 1);
+    unsigned int i, j;
 
     for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
         ShmemArenaRange *r = &shmem_arena_ranges[i];
         uintptr_t size = qatomic_read(&r->size);
-        uintptr_t start;
+        VirtioSharedMemoryArenaSlot *slot = NULL;
+        uintptr_t start, first, end;
         bool fixed = false;
         int saved_errno;
-        void *p;
 
         /* Read the size before the start it publishes */
         smp_rmb();
@@ -203,7 +320,7 @@ static bool shmem_arena_sigbus_fixup(void *addr)
             return false;
         }
         if (probed != page &&
-            madvise((void *)page, page_mask + 1, MADV_POPULATE_READ) == 0) {
+            madvise((void *)page, page_size, MADV_POPULATE_READ) == 0) {
             /* Mapped anew since the fault */
             probed = page;
             shmem_arena_range_unlock(r);
@@ -211,15 +328,28 @@ static bool shmem_arena_sigbus_fixup(void *addr)
             return true;
         }
         probed = 0;
-        if (r->nr_fixups >= r->max_fixups) {
-            shmem_arena_sigbus_say(r->give_up);
+        for (j = 0; j < r->nr_slots; j++) {
+            if (r->slots[j].len &&
+                page - start - r->slots[j].offset < r->slots[j].len) {
+                slot = &r->slots[j];
+                break;
+            }
+        }
+        if (!slot) {
+            /* Not a file page that we know of: nothing we can fix */
+            shmem_arena_sigbus_say("qemu: SIGBUS in a virtio shared memory "
+                                   "window outside its mappings\n");
         } else {
-            p = mmap((void *)page, page_mask + 1, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-                     -1, 0);
-            if (p != MAP_FAILED) {
-                r->fixups[r->nr_fixups++] = page;
-                qatomic_inc(&shmem_arena_sigbus_pages);
+            first = shmem_arena_first_fault(start + slot->offset, page,
+                                            page_size);
+            end = start + slot->offset + slot->len;
+            if (shmem_arena_fill((uint8_t *)start, r->scratch_fd,
+                                 r->scratch_size, first - start,
+                                 end - first)) {
+                slot->len = first - start - slot->offset;
+                qatomic_add(&shmem_arena_sigbus_pages,
+                            (end - first) / page_size);
+                qatomic_inc(&shmem_arena_sigbus_fixups);
                 fixed = true;
             }
         }
@@ -233,18 +363,18 @@ static bool shmem_arena_sigbus_fixup(void *addr)
 /* Say, outside signal context, that the fixup had to step in. */
 static void shmem_arena_report_sigbus(void)
 {
+    unsigned int fixups = qatomic_xchg(&shmem_arena_sigbus_fixups, 0);
     unsigned int pages = qatomic_xchg(&shmem_arena_sigbus_pages, 0);
 
-    if (pages) {
-        trace_virtio_shmem_arena_sigbus(pages);
+    if (fixups) {
+        trace_virtio_shmem_arena_sigbus(fixups, pages);
         warn_report_once("the guest accessed pages past the end of files "
                          "mapped into a virtio shared memory window (files "
                          "truncated on the host?); they now read as zeros");
     }
 }
 
-static void shmem_arena_add_range(VirtioSharedMemoryArena *win,
-                                  unsigned int max_fixups)
+static void shmem_arena_add_range(VirtioSharedMemoryArena *win)
 {
     unsigned int i;
 
@@ -254,14 +384,10 @@ static void shmem_arena_add_range(VirtioSharedMemoryArena *win,
 
         if (!qatomic_read(&r->size)) {
             /* Not in use: the fixup skips it, nobody else takes the lock */
-            g_free(r->fixups);
-            r->fixups = g_new(uintptr_t, max_fixups);
-            r->nr_fixups = 0;
-            r->max_fixups = max_fixups;
-            g_snprintf(r->give_up, sizeof(r->give_up),
-                       "qemu: %s: the guest touched more than %u pages past "
-                       "the end of truncated files; giving up\n",
-                       memory_region_name(&win->mr), max_fixups);
+            r->slots = win->slots;
+            r->nr_slots = win->max_mappings + 1;
+            r->scratch_fd = win->scratch_fd;
+            r->scratch_size = win->scratch_size;
             qatomic_set(&r->start, (uintptr_t)win->host);
             /* A non-zero size publishes the rest (pairs with the fixup) */
             smp_wmb();
@@ -288,21 +414,10 @@ static void shmem_arena_remove_range(VirtioSharedMemoryArena *win)
     /* Retire the size before the start can be reused */
     smp_wmb();
     qatomic_set(&r->start, 0);
-    r->nr_fixups = 0;
+    r->slots = NULL;
+    r->nr_slots = 0;
     shmem_arena_range_unlock(r);
     win->range = -1;
-}
-
-/*
- * Put fresh anonymous memory over part of the window, dropping whatever
- * was mapped there.  MAP_NORESERVE because the guest only ever touches a
- * fraction of the holes: reserving swap for all of them would make large
- * windows fail on hosts with strict overcommit accounting.
- */
-static void *shmem_arena_mmap_anon(void *addr, uint64_t len, int flags)
-{
-    return mmap(addr, len, PROT_READ | PROT_WRITE,
-                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
 }
 
 /*
@@ -333,8 +448,12 @@ static void shmem_arena_forget(VirtioSharedMemoryArena *win, uint64_t offset,
     IntervalTreeNode *node;
 
     while ((node = interval_tree_iter_first(&win->mappings, offset, last))) {
+        VirtioSharedMemoryArenaMapping *m =
+            container_of(node, VirtioSharedMemoryArenaMapping, node);
+
         interval_tree_remove(node, &win->mappings);
-        g_free(container_of(node, VirtioSharedMemoryArenaMapping, node));
+        win->free_slots[win->nr_free_slots++] = m->slot;
+        g_free(m);
         win->nr_mappings--;
     }
 }
@@ -373,8 +492,8 @@ static void shmem_arena_repair(VirtioSharedMemoryArena *win, uint64_t offset,
                  "hole at offset 0x%" PRIx64 "; dropping the mappings there",
                  memory_region_name(&win->mr), offset);
     shmem_arena_begin_remap(win);
-    p = shmem_arena_mmap_anon(win->host + offset, len, MAP_FIXED);
-    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED);
+    p = shmem_arena_fill_win(win, offset, len);
+    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED, -1);
     if (p == MAP_FAILED) {
         /* Only an exhausted host gets here; a guest access may crash QEMU. */
         error_report("cannot repair virtio shared memory window %s: %s",
@@ -386,15 +505,17 @@ static void shmem_arena_repair(VirtioSharedMemoryArena *win, uint64_t offset,
 }
 
 /*
- * Ends the remap of [@offset, @offset + @len) whose mmap() gave @p: 0, or
- * its -errno once the hole a failure may have left is filled.
+ * Ends the remap of [@offset, @offset + @len) whose mmap() gave @p, and
+ * that puts there the mapping of @slot (-1: none): 0, or its -errno once
+ * the hole a failure may have left is filled.
  */
 static int shmem_arena_remapped(VirtioSharedMemoryArena *win,
-                                uint64_t offset, uint64_t len, void *p)
+                                uint64_t offset, uint64_t len, void *p,
+                                int slot)
 {
     int err = errno;
 
-    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED);
+    shmem_arena_end_remap(win, offset, len, p != MAP_FAILED, slot);
     if (p != MAP_FAILED) {
         return 0;
     }
@@ -403,19 +524,18 @@ static int shmem_arena_remapped(VirtioSharedMemoryArena *win,
 }
 
 /*
- * How many mappings, and how many SIGBUS fixup pages, a window may cost.
- * Each costs the process up to two VMAs (a mapping or a page in the
- * middle of another splits it in three), out of vm.max_map_count for the
- * whole process: keep SHMEM_ARENA_VMA_RESERVE of it (at least an eighth)
- * for the rest of QEMU, its guest RAM, threads and libraries, and give
- * the fixup a sixteenth of what is left.
+ * How many mappings a window may hold.  Its holes cost a VMA per piece
+ * of scratch (shmem_arena_fill()); each mapping costs the process up to
+ * three VMAs (a mapping in the middle of a hole splits it in three, and
+ * the SIGBUS fixup may split the mapping in two), out of vm.max_map_count
+ * for the whole process: keep SHMEM_ARENA_VMA_RESERVE of it (at least an
+ * eighth) for the rest of QEMU, its guest RAM, threads and libraries.
  */
 #define SHMEM_ARENA_VMA_RESERVE 4096
-#define SHMEM_ARENA_FIXUP_SHARE 16
+#define SHMEM_ARENA_VMAS_PER_MAPPING 3
 
-static void shmem_arena_budget(const char *name, uint64_t size,
-                               unsigned int *max_mappings,
-                               unsigned int *max_fixups)
+static unsigned int shmem_arena_budget(const char *name, uint64_t size,
+                                       uint64_t scratch_size)
 {
     uint64_t want = MAX(VIRTIO_SHMEM_ARENA_MIN_MAPPINGS,
                         size / VIRTIO_SHMEM_ARENA_GRANULE);
@@ -426,31 +546,35 @@ static void shmem_arena_budget(const char *name, uint64_t size,
                             NULL)) {
         limit = g_ascii_strtoull(text, NULL, 10);
     }
-    reserve = MAX(limit / 8, SHMEM_ARENA_VMA_RESERVE);
-    budget = limit > reserve ? (limit - reserve) / 2 : 0;
-    *max_fixups = MAX(budget / SHMEM_ARENA_FIXUP_SHARE, 1);
-    budget -= MIN(budget, *max_fixups);
+    /* The holes' VMAs (shmem_arena_fill()) come first */
+    reserve = MAX(limit / 8, SHMEM_ARENA_VMA_RESERVE) + size / scratch_size;
+    budget = limit > reserve ?
+             (limit - reserve) / SHMEM_ARENA_VMAS_PER_MAPPING : 0;
     if (want <= budget) {
-        *max_mappings = want;
-        return;
+        return want;
     }
-    /* The limit whose budget has room for @want: limit * 7 / 16 > want */
-    need = (want + want / (SHMEM_ARENA_FIXUP_SHARE - 1) + 1) * 2 * 8 / 7 + 1;
-    need = MAX(need, want * 2 + 2 * SHMEM_ARENA_VMA_RESERVE);
+    /* The limit whose budget has room for @want */
+    need = want * SHMEM_ARENA_VMAS_PER_MAPPING;
+    need = MAX(need * 8 / 7 + 1, need + SHMEM_ARENA_VMA_RESERVE) +
+           size / scratch_size;
     warn_report("%s: the guest may need %" PRIu64 " mappings, but with "
                 "vm.max_map_count=%" PRIu64 " QEMU accepts %" PRIu64
                 "; raise vm.max_map_count to %" PRIu64 " or more",
                 name, want, limit, budget, need);
-    *max_mappings = MAX(budget, 1);
+    return MAX(budget, 1);
 }
 
 bool virtio_shmem_arena_init(VirtioSharedMemoryArena *win, Object *owner,
                              const char *name, uint64_t size, Error **errp)
 {
-    unsigned int max_fixups;
+    uint64_t scratch_size;
+    unsigned int i;
+    int scratch_fd;
     void *host;
 
-    host = shmem_arena_mmap_anon(NULL, size, 0);
+    /* Address space only: shmem_arena_fill() puts the scratch there */
+    host = mmap(NULL, size, PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (host == MAP_FAILED) {
         g_autofree char *sz = size_to_str(size);
 
@@ -459,17 +583,42 @@ bool virtio_shmem_arena_init(VirtioSharedMemoryArena *win, Object *owner,
                          sz, name);
         return false;
     }
+    scratch_size = shmem_arena_scratch_size(size);
+    /* Sealed: a scratch that shrank would make the holes fault */
+    scratch_fd = qemu_memfd_create("virtio-shmem-scratch", scratch_size,
+                                   false, 0,
+                                   F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL,
+                                   errp);
+    if (scratch_fd < 0) {
+        munmap(host, size);
+        return false;
+    }
     /*
-     * The window's content is the back-end's files (or zeros): keep it
-     * out of core dumps like any other memory that is not the guest's.
+     * The window's content is the back-end's files (or the scratch):
+     * shmem_arena_fill() keeps the holes out of core dumps like any other
+     * memory that is not the guest's.
      */
-    qemu_madvise(host, size, QEMU_MADV_DONTDUMP);
+    if (!shmem_arena_fill(host, scratch_fd, scratch_size, 0, size)) {
+        error_setg_errno(errp, errno, "cannot map the holes of %s", name);
+        close(scratch_fd);
+        munmap(host, size);
+        return false;
+    }
 
     win->host = host;
     win->size = size;
+    win->scratch_fd = scratch_fd;
+    win->scratch_size = scratch_size;
     win->mappings = (IntervalTreeRoot) { };
     win->nr_mappings = 0;
-    shmem_arena_budget(name, size, &win->max_mappings, &max_fixups);
+    win->max_mappings = shmem_arena_budget(name, size, scratch_size);
+    /* One more: a new mapping's, before those it replaces are forgotten */
+    win->slots = g_new0(VirtioSharedMemoryArenaSlot, win->max_mappings + 1);
+    win->free_slots = g_new(unsigned int, win->max_mappings + 1);
+    for (i = 0; i <= win->max_mappings; i++) {
+        win->free_slots[i] = win->max_mappings - i;
+    }
+    win->nr_free_slots = win->max_mappings + 1;
     memory_region_init_ram_ptr(&win->mr, owner, name, size, host);
     /*
      * Never RAM to migrate: the content is the back-end's files, which a
@@ -478,7 +627,16 @@ bool virtio_shmem_arena_init(VirtioSharedMemoryArena *win, Object *owner,
      * for migration; say so here rather than rely on it.
      */
     qemu_ram_unset_migratable(win->mr.ram_block);
-    shmem_arena_add_range(win, max_fixups);
+    /*
+     * Never pinned, DMA-mapped or put in a kernel vhost table either:
+     * its pages change under every remap and may fault (a truncated
+     * file), where a device or the kernel would keep a stale page or
+     * fail.  RAM_PROTECTED is "not accessible through DMA": the VFIO and
+     * vDPA listeners skip such RAM, and so does vhost's.  Only the vCPUs
+     * and QEMU's own copies reach the window.
+     */
+    win->mr.ram_block->flags |= RAM_PROTECTED;
+    shmem_arena_add_range(win);
     trace_virtio_shmem_arena_init(name, size, host);
     return true;
 }
@@ -492,7 +650,7 @@ int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
     VirtioSharedMemoryArenaMapping *m;
     unsigned int replaced = 0;
     int prot = PROT_READ | PROT_WRITE;
-    int flags, ret;
+    int flags, ret, slot;
     void *p;
 
     shmem_arena_report_sigbus();
@@ -526,10 +684,14 @@ int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
      */
     flags = writable ? MAP_SHARED : MAP_PRIVATE | MAP_NORESERVE;
     flags |= MAP_FIXED;
+    /* There is one: at most max_mappings are in use, and one more slot */
+    assert(win->nr_free_slots);
+    slot = win->free_slots[--win->nr_free_slots];
     shmem_arena_begin_remap(win);
     p = mmap(win->host + offset, len, prot, flags, fd, fd_offset);
-    ret = shmem_arena_remapped(win, offset, len, p);
+    ret = shmem_arena_remapped(win, offset, len, p, slot);
     if (ret < 0) {
+        win->free_slots[win->nr_free_slots++] = slot;
         return ret;
     }
 
@@ -537,6 +699,7 @@ int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
     m = g_new0(VirtioSharedMemoryArenaMapping, 1);
     m->node.start = offset;
     m->node.last = last;
+    m->slot = slot;
     interval_tree_insert(&m->node, &win->mappings);
     win->nr_mappings++;
 
@@ -577,8 +740,8 @@ int virtio_shmem_arena_unmap(VirtioSharedMemoryArena *win, uint64_t offset,
     }
 
     shmem_arena_begin_remap(win);
-    p = shmem_arena_mmap_anon(win->host + offset, len, MAP_FIXED);
-    ret = shmem_arena_remapped(win, offset, len, p);
+    p = shmem_arena_fill_win(win, offset, len);
+    ret = shmem_arena_remapped(win, offset, len, p, -1);
     if (ret < 0) {
         return ret;
     }
@@ -600,19 +763,25 @@ void virtio_shmem_arena_reset(VirtioSharedMemoryArena *win)
 
     trace_virtio_shmem_arena_reset(memory_region_name(&win->mr),
                                    win->nr_mappings);
-    /*
-     * One mmap() over the whole window drops the mappings, and with them
-     * the back-end's files, and also frees what the guest wrote into the
-     * holes.
-     */
+    /* Drop the mappings, and with them the back-end's files */
     shmem_arena_begin_remap(win);
-    p = shmem_arena_mmap_anon(win->host, win->size, MAP_FIXED);
-    shmem_arena_end_remap(win, 0, win->size, p != MAP_FAILED);
+    p = shmem_arena_fill_win(win, 0, win->size);
+    shmem_arena_end_remap(win, 0, win->size, p != MAP_FAILED, -1);
     if (p == MAP_FAILED) {
         /* Only an exhausted host gets here: keep the mappings we know of. */
         error_report("cannot reset virtio shared memory window %s: %s",
                      memory_region_name(&win->mr), strerror(errno));
         return;
+    }
+    /*
+     * And what the guest wrote into the holes: the next guest finds
+     * zeros there.  Punching keeps the size, so the holes never fault.
+     */
+    if (fallocate(win->scratch_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                  0, win->scratch_size) < 0) {
+        warn_report("virtio shared memory window %s: cannot clear the "
+                    "scratch behind its holes: %s",
+                    memory_region_name(&win->mr), strerror(errno));
     }
     shmem_arena_forget(win, 0, win->size - 1);
     shmem_arena_invalidate_code(win, 0, win->size);
@@ -632,4 +801,10 @@ void virtio_shmem_arena_finalize(VirtioSharedMemoryArena *win)
     shmem_arena_remove_range(win);
     munmap(win->host, win->size);
     win->host = NULL;
+    close(win->scratch_fd);
+    win->scratch_fd = -1;
+    g_free(win->slots);
+    win->slots = NULL;
+    g_free(win->free_slots);
+    win->free_slots = NULL;
 }

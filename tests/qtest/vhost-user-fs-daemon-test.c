@@ -463,7 +463,12 @@ static void fuse_init(TestCtx *t)
                               &out, sizeof(out), &got), ==, 0);
     g_assert_cmpuint(got, ==, sizeof(out));
     g_assert_cmpuint(out.major, ==, FUSE_KERNEL_VERSION);
-    g_assert_cmpuint(out.minor, <=, FUSE_KERNEL_MINOR_VERSION);
+    /*
+     * The daemon announces its own minor, which may be newer than these
+     * headers' (both sides then speak the smaller): only one too old for
+     * DAX (7.31) is wrong.
+     */
+    g_assert_cmpuint(out.minor, >=, 31);
     g_assert_cmphex(out.flags & FUSE_MAP_ALIGNMENT, ==, FUSE_MAP_ALIGNMENT);
     /*
      * The guest aligns every moffset and foffset to 1 << map_alignment

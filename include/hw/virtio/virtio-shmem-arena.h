@@ -24,12 +24,14 @@
  * that runs out, every mmap() and large malloc() in QEMU fails.  So a
  * window accepts one mapping per 2 MiB (what guests map at), at least
  * VIRTIO_SHMEM_ARENA_MIN_MAPPINGS, but never more than leaves room in
- * vm.max_map_count for the rest of QEMU and for the SIGBUS fixup's pages
- * (virtio-shmem-arena.c, shmem_arena_budget()): a back-end mapping small
- * pieces cannot starve QEMU.
+ * vm.max_map_count for the rest of QEMU (virtio-shmem-arena.c,
+ * shmem_arena_budget()): a back-end mapping small pieces cannot starve
+ * QEMU.
  */
 #define VIRTIO_SHMEM_ARENA_GRANULE (2 * MiB)
 #define VIRTIO_SHMEM_ARENA_MIN_MAPPINGS 16384
+
+typedef struct VirtioSharedMemoryArenaSlot VirtioSharedMemoryArenaSlot;
 
 typedef struct VirtioSharedMemoryArena {
     /* The guest-visible region; its RAM is @host */
@@ -37,12 +39,22 @@ typedef struct VirtioSharedMemoryArena {
     /* Host range reserved at init; NULL while the window does not exist */
     uint8_t *host;
     uint64_t size;
+    /* The memfd every hole shows, and its size (a power of two) */
+    int scratch_fd;
+    uint64_t scratch_size;
     /* VirtioSharedMemoryArenaMapping nodes, keyed by window offset */
     IntervalTreeRoot mappings;
     unsigned int nr_mappings;
     unsigned int max_mappings;
     /* Index of the window's host range for the SIGBUS fixup, -1: none */
     int range;
+    /*
+     * The live mappings for the SIGBUS fixup, max_mappings + 1 slots, and
+     * the stack of the free ones (virtio-shmem-arena.c)
+     */
+    VirtioSharedMemoryArenaSlot *slots;
+    unsigned int *free_slots;
+    unsigned int nr_free_slots;
 } VirtioSharedMemoryArena;
 
 /**
@@ -65,7 +77,9 @@ bool virtio_shmem_arena_check_size(const char *prop, uint64_t size,
  * @size: the window size, already checked by virtio_shmem_arena_check_size()
  * @errp: error object
  *
- * The whole window reads as zeros until something is mapped into it.
+ * The whole window reads as zeros until something is mapped into it or
+ * the guest writes there; its holes all show one small scratch buffer,
+ * so what the guest writes into one shows in the others too.
  * Warns if vm.max_map_count is too low for the guest to use all of it.
  *
  * Returns: true on success.
@@ -89,7 +103,7 @@ bool virtio_shmem_arena_init(VirtioSharedMemoryArena *win, Object *owner,
  *
  * Returns: 0 or a negative errno.  On error the window is unchanged,
  * except if the host ran out of memory half-way through the mmap(): then
- * the range reads as zeros and the mappings that were in it are gone.
+ * the range is a hole and the mappings that were in it are gone.
  */
 int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
                            uint64_t len, int fd, uint64_t fd_offset,
@@ -102,7 +116,7 @@ int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
  * @len: length of the range
  *
  * The range must be covered exactly by one mapping or by several
- * adjacent ones; afterwards it reads as zeros.
+ * adjacent ones; afterwards it is a hole (see virtio_shmem_arena_init()).
  *
  * Returns: 0 or a negative errno; on error the window is unchanged (but
  * see virtio_shmem_arena_map() about a host out of memory).

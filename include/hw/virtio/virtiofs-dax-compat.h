@@ -38,6 +38,13 @@
     tb_invalidate_phys_range((start), (last))
 #endif
 
+/* 10.2 moved exec/ramblock.h to system/ramblock.h */
+#if VIRTIOFS_DAX_QEMU_AT_LEAST(10, 2)
+#define VIRTIOFS_DAX_RAMBLOCK_H "system/ramblock.h"
+#else
+#define VIRTIOFS_DAX_RAMBLOCK_H "exec/ramblock.h"
+#endif
+
 /* 10.2 renamed a chardev's front-end half CharFrontend */
 #if VIRTIOFS_DAX_QEMU_AT_LEAST(10, 2)
 #include "chardev/char.h"
