@@ -15,8 +15,11 @@ destination if the migration completed, on the source otherwise.
 
 The exit status is the guest script's, or 1 when the migration's outcome
 is not --expect-migration (or its error lacks --expect-error), 125 on a
-harness failure.  The outcome, downtime and times go to stderr and, with
---stats-file, as JSON to that file.  With --state-dir, each end's
+harness failure.  Each end's QEMU and back-end must exit as harness/vm.py
+judges them, whatever the outcome (a destination that failed the
+migration stays up and is told to quit): a QEMU or a daemon that
+crashes, or hangs, fails the run.  The outcome, downtime and times go
+to stderr and, with --stats-file, as JSON to that file.  With --state-dir, each end's
 back-end and QEMU leave their pids there (daemon-src.pid, daemon-dst.pid,
 qemu-src.pid, qemu-dst.pid), for a test that must tell which daemon holds
 what.
@@ -114,7 +117,11 @@ def migrate(args, src_qmp, dst_qmp, uri):
     caps = [{"capability": "return-path", "state": True}]
     dst_qmp.cmd("migrate-set-capabilities", capabilities=caps)
     src_qmp.cmd("migrate-set-capabilities", capabilities=caps)
-    dst_qmp.cmd("migrate-incoming", uri=uri)
+    # A destination that fails stays up, for the harness to end with quit:
+    # then both QEMUs must exit with status 0 whatever the outcome, and
+    # one that crashes is told from one that refused (an exit on error
+    # would end it with status 1 either way)
+    dst_qmp.cmd("migrate-incoming", uri=uri, **{"exit-on-error": False})
     try:
         src_qmp.cmd("migrate", uri=uri)
     except vm.HarnessError as e:
@@ -131,12 +138,22 @@ def migrate(args, src_qmp, dst_qmp, uri):
                           f"{args.migrate_timeout:g}s")
 
 
+def quit_qemu(qmp):
+    """Asks a QEMU to quit.  One that cannot be asked is gone already: how
+    it ended is judged with the others' exits (vm.judge_exits)."""
+    try:
+        qmp.cmd("quit")
+    except (OSError, vm.HarnessError) as e:
+        vm.log(f"quit: {e}")
+
+
 def run(args):
     qemu = args.qemu or vm.QEMU
     tmp = tempfile.mkdtemp(prefix="vfsdax-mig-")
     logdir = args.log_dir or tmp
     os.makedirs(logdir, exist_ok=True)
     procs = []
+    ours_logs = []
     src_qmp = dst_qmp = None
     try:
         with open(args.script) as f:
@@ -170,6 +187,8 @@ def run(args):
                                              f"virtiofsd-{end}", daemon,
                                              dargs)
             procs.append(dproc)
+            if daemon == "ours":
+                ours_logs.append(dlog)
             if args.state_dir:
                 vm.write_state(args.state_dir, f"daemon-{end}.pid",
                                str(dproc.pid))
@@ -249,21 +268,25 @@ def run(args):
                 raise vm.HarnessError("the destination does not run the "
                                       "guest after the migration\n" +
                                       logs("dst"))
-            src_qmp.cmd("quit")
+            quit_qemu(src_qmp)
             on = dst
         else:
             on = src
             if src_qmp.cmd("query-status")["status"] != "running":
                 raise vm.HarnessError("the source guest does not run after "
                                       "the failed migration\n" + logs("src"))
-            # A migration refused before it began (a blocker) never reached
-            # the destination, which would wait for it forever: end it, as
-            # libvirt does
-            if dst["qemu"].poll() is None:
-                try:
-                    dst_qmp.cmd("quit")
-                except (OSError, vm.HarnessError):
-                    pass
+            # The destination stays after a failure (exit-on-error off), or
+            # never heard of a migration refused before it began (a
+            # blocker) and would wait for it forever: end it, as libvirt
+            # does.  Its error, if any, is said here.
+            try:
+                dst_info = dst_qmp.cmd("query-migrate")
+                stats["dest_error"] = dst_info.get("error-desc", "")
+                if stats["dest_error"]:
+                    vm.log(f"destination: {stats['dest_error']}")
+            except (OSError, vm.HarnessError) as e:
+                vm.log(f"destination: {e}")
+            quit_qemu(dst_qmp)
         vm.write_state(shared, ".migrate-done", status)
 
         while rc is None:
@@ -281,22 +304,12 @@ def run(args):
                                       f"{args.timeout:g}s\n" +
                                       logs("dst" if on is dst else "src"))
             time.sleep(0.1)
-        # Both QEMUs end (the guest powers off, the source quit or the
-        # destination gave up), and each back-end must notice and exit
+        # Both QEMUs end (the guest powers off, or the harness quit it)
+        # as vm.py's must, and each back-end must notice and exit
         for end in ("src", "dst"):
-            for what in ("qemu", "daemon"):
-                p = ends[end][what]
-                try:
-                    p.wait(args.exit_limit)
-                except subprocess.TimeoutExpired:
-                    raise vm.HarnessError(
-                        f"the {end} {what} still runs {args.exit_limit:g}s "
-                        f"after the guest finished\n" + logs(end))
-            if ends[end]["daemon"].returncode != 0:
-                raise vm.HarnessError(
-                    f"the {end} virtiofsd ended with "
-                    f"{vm.describe_status(ends[end]['daemon'].returncode)}"
-                    f"\n" + logs(end))
+            vm.judge_exits(args, rc, ends[end]["qemu"], ends[end]["qlog"],
+                           ends[end]["daemon"], ends[end]["dlog"], logdir,
+                           suffix=f"-{end}")
         if args.show_logs:
             for end in ("src", "dst"):
                 sys.stderr.write(logs(end))
@@ -314,8 +327,9 @@ def run(args):
                     with open(ends[end][key], errors="replace") as f:
                         said += [ln.strip() for ln in f
                                  if args.expect_error in ln]
-            if args.expect_error in stats["error"]:
-                said.insert(0, stats["error"])
+            for key in ("dest_error", "error"):
+                if args.expect_error in (stats.get(key) or ""):
+                    said.insert(0, stats[key])
             if not said:
                 print(f"FAIL: neither the migration's error "
                       f"({stats['error']}) nor a log says "
@@ -329,6 +343,13 @@ def run(args):
                 q.close()
         for p in procs:
             vm.stop(p)
+        # As vm.py does: our daemons' logs for a wrapper to judge
+        # (tests/inodes-by.sh, tests/on-kernel.sh)
+        if os.environ.get("VFSD_OURS_LOG"):
+            with open(os.environ["VFSD_OURS_LOG"], "a") as out:
+                for dlog in ours_logs:
+                    with open(dlog, errors="replace") as f:
+                        out.write(f.read())
         shutil.rmtree(tmp, ignore_errors=True)
 
 

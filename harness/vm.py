@@ -4,7 +4,10 @@
     harness/vm.py [options] SCRIPT            (SCRIPT: a guest shell script)
     harness/vm.py [options] --cmd 'ls /mnt'
 
-The guest is Debian 13's kernel with the harness initramfs (build/guest/).
+The guest is Debian 13's kernel with the harness initramfs (build/guest/),
+or with GUEST_KERNEL=bookworm|sid in the environment Debian 12's or sid's
+(build/guest-NAME/, make guest GUEST_KERNEL=NAME); GUEST_DIR names another
+directory.
 A virtio-fs back-end (ours, the Rust virtiofsd, or any compatible binary) is
 started on a private socket, QEMU boots with shared guest memory, the script
 runs as the guest's PID 1 child with its output on a second serial port, and
@@ -16,9 +19,10 @@ saying what did not come up, or what did not go down: after the guest's
 verdict QEMU must exit with status 0 within --exit-limit seconds, and the
 daemon must then end by itself, with status 0, within as long again
 (--expect-qemu-exit and --expect-daemon-exit name another status, or
-"any", for a test that breaks one of them on purpose).  A QEMU that hangs
-or aborts while it tears the device down, or a daemon that crashes on
-DESTROY or on the disconnect, fails the run whatever the guest said.
+"any", for a test that breaks one of them on purpose), and so must every
+--extra-daemon, with status 0.  A QEMU that hangs or aborts while it
+tears the device down, or a daemon that crashes on DESTROY or on the
+disconnect, fails the run whatever the guest said.
 
 VFSDAX_DEADLINE in the environment (seconds since the epoch, as
 mk/check.py sets it for a suite) cuts --timeout so that the run, teardown
@@ -46,11 +50,19 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
 # Another upstream base than the default (QEMU_BASE, README "Upstream
 # bases") has its QEMU in build/base-X; the guest is the same for all.
+# The guest's kernel, by Debian release (README "Guest kernels"): trixie's
+# in build/guest, the others' in build/guest-NAME.
+GUEST_KERNELS = ("bookworm", "trixie", "sid")
+GUEST_KERNEL = os.environ.get("GUEST_KERNEL") or "trixie"
+if GUEST_KERNEL not in GUEST_KERNELS:
+    sys.exit(f"vm.py: GUEST_KERNEL={GUEST_KERNEL}: not one of "
+             + ", ".join(GUEST_KERNELS))
+GUEST_NAME = "guest" if GUEST_KERNEL == "trixie" else "guest-" + GUEST_KERNEL
 if os.environ.get("QEMU_BASE") and "BUILD" not in os.environ and \
         os.path.isdir(os.path.join(TOP, "bases", os.environ["QEMU_BASE"])):
-    os.environ.setdefault("GUEST_DIR", os.path.join(BUILD, "guest"))
+    os.environ.setdefault("GUEST_DIR", os.path.join(BUILD, GUEST_NAME))
     BUILD = os.path.join(BUILD, "base-" + os.environ["QEMU_BASE"])
-GUEST = os.environ.get("GUEST_DIR") or os.path.join(BUILD, "guest")
+GUEST = os.environ.get("GUEST_DIR") or os.path.join(BUILD, GUEST_NAME)
 QEMU = os.path.join(BUILD, "qemu", "qemu-system-x86_64")
 OUR_VIRTIOFSD = os.path.join(BUILD, "qemu", "tools", "virtiofsd", "virtiofsd")
 # Debian's unmodified QEMU 11.1 (mk/upstream-qemu.sh), for --upstream-device
@@ -205,38 +217,52 @@ def status_ok(rc, want):
     return want == "any" or rc == int(want)
 
 
-def judge_exits(args, rc, qemu_proc, qlog, daemon, dlog, logdir):
+def judge_exits(args, rc, qemu_proc, qlog, daemon, dlog, logdir, suffix="",
+                extras=()):
     """After the guest's verdict RC: QEMU must exit as expected within the
-    limit, then the daemon by itself.  Raises HarnessError otherwise."""
-    def logs():
-        return (f"--- qemu.log\n{tail(qlog)}"
-                f"--- guest console (tail)\n"
-                f"{tail(os.path.join(logdir, 'console.log'))}"
-                + (f"--- virtiofsd.log\n{tail(dlog)}" if daemon else ""))
+    limit, then the daemon by itself, and so must each of EXTRAS (TAG,
+    PROC, LOG): the --extra-daemon ones, with status 0.  SUFFIX names one
+    end of a migration (-src, -dst), as qemu_command() names its logs.
+    Raises HarnessError otherwise."""
+    end = f" ({suffix.lstrip('-')})" if suffix else ""
+
+    def logs(more=""):
+        return (f"--- {os.path.basename(qlog)}\n{tail(qlog)}"
+                f"--- guest console{end} (tail)\n"
+                f"{tail(os.path.join(logdir, f'console{suffix}.log'))}"
+                + (f"--- {os.path.basename(dlog)}\n{tail(dlog)}"
+                   if daemon else "")
+                + (f"--- {os.path.basename(more)}\n{tail(more)}"
+                   if more else ""))
     verdict = f"the guest script ended with status {rc}, but "
     try:
         qemu_proc.wait(args.exit_limit)
     except subprocess.TimeoutExpired:
-        raise HarnessError(verdict + f"QEMU did not exit within "
+        raise HarnessError(verdict + f"QEMU{end} did not exit within "
                            f"{args.exit_limit:g}s after it.\n" + logs())
     if not status_ok(qemu_proc.returncode, args.expect_qemu_exit):
-        raise HarnessError(verdict + "QEMU ended with "
+        raise HarnessError(verdict + f"QEMU{end} ended with "
                            f"{describe_status(qemu_proc.returncode)} "
                            f"(expected {args.expect_qemu_exit}).\n" + logs())
-    if daemon is None:
-        return
-    # Its front-end is gone: a back-end must notice and end by itself.
-    try:
-        daemon.wait(args.exit_limit)
-    except subprocess.TimeoutExpired:
-        raise HarnessError(verdict + f"virtiofsd was still running "
-                           f"{args.exit_limit:g}s after QEMU exited.\n"
-                           + logs())
-    if not status_ok(daemon.returncode, args.expect_daemon_exit):
-        raise HarnessError(verdict + "virtiofsd ended with "
-                           f"{describe_status(daemon.returncode)} "
-                           f"(expected {args.expect_daemon_exit}).\n"
-                           + logs())
+    # Their front-end is gone: back-ends must notice and end by themselves
+    # (all at once: the limit is for them all).
+    deadline = time.monotonic() + args.exit_limit
+    judged = [("virtiofsd" + end, daemon, dlog, args.expect_daemon_exit)] \
+        if daemon else []
+    judged += [(f"virtiofsd for {tag}", proc, log_, "0")
+               for tag, proc, log_ in extras]
+    for name, proc, log_, want in judged:
+        more = "" if proc is daemon else log_
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            raise HarnessError(verdict + f"{name} was still running "
+                               f"{args.exit_limit:g}s after QEMU exited.\n"
+                               + logs(more))
+        if not status_ok(proc.returncode, want):
+            raise HarnessError(verdict + f"{name} ended with "
+                               f"{describe_status(proc.returncode)} "
+                               f"(expected {want}).\n" + logs(more))
 
 
 def apply_deadline(args):
@@ -367,12 +393,31 @@ def qemu_command(args, qemu, initrd, logdir, sock, suffix=""):
     return qcmd + shlex.split(args.qemu_args)
 
 
+def guest_release():
+    """The Debian release whose kernel GUEST holds ("release:" in its
+    kernel.txt), None for a guest built before the kernel matrix."""
+    try:
+        with open(os.path.join(GUEST, "kernel.txt")) as f:
+            for line in f:
+                if line.startswith("release:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def run_guest(args, sink=None):
     """Boot, run, tear down.  Returns the guest script's exit status."""
     sink = sink or (lambda s: (sys.stdout.write(s), sys.stdout.flush()))
     for f in ("vmlinuz", "initramfs.cpio.gz"):
         if not os.path.exists(os.path.join(GUEST, f)):
-            raise HarnessError(f"build/guest/{f} is missing: run make guest")
+            raise HarnessError(f"{GUEST}/{f} is missing: run make guest"
+                               f" GUEST_KERNEL={GUEST_KERNEL}")
+    # A test run for one kernel must not quietly boot another
+    release = guest_release()
+    if release and "GUEST_KERNEL" in os.environ and release != GUEST_KERNEL:
+        raise HarnessError(f"{GUEST} holds {release}'s kernel, not "
+                           f"GUEST_KERNEL={GUEST_KERNEL}'s")
     qemu = args.qemu or (UPSTREAM_QEMU if args.upstream_device else QEMU)
     if not os.access(qemu, os.X_OK):
         raise HarnessError(f"{qemu} is not built: run " +
@@ -433,7 +478,7 @@ def run_guest(args, sink=None):
                                      stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL,
                                      start_new_session=True)
-            extras.append(xproc)
+            extras.append((tag, xproc, xlog))
             wait_for_socket(xsock, xproc, 15, f"virtiofsd for {tag}", xlog)
             qcmd += ["-chardev", f"socket,id=x{i},path={xsock}", "-device",
                      f"vhost-user-fs-pci,chardev=x{i},tag={tag}"]
@@ -471,7 +516,7 @@ def run_guest(args, sink=None):
             if rc is not None:
                 # The guest powers off by itself right after its verdict
                 judge_exits(args, rc, qemu_proc, qlog, daemon,
-                            dlog if daemon else None, logdir)
+                            dlog if daemon else None, logdir, extras=extras)
                 break
             if done:
                 if buf:
@@ -520,7 +565,7 @@ def run_guest(args, sink=None):
                         "running" if daemon.poll() is None
                         else str(daemon.returncode))
         stop(daemon)
-        for x in extras:
+        for _, x, _ in extras:
             # They log what they did when the front-end goes away
             try:
                 x.wait(10)

@@ -9,6 +9,9 @@
  *                                    "winpeek: P pages, Z zero pages,
  *                                    first word 0x..."
  *   winpeek dump RESOURCE OFF LEN    copy LEN bytes from OFF to stdout
+ *   winpeek touch RESOURCE LEN       write one byte into every page of
+ *                                    the first LEN bytes, unread; print
+ *                                    "winpeek: touched P pages"
  *
  * RESOURCE is the window's BAR, /sys/bus/pci/devices/.../resource2; the
  * kernel lets a program map it while the virtio-fs driver owns it only
@@ -45,9 +48,10 @@ int main(int argc, char **argv)
     int fd;
 
     if (argc < 4 || (!strcmp(argv[1], "dump") && argc != 5) ||
-        (strcmp(argv[1], "scan") && strcmp(argv[1], "dump"))) {
+        (strcmp(argv[1], "scan") && strcmp(argv[1], "dump") &&
+         strcmp(argv[1], "touch"))) {
         fprintf(stderr, "usage: winpeek scan RESOURCE LEN | "
-                "dump RESOURCE OFF LEN\n");
+                "dump RESOURCE OFF LEN | touch RESOURCE LEN\n");
         return 2;
     }
     res = argv[2];
@@ -77,6 +81,17 @@ int main(int argc, char **argv)
         return 0;
     }
     pages = len / PAGE;
+    if (!strcmp(argv[1], "touch")) {
+        /* volatile: each store must reach the window, none merged */
+        volatile uint8_t *b = map;
+
+        /* What the byte is does not matter: that it is written does */
+        for (i = 0; i < pages; i++) {
+            b[i * PAGE + (i % PAGE)] = (uint8_t)(i | 1);
+        }
+        printf("winpeek: touched %llu pages\n", (unsigned long long)pages);
+        return 0;
+    }
     /*
      * volatile: every load must reach the DAX window (device memory), as
      * the test is about what each page really holds; the compiler may not

@@ -9,7 +9,10 @@
 # QEMU's SIGBUS fix-up must never run (its trace counts the pages it
 # fills).  Then the file grows, by the guest's own appending write() and
 # on the host: the guest must read the new data through the range it
-# already has, never zeros.
+# already has, never zeros.  Last, a control: the host truncates the file
+# and the guest touches its first page, which the fix-up must fill, and
+# be seen to (QEMU traces it lazily, at its next map): the trace must
+# count that one fix-up and no other.
 # Extra arguments go to harness/vm.py (default: ours, 16 MiB window).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,11 +21,14 @@ shared=$(mktemp -d /tmp/vfsdax-eof.XXXXXX)
 guest_script=$(mktemp)
 trace=$(mktemp)
 out=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script" "$trace" "$out"' EXIT
+ctl=
+trap '[ -z "$ctl" ] || kill "$ctl" 2>/dev/null || true
+      rm -rf "$shared" "$guest_script" "$trace" "$out"' EXIT
 
 # "DAXEOF01", then bytes that are never zero, 4200 in all
 { printf DAXEOF01; head -c 4192 /dev/zero | tr '\0' 'x'; } > "$shared/small.bin"
 head -c 65536 /dev/urandom > "$shared/host-tail"
+{ printf FLUSHDAX; head -c 8184 /dev/zero | tr '\0' 'y'; } > "$shared/flush.bin"
 
 cat > "$guest_script" <<'GUEST'
 . /lib/vfsdax.sh
@@ -64,11 +70,40 @@ size=$(stat -c %s /mnt/small.bin)
 tail -c 65536 /mnt/small.bin > /tmp/hback
 cmp /tmp/hback /mnt/host-tail || fail "the host's appended data reads back wrong"
 pass "growth on the host reads back through the guest's range"
+
+# The control: the host truncates the file under the guest's range, and
+# the guest touches its first page, which only the fix-up can save.  A
+# new file's mapping then makes QEMU report the pages it filled (it does
+# so lazily, at its next map or unmap), so that the trace counts every
+# fix-up made before, this one included: exactly 1 means none before.
+# (One fix-up fills all of a mapping past the file's end at once.)
+touch /mnt/ctl-go
+i=0
+while [ ! -e /mnt/ctl-done ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && fail "the host never truncated the file"
+    sleep 0.1
+done
+winpeek dump "$res" 0 8 > /tmp/ctl || fail "winpeek dump after the truncation"
+head -c 8 /dev/zero | cmp -s - /tmp/ctl ||
+    fail "the truncated file's page does not read as zeros"
+[ "$(head -c 8 /mnt/flush.bin)" = FLUSHDAX ] || fail "reading flush.bin"
+pass "the guest touched a page past the end of a file truncated on the host"
 umount /mnt || fail umount
 GUEST
 
 host_grow() {
     cat "$shared/host-tail" >> "$shared/small.bin"
+    # The control's truncation, once the guest is done with the file
+    (
+        i=0
+        while [ ! -e "$shared/ctl-go" ]; do
+            i=$((i + 1)); [ $i -gt 3000 ] && exit 0
+            sleep 0.1
+        done
+        truncate -s 0 "$shared/small.bin"
+        touch "$shared/ctl-done"
+    ) > /dev/null 2>&1 &
+    ctl=$!
 }
 rc=0
 run_vm_with_host_step "$shared" host_grow --daemon ours --cache-size 16M \
@@ -84,13 +119,19 @@ grep -q '^winpeek: 4096 pages, 4094 zero pages' "$out" || {
     exit 1
 }
 echo "ok: the guest read and wrote 4094 window pages past the end of the file"
-pages=$(awk '/virtio_shmem_arena_sigbus / {
-                 for (i = 1; i < NF; i++) { if ($(i + 1) == "pages") { n += $i } }
-             }
-             END { print n + 0 }' "$trace")
-[ "$pages" = 0 ] || {
-    echo "FAIL: QEMU's SIGBUS fix-up filled $pages pages: the window held" \
-         "file pages past the end of the file"
+# "F fix-ups: N pages past the end of truncated files now read as zeros"
+fixups=$(awk '/virtio_shmem_arena_sigbus / {
+                  for (i = 1; i < NF; i++) { if ($(i + 1) == "fix-ups:") { n += $i } }
+              }
+              END { print n + 0 }' "$trace")
+[ "$fixups" != 0 ] || {
+    echo "FAIL: the control's page past the end is not in the fix-up's" \
+         "trace: its zero would prove nothing"
     exit 1
 }
-echo "ok: QEMU's SIGBUS fix-up never ran"
+[ "$fixups" = 1 ] || {
+    echo "FAIL: QEMU's SIGBUS fix-up ran $((fixups - 1)) times besides" \
+         "the control's: the window held file pages past the end of the file"
+    exit 1
+}
+echo "ok: QEMU's SIGBUS fix-up filled the control's mapping, and never ran before"

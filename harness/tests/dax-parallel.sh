@@ -109,7 +109,7 @@ run() {
     local w seed
     for w in wa wb; do
         seed=$(sed -n "s/^writer $w: last seed \([0-9][0-9]*\)\$/\1/p" "$work/$name.out")
-        if [ -n "$seed" ] && $pattern check "$shared/$w" "$seed"; then
+        if [ -n "$seed" ] && $pattern check "$shared/$w" "$seed" $((8 << 20)); then
             echo "ok: $name: $w on the host holds the writer's last pattern"
         else
             echo "FAIL: $name: $w on the host is not pattern ${seed:-?}"

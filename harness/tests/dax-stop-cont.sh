@@ -119,15 +119,18 @@ cat "$work/qmp.log"
 # a back-end request in flight.  It depends on timing, so it is not checked.
 served=$(grep -c serve_while_waiting "$work/trace.log" 2>/dev/null || true)
 echo "QEMU served ${served:-0} back-end requests while waiting for the daemon"
-for f in big.bin:4 after.bin:9; do
-    if [ ! -f "$work/shared/${f%%:*}" ]; then
-        echo "FAIL: ${f%%:*} is missing on the host"
+while read -r f seed bytes; do
+    if [ ! -f "$work/shared/$f" ]; then
+        echo "FAIL: $f is missing on the host"
         rc=1
     elif ! python3 "$top/harness/tests/pattern.py" check \
-        "$work/shared/${f%%:*}" "${f##*:}"; then
-        echo "FAIL: ${f%%:*} differs on the host"
+        "$work/shared/$f" "$seed" "$bytes"; then
+        echo "FAIL: $f differs on the host"
         rc=1
     fi
-done
+done <<FILES
+big.bin 4 $((48 << 20))
+after.bin 9 $((8 << 20))
+FILES
 [ $rc = 0 ] && echo "ok: stop/cont under DAX I/O, data intact, QEMU and daemon alive"
 exit $rc

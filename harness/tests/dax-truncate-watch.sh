@@ -121,7 +121,7 @@ run() {
 
 # Pages QEMU's SIGBUS fixup filled with zeros (its trace counts them)
 sigbus_pages() {
-    sed -n 's/.*virtio_shmem_arena_sigbus \([0-9]*\) pages.*/\1/p' \
+    sed -n 's/.*virtio_shmem_arena_sigbus [0-9]* fix-ups: \([0-9]*\) pages.*/\1/p' \
         "$work/$1/qemu.log" | awk '{ n += $1 } END { print n + 0 }'
 }
 

@@ -48,7 +48,7 @@ GUEST
 guest_stores_seen=0
 host_change() {
     # Before anything else: the guest's stores, not msync'ed, as they are.
-    if $pattern check "$shared/coh.bin" 10; then
+    if $pattern check "$shared/coh.bin" 10 $((3 << 20)); then
         guest_stores_seen=1
     fi
     # In place, the same inode: what the guest has mapped must change.
@@ -62,7 +62,7 @@ run_vm_with_host_step "$shared" host_change --cache-size 16M "$@" "$guest_script
 [ "$guest_stores_seen" = 1 ] ||
     { echo "FAIL: the guest's stores through DAX were not in the host file at once"; exit 1; }
 echo "ok: guest stores through a DAX mapping seen by a host reader at once"
-$pattern check "$shared/mmap.bin" 2
-$pattern check "$shared/write.bin" 3
-$pattern check "$shared/big.bin" 4
+$pattern check "$shared/mmap.bin" 2 $((5 << 20))
+$pattern check "$shared/write.bin" 3 $((3 << 20))
+$pattern check "$shared/big.bin" 4 $((48 << 20))
 echo "ok: guest data byte-identical on the host"

@@ -34,16 +34,37 @@ stat /mnt/many/f$(seq -w 1 "$n" | tail -1) > /dev/null || fail "stat after"
 pass "$n files listed with their attributes on the destination"
 GUEST
 
+# Which daemon runs each end: only ours logs what it saved and restored
+src_daemon=ours dst_daemon=
+prev=
+for a in "$@"; do
+    case $prev in
+    --daemon) src_daemon=$a ;;
+    --dest-daemon) dst_daemon=$a ;;
+    esac
+    case $a in
+    --daemon=*) src_daemon=${a#--daemon=} ;;
+    --dest-daemon=*) dst_daemon=${a#--dest-daemon=} ;;
+    esac
+    prev=$a
+done
+[ "$src_daemon" = auto ] && src_daemon=ours
+dst_daemon=${dst_daemon:-$src_daemon}
+
 python3 "$top/harness/migrate.py" --shared "$shared" --log-dir "$work/log" \
     --stats-file "$work/stats.json" "$@" "$work/guest.sh"
 
 downtime=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["downtime_ms"])' "$work/stats.json")
 saved=$(grep -h "state saved" "$work/log/virtiofsd-src.log" || true)
 restored=$(grep -h "state restored" "$work/log/virtiofsd-dst.log" || true)
-if [ -z "$saved" ]; then
+if [ "$src_daemon" != ours ]; then
     echo "# downtime $downtime ms (the source daemon logs no state size)"
     exit 0
 fi
+[ -n "$saved" ] ||
+    { echo "FAIL: our source daemon never said \"state saved\""; exit 1; }
+[ "$dst_daemon" != ours ] || [ -n "$restored" ] ||
+    { echo "FAIL: our destination daemon never said \"state restored\""; exit 1; }
 inodes=$(sed -n 's/.*bytes: \([0-9]*\) inodes.*/\1/p' <<< "$saved")
 bytes=$(sed -n 's/.*state saved, \([0-9]*\) bytes.*/\1/p' <<< "$saved")
 save_us=$(sed -n 's/.* in \([0-9]*\) us$/\1/p' <<< "$saved")

@@ -85,7 +85,7 @@ migstate /mnt $gone || exit 1
 GUEST
 
 rc=0
-python3 "$top/harness/migrate.py" --shared "$shared" \
+python3 "$top/harness/migrate.py" --shared "$shared" --log-dir "$work/log" \
     --daemon-args="$daemon_args" --dest-daemon-args="$dest_args" \
     --expect-migration "$expect" "${extra[@]}" "$@" "$work/guest.sh" || rc=$?
 [ $rc = 0 ] || { echo "FAIL: migrate.py ended with status $rc"; exit 1; }
@@ -97,3 +97,24 @@ echo "ok: the host has both writes, before and after the migration"
 [ "$(cat "$shared/post.txt")" = "$expect" ] ||
     { echo "FAIL: post.txt on the host: $(cat "$shared/post.txt")"; exit 1; }
 echo "ok: the guest ran on the $([ $expect = completed ] && echo destination || echo source) to its end"
+
+if [ "$case_" = file-handles ]; then
+    # Without handles (a file system without export support) the source
+    # silently sends paths instead: the daemons' counts say which went
+    by_handle() {
+        sed -n "/state $1, /s/.*[(,] *\([0-9]*\) by file handle only.*/\1/p" \
+            "$work/log/virtiofsd-$2.log"
+    }
+    sent=$(by_handle saved src)
+    found=$(by_handle restored dst)
+    inodes=$(sed -n 's/.*state saved, .* bytes: \([0-9]*\) inodes.*/\1/p' \
+        "$work/log/virtiofsd-src.log")
+    grep -h "state saved\|state restored" "$work/log/virtiofsd-src.log" \
+        "$work/log/virtiofsd-dst.log"
+    [ -n "$sent" ] && [ -n "$inodes" ] && [ "$sent" -gt 0 ] &&
+        [ "$sent" = "$inodes" ] ||
+        { echo "FAIL: the source sent ${sent:-no} of ${inodes:-?} inodes by file handle alone"; exit 1; }
+    [ "$found" = "$sent" ] ||
+        { echo "FAIL: the destination found ${found:-no} of $sent inodes by file handle"; exit 1; }
+    echo "ok: all $sent inodes went by file handle alone and were opened by it"
+fi

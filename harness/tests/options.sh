@@ -238,7 +238,7 @@ run() {
     cp "$work/wb.flags" "$work/$name.wb"
     stat -c %a "$shared/sx" > "$work/$name.sx"
     if [ -e "$shared/mapped" ] &&
-            python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 5 \
+            python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 5 8192 \
             > "$work/$name.mapped" 2>&1; then
         echo ok >> "$work/$name.mapped"
     fi

@@ -2,7 +2,10 @@
 """Host side of harness/guest-tools/mmapio.c's pattern.
 
     pattern.py write FILE SIZE SEED
-    pattern.py check FILE SEED
+    pattern.py check FILE SEED SIZE
+
+check fails unless FILE holds exactly SIZE bytes of SEED's pattern: a
+short or empty file is as wrong as a wrong byte.
 """
 import sys
 
@@ -21,10 +24,13 @@ def main():
         with open(path, "wb") as f:
             f.write(pattern(size, seed))
         return 0
-    seed = int(sys.argv[3])
+    seed, size = int(sys.argv[3]), int(sys.argv[4], 0)
     with open(path, "rb") as f:
         data = f.read()
-    want = pattern(len(data), seed)
+    if len(data) != size:
+        print(f"{path}: {len(data)} bytes, want {size}")
+        return 1
+    want = pattern(size, seed)
     if data != want:
         i = next(i for i in range(len(data)) if data[i] != want[i])
         print(f"{path}: byte {i} is {data[i]}, want {want[i]}")

@@ -169,7 +169,9 @@ virtiofsd=$top/build/qemu/tools/virtiofsd/virtiofsd
 fail=0
 
 # What vfsd_drop_capabilities() keeps: CAP_CHOWN, DAC_OVERRIDE,
-# DAC_READ_SEARCH, FOWNER, FSETID, SETGID, SETUID, MKNOD, LEASE, SETFCAP.
+# DAC_READ_SEARCH (vm.py keeps the default --inode-file-handles=prefer,
+# which opens by handle), FOWNER, FSETID, SETGID, SETUID, MKNOD, LEASE,
+# SETFCAP.
 # Anything more (CAP_SYS_ADMIN above all) would outlive the sandbox.
 want_caps=0
 for bit in 0 1 2 3 4 6 7 27 28 31; do

@@ -79,8 +79,8 @@ if [ "$rc" != 0 ]; then
     tail -n 20 "$logs/virtiofsd.log" "$logs/qemu.log" 2>/dev/null || true
     exit 1
 fi
-$pattern check "$shared/mmap.bin" 2
-$pattern check "$shared/write.bin" 3
+$pattern check "$shared/mmap.bin" 2 $((5 << 20))
+$pattern check "$shared/write.bin" 3 $((3 << 20))
 echo "ok: the guest's mmap and write() data byte-identical on the host"
 (cd "$shared" && sha256sum -c --quiet model.sha256) ||
     { echo "FAIL: the host's files differ from fsx's model"; exit 1; }
