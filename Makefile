@@ -11,20 +11,31 @@ PREFIX ?= /usr/local
 # is the same for every base and stays in $(BUILD)/guest.
 DEFAULT_BASE := $(shell sed -n 's/^QEMU_VERSION=\([0-9]*\.[0-9]*\).*/\1/p' $(TOP)/qemu.pin)
 QEMU_BASE ?= $(DEFAULT_BASE)
+# The guest's kernel by Debian release (README "Guest kernels"): trixie's
+# (the default) in $(BUILD)/guest, bookworm's or sid's in
+# $(BUILD)/guest-NAME.  make check also runs some suites on the matrix's
+# other kernels, from GUEST_DIR_BOOKWORM, _TRIXIE, _SID.
+GUEST_KERNEL ?= trixie
 ifeq ($(origin GUEST_DIR),undefined)
-GUEST_DIR := $(BUILD)/guest
+GUEST_DIR := $(BUILD)/guest$(if $(filter trixie,$(GUEST_KERNEL)),,-$(GUEST_KERNEL))
 endif
+# beside GUEST_DIR, as mk/check.py finds them when not told
+GUEST_ROOT := $(patsubst %/,%,$(dir $(GUEST_DIR)))
+GUEST_DIR_BOOKWORM ?= $(GUEST_ROOT)/guest-bookworm
+GUEST_DIR_TRIXIE ?= $(GUEST_ROOT)/guest
+GUEST_DIR_SID ?= $(GUEST_ROOT)/guest-sid
+MATRIX_KERNELS := $(filter-out $(GUEST_KERNEL),bookworm trixie sid)
 BUILD_ROOT := $(BUILD)
 ifneq ($(QEMU_BASE),$(DEFAULT_BASE))
 override BUILD := $(BUILD)/base-$(QEMU_BASE)
 endif
 OTHER_BASES := $(patsubst $(TOP)/bases/%/qemu.pin,%,$(wildcard $(TOP)/bases/*/qemu.pin))
-export BUILD PREFIX QEMU_BASE GUEST_DIR
+export BUILD PREFIX QEMU_BASE GUEST_DIR GUEST_KERNEL GUEST_DIR_BOOKWORM GUEST_DIR_TRIXIE GUEST_DIR_SID CHECK_KERNELS
 
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
-.PHONY: all deps prepare qemu guest rust-virtiofsd upstream-qemu demo check bench fuzz \
+.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench fuzz \
         refresh-patches verify-tree checkpatch install clean distclean help \
         port-base check-bases series bisect-check patch-lines
 
@@ -47,6 +58,8 @@ help:
 	@echo "make check-bases     build the other upstream bases (bases/) and run their suites"
 	@echo "make port-base QEMU_BASE=X  git am -3 the series onto base X to port it"
 	@echo "QEMU_BASE=X          any target on upstream base X (bases/X/) instead of $(DEFAULT_BASE)"
+	@echo "GUEST_KERNEL=NAME    guest kernel of Debian bookworm (6.1), trixie (6.12, default) or sid"
+	@echo "make guest-matrix    build the other kernels' guests (make check CHECK_KERNELS=1 runs on them)"
 
 deps:
 	@$(TOP)/mk/deps.sh build guest
@@ -59,6 +72,12 @@ qemu: prepare
 
 guest: deps
 	@$(TOP)/harness/build-guest.sh
+
+# The kernel matrix's other guests, for make check's suites on them
+guest-matrix: deps
+	@$(foreach k,$(MATRIX_KERNELS),GUEST_KERNEL=$(k) \
+	    GUEST_DIR=$(GUEST_DIR_$(shell echo $(k) | tr a-z A-Z)) \
+	    $(TOP)/harness/build-guest.sh &&) true
 
 rust-virtiofsd:
 	@$(TOP)/harness/rust-virtiofsd.sh >/dev/null
@@ -74,7 +93,7 @@ demo: qemu guest
 # upstream QEMU only the suites that need it fail, saying why.
 # On another base (QEMU_BASE=X) check runs the suites of mk/check.py's
 # EVERY_BASE, which need neither clang nor upstream QEMU.
-check: qemu guest
+check: qemu guest $(if $(and $(CHECK_KERNELS),$(filter $(DEFAULT_BASE),$(QEMU_BASE))),guest-matrix)
 ifeq ($(QEMU_BASE),$(DEFAULT_BASE))
 	@$(TOP)/mk/deps.sh fuzz || true
 	@$(TOP)/mk/deps.sh upstream || true

@@ -453,7 +453,9 @@ def setup_info(args, confs):
         "qemu": out([QEMU, "--version"]).splitlines()[0],
         "qemu_source": open(os.path.join(BUILD, "qemu-source.txt")).readline().strip()
             if os.path.exists(os.path.join(BUILD, "qemu-source.txt")) else "",
-        "kernel": open(os.path.join(BUILD, "guest", "kernel.txt")).read().strip(),
+        # "VERSION (PACKAGE)", then "release: NAME": one line here
+        "kernel": ", ".join(ln.strip() for ln in open(
+            os.path.join(BUILD, "guest", "kernel.txt")) if ln.strip()),
         "accelerator": accel, "host_cpu": cpu, "host_kernel": platform.release(),
         "guest": f"2 vCPUs, {GUEST_MEM} memory-backend-memfd share=on, -machine pc",
         "host_dir": "tmpfs (/dev/shm)",

@@ -6,6 +6,17 @@ CACHE=${VIRTIOFS_DAX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/virtiofs-dax}
 # shellcheck source=../qemu.pin
 . "$TOP/qemu.pin"
 
+# The guest's kernel, by Debian release (README "Guest kernels"): trixie's
+# is the default and lives in build/guest, the others in build/guest-NAME.
+GUEST_KERNEL=${GUEST_KERNEL:-trixie}
+case $GUEST_KERNEL in
+bookworm|trixie|sid) ;;
+*) printf 'error: GUEST_KERNEL=%s: not one of bookworm, trixie, sid\n' "$GUEST_KERNEL" >&2
+   exit 1 ;;
+esac
+GUEST_NAME=guest
+[ "$GUEST_KERNEL" = trixie ] || GUEST_NAME=guest-$GUEST_KERNEL
+
 # The upstream base this build applies to (README "Upstream bases").
 # qemu.pin and patches/ are the default base; another base X has
 # bases/X/qemu.pin (overriding qemu.pin's QEMU and Debian source settings,
@@ -26,13 +37,13 @@ if [ "$QEMU_BASE" != "$DEFAULT_BASE" ]; then
     # BUILD, when set, is the base's own directory (the Makefile passes
     # build/base-X); run by hand without it, the same is derived.
     if [ -z "${BUILD:-}" ]; then
-        GUEST_DIR=${GUEST_DIR:-$TOP/build/guest}
+        GUEST_DIR=${GUEST_DIR:-$TOP/build/$GUEST_NAME}
         BUILD=$TOP/build/base-$QEMU_BASE
     fi
 fi
 BUILD=${BUILD:-$TOP/build}
-GUEST_DIR=${GUEST_DIR:-$BUILD/guest}
-export QEMU_BASE BUILD GUEST_DIR
+GUEST_DIR=${GUEST_DIR:-$BUILD/$GUEST_NAME}
+export QEMU_BASE BUILD GUEST_DIR GUEST_KERNEL
 # What the messages add to a make command line for this base
 BASE_ARG=
 [ -z "$BASE_DIR" ] || BASE_ARG=" QEMU_BASE=$QEMU_BASE"
@@ -44,18 +55,25 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # without touching the system's sources or package lists.  With an argument
 # "source", the suites a base's pin names for QEMU's source instead
 # (DEBIAN_SOURCE_SUITES, e.g. sid and experimental), deb-src only, in an
-# apt directory of their own.
+# apt directory of their own.  With "binary SUITE", another release's
+# binary packages (the guest kernel matrix: bookworm, sid): SUITE and its
+# security suite where it has one, in $CACHE/apt-SUITE.
 APT_DIR=$CACHE/apt
 apt_private_setup() {
     local kr=/usr/share/keyrings/debian-archive-keyring.gpg
     [ -r "$kr" ] || die "no Debian archive keyring: apt-get install debian-archive-keyring"
     local mirror=${DEBIAN_MIRROR:-http://deb.debian.org} suites=$DEBIAN_SUITE s
-    local valid_until=true
+    local valid_until=true lists='*Sources*'
     APT_DIR=$CACHE/apt
     if [ "${1:-}" = source ] && [ -n "${DEBIAN_SOURCE_SUITES:-}" ]; then
         suites=$DEBIAN_SOURCE_SUITES
         valid_until=${DEBIAN_SOURCE_CHECK_VALID_UNTIL:-true}
         APT_DIR=$CACHE/apt-${DEBIAN_SOURCE_SUITES// /-}
+    elif [ "${1:-}" = binary ] && [ "${2:-$DEBIAN_SUITE}" != "$DEBIAN_SUITE" ]; then
+        suites=$2
+        lists='*Packages*'
+        APT_DIR=$CACHE/apt-$2
+        [ "$2" != sid ] || valid_until=false
     fi
     mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" \
              "$APT_DIR/etc"
@@ -66,6 +84,14 @@ deb-src [signed-by=$kr] $mirror/debian $DEBIAN_SUITE main
 deb [signed-by=$kr] $mirror/debian-security $DEBIAN_SUITE-security main
 deb-src [signed-by=$kr] $mirror/debian-security $DEBIAN_SUITE-security main
 EOS
+    elif [ "${1:-}" = binary ]; then
+        {
+            echo "deb [signed-by=$kr] $mirror/debian $suites main"
+            # A stable release's kernel updates come through security
+            # before its next point release; sid has no security suite.
+            [ "$suites" = sid ] ||
+                echo "deb [signed-by=$kr] $mirror/debian-security $suites-security main"
+        } > "$APT_DIR/etc/sources.list.new"
     else
         for s in $suites; do
             echo "deb-src [signed-by=$kr] $mirror/debian $s main"
@@ -84,11 +110,11 @@ EOS
         APT_OPTS+=(-o "Acquire::Check-Valid-Until=false")
     # Package lists older than a day are refreshed; a failure to refresh is
     # fine as long as some lists are there.
-    if [ -z "$(find "$APT_DIR/lists" -name '*Sources*' -mtime -1 2>/dev/null)" ]; then
+    if [ -z "$(find "$APT_DIR/lists" -name "$lists" -mtime -1 2>/dev/null)" ]; then
         apt-get "${APT_OPTS[@]}" -q update >"$APT_DIR/update.log" 2>&1 ||
             say "warning: could not refresh Debian $suites package lists (see $APT_DIR/update.log)"
     fi
-    [ -n "$(find "$APT_DIR/lists" -name '*Sources*' 2>/dev/null)" ] ||
+    [ -n "$(find "$APT_DIR/lists" -name "$lists" 2>/dev/null)" ] ||
         die "cannot reach Debian's archive for $suites (see $APT_DIR/update.log)"
 }
 

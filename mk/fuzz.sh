@@ -10,7 +10,10 @@
 #                               the daemon's seccomp filter (replay-seccomp.c)
 #   mk/fuzz.sh run-vhost [SECONDS]  the same for the vhost-user transport
 #                               (fuzz-vhost.c, seeds in vhost-corpus/)
-# build and replay cover both fuzzers.
+#   mk/fuzz.sh run-migrate [SECONDS]  the same for the live-migration state
+#                               stream a destination loads (fuzz-migrate.c,
+#                               seeds in migrate-corpus/)
+# build and replay cover the three fuzzers.
 # Built outside meson (clang, not the QEMU build's compiler) from the
 # daemon's sources minus main.c, vhost.c, sandbox.c and seccomp-filter.c,
 # with the include paths its meson.build uses.  Fails, naming the input, on any
@@ -100,9 +103,15 @@ build_fuzzer() {
 VHOST_BIN=$OUT/fuzz-vhost
 VHOST_CORPUS=$FUZZ_DIR/vhost-corpus
 
+# The migration stream's fuzzer (fuzz-migrate.c): a source's state, not
+# a guest's requests
+MIGRATE_BIN=$OUT/fuzz-migrate
+MIGRATE_CORPUS=$FUZZ_DIR/migrate-corpus
+
 build() {
     build_fuzzer "$BIN" fuzz-request.c 0
     build_fuzzer "$VHOST_BIN" fuzz-vhost.c 1
+    build_fuzzer "$MIGRATE_BIN" fuzz-migrate.c 0
 }
 
 coverage() {
@@ -233,6 +242,84 @@ replay_vhost() {
     say "fuzz: $n transport seeds replayed, no crash"
 }
 
+# The migration seeds.  Those named good-* are streams a destination must
+# take, good-dax* with its DAX mappings and good-handles with the files it
+# names by handle alone: a harness that stopped getting one restored (a
+# placeholder handle left unresolved, options that refuse the session, a
+# front-end that maps nothing) would otherwise replay nothing past the
+# first check and pass.  forged-* must be
+# refused, or load with what they forged lost: the harness itself
+# aborts if anything outside the share was reached.
+replay_migrate() {
+    local f failed=0 n=0 log=$OUT/replay-migrate-$$.log
+    for f in "$MIGRATE_CORPUS"/* "$FUZZ_DIR"/migrate-regressions/*; do
+        [ -f "$f" ] || continue
+        n=$((n + 1))
+        if ! FUZZ_BIN=$MIGRATE_BIN FUZZ_MIGRATE_VERBOSE=1 run_fuzzer "$f" \
+                >"$log" 2>&1; then
+            cat "$log" >&2
+            say "fuzz: CRASH replaying $f (fuzz-migrate)"
+            failed=1
+        fi
+        case ${f##*/} in
+        good-*)
+            grep -q "^fuzz-migrate: loaded$" "$log" || {
+                grep "^fuzz-migrate:" "$log" >&2
+                say "fuzz: $f was not loaded"
+                failed=1
+            } ;;
+        esac
+        case ${f##*/} in
+        good-dax*)
+            grep -q "^fuzz-migrate: restored .*, [1-9][0-9]* DAX mappings$" \
+                "$log" || {
+                grep "^fuzz-migrate:" "$log" >&2
+                say "fuzz: $f restored no DAX mapping"
+                failed=1
+            } ;;
+        good-handles)
+            grep -q "^fuzz-migrate: restored [1-9][0-9]* inodes (0 lost)" \
+                "$log" || {
+                grep "^fuzz-migrate:" "$log" >&2
+                say "fuzz: $f did not restore its files by handle"
+                failed=1
+            } ;;
+        esac
+    done
+    rm -f "$log"
+    [ $n -gt 0 ] || die "fuzz: no migration seed to replay in $MIGRATE_CORPUS"
+    [ $failed = 0 ] || return 1
+    say "fuzz: $n migration stream seeds replayed, no crash"
+}
+
+# fuzz_migrate SECONDS: new state streams
+fuzz_migrate() {
+    local secs=$1 rc=0 crash dir=$OUT/migrate-corpus
+    local log=$OUT/fuzz-migrate-$$.log
+    mkdir -p "$dir" "$OUT/crashes"
+    cp -f "$MIGRATE_CORPUS"/* "$dir/"
+    say "fuzz: fuzzing the migration stream for ${secs}s (corpus $dir)"
+    FUZZ_BIN=$MIGRATE_BIN run_fuzzer "$dir" -max_total_time="$secs" \
+        -max_len=16384 -timeout=25 -rss_limit_mb=2048 -close_fd_mask=2 \
+        -print_final_stats=1 -artifact_prefix="$OUT/crashes/migrate-" \
+        >"$log" 2>&1 || rc=$?
+    if [ $rc != 0 ]; then
+        crash=$(grep -o "Test unit written to [^ ]*" "$log" |
+                tail -n 1 | sed 's/Test unit written to //')
+        if [ -n "$crash" ]; then
+            { FUZZ_BIN=$MIGRATE_BIN FUZZ_MIGRATE_VERBOSE=1 \
+                  run_fuzzer "$crash" 2>&1 || true; } | tail -n 60 >&2
+        else
+            tail -n 60 "$log" >&2
+        fi
+        say "fuzz: CRASH in the migration stream (exit status $rc), input: ${crash:-see $log}"
+        say "fuzz: reproduce with: mk/fuzz.sh build && $MIGRATE_BIN -handle_xfsz=0 ${crash:-INPUT}"
+        return 1
+    fi
+    grep '^stat::' "$log" >&2 || true
+    say "fuzz: no crash in ${secs}s of the migration stream (log: $log)"
+}
+
 # fuzz_vhost SECONDS: new queue layouts (not part of make check)
 fuzz_vhost() {
     local secs=$1 rc=0 dir=$OUT/vhost-corpus
@@ -278,7 +365,7 @@ case ${1:-run} in
 build)
     build ;;
 replay)
-    build && replay ;;
+    build && replay && replay_migrate ;;
 coverage)
     coverage ;;
 seccomp)
@@ -287,10 +374,14 @@ run-vhost)
     build
     replay_vhost
     fuzz_vhost "${2:-${FUZZ_SECONDS:-300}}" ;;
+run-migrate)
+    build
+    replay_migrate
+    fuzz_migrate "${2:-${FUZZ_SECONDS:-300}}" ;;
 run)
     build
     replay
     fuzz "${2:-${FUZZ_SECONDS:-300}}" ;;
 *)
-    die "usage: mk/fuzz.sh build|replay|run [SECONDS]|run-vhost [SECONDS]|coverage|seccomp" ;;
+    die "usage: mk/fuzz.sh build|replay|run [SECONDS]|run-vhost [SECONDS]|run-migrate [SECONDS]|coverage|seccomp" ;;
 esac
