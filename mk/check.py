@@ -340,6 +340,10 @@ SUITES = [
     guest("guest: virtiofsd options seen from a guest (fd, socket group, "
           "cache modes, readonly, mmap, submounts, writeback, killpriv)",
           "options.sh", timeout=330),
+    # Requests per file operation from the daemon's --stats: the round
+    # trips we spare (FLUSH without host-side POSIX locks) stay spared.
+    guest("guest: requests per small-file operation, spared ones stay "
+          "spared", "roundtrips.sh", timeout=300),
     # A guest that holds and looks up files without end (CVE-2020-10717)
     # QEMU killed mid-I/O: the daemon exits by itself, status 0
     guest("guest: our virtiofsd when QEMU is killed mid-request",

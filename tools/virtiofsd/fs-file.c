@@ -90,6 +90,16 @@ static void fill_opened(VfsdFs *fs, uint64_t fh, VfsdOpened *out)
         out->keep |= VFSD_OPEN_KEEP_CACHE;
         break;
     }
+    /*
+     * FLUSH (the guest's close()) has one use here: dropping the
+     * closer's POSIX locks when the guest keeps them on the host.
+     * Without that it is a round trip per close() that does nothing, and
+     * its answer can only be 0, so the guest loses no error by not
+     * asking.  A guest with a writeback cache flushes anyway.
+     */
+    if (!(fs->conn.flags & FUSE_POSIX_LOCKS)) {
+        out->keep |= VFSD_OPEN_NOFLUSH;
+    }
 }
 
 /*

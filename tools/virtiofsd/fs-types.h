@@ -281,6 +281,7 @@ enum {
     VFSD_OPEN_PARALLEL_DIRECT_WRITES = 1u << 1,
     VFSD_OPEN_KEEP_CACHE = 1u << 2, /* its cache stays valid across opens */
     VFSD_OPEN_CACHE_DIR = 1u << 3,  /* it may cache a directory listing */
+    VFSD_OPEN_NOFLUSH = 1u << 4,    /* its close() need not be told */
 };
 
 typedef struct VfsdOpened {

@@ -264,6 +264,9 @@ static void open_to_wire(const VfsdOpened *o, struct fuse_open_out *w)
     if (o->keep & VFSD_OPEN_CACHE_DIR) {
         w->open_flags |= FOPEN_CACHE_DIR;
     }
+    if (o->keep & VFSD_OPEN_NOFLUSH) {
+        w->open_flags |= FOPEN_NOFLUSH;
+    }
 }
 
 static void reply_entry(VfsdReq *r, int ret, const VfsdEntry *e)

@@ -2129,14 +2129,16 @@ typedef struct CacheCase {
     uint64_t timeout;           /* entry and attribute, in seconds */
 } CacheCase;
 
+/* Files never need a FLUSH without the guest's POSIX locks on the host */
 static const CacheCase cache_cases[] = {
-    { VFSD_CACHE_NEVER, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES, 0,
-      0 },
-    { VFSD_CACHE_METADATA, FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES,
+    { VFSD_CACHE_NEVER,
+      FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES | FOPEN_NOFLUSH, 0, 0 },
+    { VFSD_CACHE_METADATA,
+      FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES | FOPEN_NOFLUSH,
       FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE, 86400 },
-    { VFSD_CACHE_AUTO, 0, 0, 1 },
-    { VFSD_CACHE_ALWAYS, FOPEN_KEEP_CACHE, FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE,
-      86400 },
+    { VFSD_CACHE_AUTO, FOPEN_NOFLUSH, 0, 1 },
+    { VFSD_CACHE_ALWAYS, FOPEN_KEEP_CACHE | FOPEN_NOFLUSH,
+      FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE, 86400 },
 };
 
 static void test_cache_mode(gconstpointer data)
@@ -2197,6 +2199,47 @@ static void test_cache_mode(gconstpointer data)
     } else {
         g_assert_cmpint(ret, ==, -ENOENT);
     }
+    test_fs_teardown(&t);
+}
+
+/*
+ * FLUSH's only work here is dropping the closer's POSIX locks: a file
+ * opened or created in a session without the guest's POSIX locks on the
+ * host tells the guest to skip it (FOPEN_NOFLUSH), one with them does not.
+ */
+static void test_noflush(gconstpointer data)
+{
+    bool locks = GPOINTER_TO_INT(data);
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .cache = VFSD_CACHE_AUTO,
+        .posix_lock = locks,
+    };
+    struct {
+        struct fuse_entry_out e;
+        struct fuse_open_out o;
+    } cr;
+    struct fuse_open_out oo;
+    uint32_t want = locks ? 0 : FOPEN_NOFLUSH;
+    TestReq *r;
+    TestFs t;
+
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, FUSE_POSIX_LOCKS);
+    g_assert_cmpint(!!(t.fs.conn.flags & FUSE_POSIX_LOCKS), ==, locks);
+
+    r = test_req_new(FUSE_CREATE, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_create_in){ .flags = O_RDWR | O_CREAT,
+                                              .mode = S_IFREG | 0644 },
+                 sizeof(struct fuse_create_in));
+    test_req_add_str(r, "f");
+    g_assert_cmpint(test_send(&t, r, 4096, &cr, sizeof(cr), NULL), ==, 0);
+    g_assert_cmphex(cr.o.open_flags & FOPEN_NOFLUSH, ==, want);
+
+    r = test_req_new(FUSE_OPEN, cr.e.nodeid);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    g_assert_cmphex(oo.open_flags & FOPEN_NOFLUSH, ==, want);
     test_fs_teardown(&t);
 }
 
@@ -3010,6 +3053,10 @@ int main(int argc, char **argv)
                          test_cache_mode);
     g_test_add_data_func("/virtiofsd/ops/cache/always", &cache_cases[3],
                          test_cache_mode);
+    g_test_add_data_func("/virtiofsd/ops/noflush/without-locks",
+                         GINT_TO_POINTER(false), test_noflush);
+    g_test_add_data_func("/virtiofsd/ops/noflush/with-locks",
+                         GINT_TO_POINTER(true), test_noflush);
     g_test_add_data_func("/virtiofsd/ops/direct-io/dropped",
                          GINT_TO_POINTER(0), test_direct_io);
     g_test_add_data_func("/virtiofsd/ops/direct-io/allowed",
