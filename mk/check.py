@@ -432,6 +432,10 @@ SUITES = [
     # ran (held there by gdb) reads the file, never the fix-up's zeros.
     guest("guest: DAX SIGBUS fix-up, every page past the end, bounded VMAs",
           "dax-fixup-cap.sh", timeout=400),
+    # The same fix-up under the back-end's MEM_READ/MEM_WRITE: O_DIRECT
+    # I/O whose buffer is the mapping of a file truncated on the host.
+    guest("guest: DAX SIGBUS fix-up under MEM_READ and MEM_WRITE",
+          "dax-fixup-backend.sh", timeout=300),
     guest("guest: DAX SIGBUS fix-up racing a re-filled page (gdb)",
           "dax-fixup-race.sh", timeout=300),
     # The window's holes cost a small scratch buffer, not a page per page

@@ -3,11 +3,16 @@
  * tests: the guest hands the device buffers the back-end cannot map, and
  * the back-end must reach them through VHOST_USER_BACKEND_MEM_READ/WRITE.
  *
- *   winio read SRC DST LEN     read(SRC) into an mmap of DST (DAX)
- *   winio write SRC DST LEN    write(DST) from an mmap of SRC (DAX)
+ *   winio read SRC DST LEN [direct]   read(SRC) into an mmap of DST (DAX)
+ *   winio write SRC DST LEN [direct]  write(DST) from an mmap of SRC (DAX)
+ *
+ * With "direct" the file that is not mapped is opened O_DIRECT, so that
+ * its I/O hands the device the mapping's pages in any cache mode;
+ * without, only --cache=never does.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -25,17 +30,18 @@ static int fail(const char *what, const char *file)
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: winio read|write SRC DST LEN\n");
+    if (argc != 5 && !(argc == 6 && !strcmp(argv[5], "direct"))) {
+        fprintf(stderr, "usage: winio read|write SRC DST LEN [direct]\n");
         return 2;
     }
     const char *op = argv[1], *src = argv[2], *dst = argv[3];
     size_t len = 0;
     int is_read = !strcmp(op, "read");
+    int direct = argc == 6 ? O_DIRECT : 0;
     const char *mapped = is_read ? dst : src;
     int mfd = open(mapped, is_read ? O_RDWR : O_RDONLY);
-    int fd = is_read ? open(src, O_RDONLY) :
-                       open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = is_read ? open(src, O_RDONLY | direct) :
+                       open(dst, O_WRONLY | O_CREAT | O_TRUNC | direct, 0644);
     uint8_t *map;
     ssize_t n;
 
