@@ -35,7 +35,7 @@ export BUILD PREFIX QEMU_BASE GUEST_DIR GUEST_KERNEL GUEST_DIR_BOOKWORM GUEST_DI
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
-.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench fuzz \
+.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree fuzz \
         refresh-patches verify-tree checkpatch install clean distclean help \
         port-base check-bases series bisect-check patch-lines
 
@@ -45,6 +45,7 @@ help:
 	@echo "make demo            build everything and boot a guest sharing a host directory"
 	@echo "make check           build what the tests need and run them all"
 	@echo "make bench [QUICK=1] benchmarks (docs/benchmarks/)"
+	@echo "make bench-tree [TREE_ROUNDS=N]  a source tree on each kind of guest storage (docs/benchmarks/tree.md)"
 	@echo "make fuzz [FUZZ_SECONDS=N]  fuzz virtiofsd's request path (default 300 s)"
 	@echo "make prepare         prepare build/src (upstream + our files + patches/)"
 	@echo "make refresh-patches save commits and edits made in build/src to patches/ and the repo"
@@ -119,6 +120,13 @@ bench: qemu guest rust-virtiofsd
 	    $(BENCH_PYTHON) -m pip install -q matplotlib >/dev/null 2>&1 || \
 	    echo "bench: cannot install matplotlib; the report will have no chart"
 	@$(BENCH_PYTHON) $(TOP)/bench/run.py $(if $(QUICK),--quick)
+	@$(TOP)/bench/tree.py $(if $(QUICK),--rounds 1,$(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS)))
+
+# Unpack, walk, grep, copy, delete a source tree: tmpfs, ext4 on
+# virtio-blk, 9p, the Rust virtiofsd and ours, with and without a window
+TREE_ROUNDS ?=
+bench-tree: qemu guest rust-virtiofsd
+	@$(TOP)/bench/tree.py $(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS))
 
 # libFuzzer on virtiofsd's request decoding and dispatch (mk/fuzz.sh)
 FUZZ_SECONDS ?= 300

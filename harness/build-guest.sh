@@ -173,9 +173,10 @@ done
 #   boot.order  what every guest needs before it mounts anything: the
 #               virtio PCI transport, FUSE and virtio-fs (guest-init
 #               loads it always)
-#   order       virtio-9p, which the benchmarks compare against (loaded
-#               when vm.py is given --p9); sid's split package carries no
-#               modules, so its guest has no 9p.
+#   order       virtio-9p, and ext4 on virtio-blk, which the benchmarks
+#               compare against (loaded when vm.py is given --p9, or
+#               VFSDAX_MODULES=1); sid's split package carries no
+#               modules, so its guest has neither.
 mdir=$kdir/lib/modules/$kver
 [ -d "$mdir" ] || mdir=$kdir/usr/lib/modules/$kver
 touch "$root/lib/modules/boot.order" "$root/lib/modules/order"
@@ -197,7 +198,9 @@ want() {
         echo "${line%%:*}" >> "$root/lib/modules/$list"
 }
 for m in virtio_pci fuse virtiofs; do want boot.order "$m" required; done
-for m in 9pnet_virtio 9p; do want order "$m"; done
+# ext4 asks for crypto's crc32c at mount (a soft dependency: not in
+# modules.dep)
+for m in 9pnet_virtio 9p virtio_blk crc32c_generic ext4; do want order "$m"; done
 for list in boot.order order; do
     while read -r rel; do
         out=$root/lib/modules/$(basename "${rel%%.ko*}").ko

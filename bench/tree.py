@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""make bench-tree (and make bench): a developer's source tree on each
+kind of guest storage, side by side in one run.
+
+The tree is QEMU's hw/, include/ and docs/ from build/src (the source this
+project builds), as a tar the guest first copies into its own memory.
+The guest unpacks it onto the storage under test, then walks, lists,
+greps, copies and deletes it, each step timed in the guest:
+
+    tar x          unpack (create, write, close, chmod, utimes per file)
+    find           a walk of names
+    ls -lR cold    an lstat walk after the guest dropped its caches
+    ls -lR again   the same at once, within cache=auto's 1 s timeout
+    ls -lR later   the same 2 s later, past that timeout (git status's
+                   pattern: the same tree stat'ed again and again)
+    grep -r        every file read once
+    cp -a          a copy within the storage
+    rm -rf         both trees deleted
+
+Configurations: the guest's tmpfs; ext4 on a virtio-blk disk inside the
+guest (what a user compares a share against; the image lies on the
+host's /dev/shm, as the shares do); virtio-9p cache=loose; the Rust
+virtiofsd 1.14 (cache=auto); ours with cache=never, auto and always; and
+ours (cache=auto) with a 1 GiB DAX window mounted dax=always and
+dax=inode.  Rounds alternate the configurations (round 1 runs each once,
+then round 2...), so that a slow spell of the machine spreads over all of
+them.  Each figure is the median of --rounds, with min and max.  For our
+daemon, --stats gives the requests it served per tree entry, by opcode,
+over the whole round: every figure can be read against its round trips.
+
+Results: docs/benchmarks/tree.json and tree.md, with the issue's targets
+(ratios against guest ext4 and the Rust virtiofsd) marked met or missed.
+
+    bench/tree.py [--rounds N] [--configs a,b,...] [--out DIR]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
+VM = os.path.join(TOP, "harness", "vm.py")
+SRC = os.path.join(BUILD, "src")
+TREE_DIRS = ("hw", "include", "docs")
+GUEST_MEM = "2G"
+WINDOW = "1G"
+EXT4_SIZE = 2 << 30
+
+STEPS = ["tar x", "find", "ls -lR cold", "ls -lR again", "ls -lR later",
+         "grep -r", "cp -a", "rm -rf"]
+# Opcodes whose per-entry counts the report shows
+OPS = ["LOOKUP", "GETATTR", "SETATTR", "CREATE", "MKDIR", "SYMLINK", "OPEN",
+       "READ", "WRITE", "FLUSH", "RELEASE", "OPENDIR", "READDIRPLUS",
+       "READDIR", "RELEASEDIR", "UNLINK", "RMDIR", "FORGET", "BATCH_FORGET",
+       "SETUPMAPPING", "REMOVEMAPPING"]
+
+VFS = "mount -t virtiofs $VFS_TAG /mnt"
+
+
+def configurations():
+    """name -> (vm.py arguments, guest mount command, description)"""
+    c = {
+        "tmpfs": (["--daemon", "none"],
+                  "mount -t tmpfs -o size=1500M tmpfs /mnt",
+                  "the guest's own tmpfs (upper bound)"),
+        "ext4": (["--daemon", "none", "@EXT4@"],
+                 "mount -t ext4 /dev/$(disk ext4) /mnt",
+                 "ext4 on a virtio-blk disk in the guest"),
+        "9p-loose": (["--daemon", "none", "--p9", "@SHARED@"],
+                     "mount -t 9p -o trans=virtio,version=9p2000.L,"
+                     "msize=512000,cache=loose p9 /mnt",
+                     "virtio-9p cache=loose"),
+        "rust-auto": (["--daemon", "rust", "--cache-mode", "auto"], VFS,
+                      "Rust virtiofsd 1.14 cache=auto"),
+    }
+    for mode in ("never", "auto", "always"):
+        c[f"ours-{mode}"] = (["--daemon", "ours", "--cache-mode", mode,
+                              "--daemon-args=--stats"], VFS,
+                             f"our virtiofsd cache={mode}")
+    for mnt in ("always", "inode"):
+        c[f"ours-auto-dax-{mnt}"] = (
+            ["--daemon", "ours", "--cache-mode", "auto", "--cache-size",
+             WINDOW, "--daemon-args=--stats"], VFS + f" -o dax={mnt}",
+            f"our virtiofsd cache=auto, {WINDOW} window, dax={mnt}")
+    # The window for files of at least one range only
+    c["ours-auto-dax-inode-2M"] = (
+        ["--daemon", "ours", "--cache-mode", "auto", "--cache-size", WINDOW,
+         "--daemon-args=--stats --dax-policy=size:2M"], VFS + " -o dax=inode",
+        f"our virtiofsd cache=auto, {WINDOW} window, dax=inode, "
+        "--dax-policy=size:2M")
+    return c
+
+
+def guest_script(mount):
+    """Times every step; prints "STEP name seconds" and "ENTRIES n"."""
+    return r"""
+. /lib/vfsdax.sh
+# The disk whose serial is $1
+disk() {
+    for d in /sys/block/vd*; do
+        [ "$(cat $d/serial 2>/dev/null)" = "$1" ] && { echo ${d##*/}; return; }
+    done
+    fail "no virtio-blk disk with serial $1"
+}
+now() { cut -d' ' -f1 /proc/uptime; }
+step() {
+    name=$1
+    shift
+    t0=$(now)
+    rc=0
+    "$@" > /dev/null 2>/tmp/step.err || rc=$?
+    # grep finds nothing: status 1 is its success here
+    [ "$name" = "grep -r" ] && [ $rc = 1 ] && rc=0
+    [ $rc = 0 ] || fail "$name: status $rc: $(head -c 300 /tmp/step.err)"
+    echo "STEP $name $(awk -v a=$t0 -v b=$(now) 'BEGIN { print b - a }')"
+}
+mkdir -p /mnt
+MOUNT || fail "mount"
+cat /dev/$(disk tree) > /tmp/tree.tar || fail "reading the tree's tar"
+sync
+echo 3 > /proc/sys/vm/drop_caches
+mkdir /mnt/w || fail "mkdir"
+step "tar x" tar xf /tmp/tree.tar -C /mnt/w
+echo "ENTRIES $(find /mnt/w | wc -l)"
+step find find /mnt/w
+sync
+echo 3 > /proc/sys/vm/drop_caches
+step "ls -lR cold" ls -lR /mnt/w
+step "ls -lR again" ls -lR /mnt/w
+sleep 2
+step "ls -lR later" ls -lR /mnt/w
+step "grep -r" grep -r zqxjkvwz-not-there /mnt/w
+step "cp -a" cp -a /mnt/w /mnt/w2
+step "rm -rf" rm -rf /mnt/w /mnt/w2
+umount /mnt || fail "umount"
+pass "tree steps done"
+""".replace("MOUNT", mount)
+
+
+def make_tar(work):
+    missing = [d for d in TREE_DIRS if not os.path.isdir(os.path.join(SRC, d))]
+    if missing:
+        sys.exit(f"bench/tree.py: {SRC} lacks {', '.join(missing)}: "
+                 f"run make prepare first")
+    tar = os.path.join(work, "tree.tar")
+    subprocess.run(["tar", "cf", tar, "--owner=0", "--group=0", "-C", SRC,
+                    *TREE_DIRS], check=True)
+    return tar
+
+
+def make_ext4(work):
+    img = os.path.join(work, "ext4.img")
+    with open(img, "wb") as f:
+        f.truncate(EXT4_SIZE)
+    subprocess.run(["mkfs.ext4", "-q", "-F", img], check=True)
+    return img
+
+
+def drive(path, serial, ro):
+    return (f"-drive file={path},if=none,id={serial},format=raw"
+            f"{',readonly=on' if ro else ''} "
+            f"-device virtio-blk-pci,drive={serial},serial={serial}")
+
+
+def run_one(name, conf, tar, work, timeout):
+    """One guest: {step: seconds}, entries, {op: requests}, errors."""
+    vm_args, mount, _ = conf
+    shared = os.path.join(work, "share")
+    shutil.rmtree(shared, ignore_errors=True)
+    os.makedirs(shared)
+    qargs = drive(tar, "tree", True)
+    args = []
+    for a in vm_args:
+        if a == "@EXT4@":
+            qargs += " " + drive(make_ext4(work), "ext4", False)
+        else:
+            args.append(a.replace("@SHARED@", shared))
+    logdir = os.path.join(work, "log-" + name)
+    shutil.rmtree(logdir, ignore_errors=True)
+    script = os.path.join(work, "guest.sh")
+    with open(script, "w") as f:
+        f.write(guest_script(mount))
+    cmd = [sys.executable, VM, "--quiet", "--mem", GUEST_MEM,
+           "--shared", shared, "--log-dir", logdir, "--timeout", str(timeout),
+           "--env", "VFSDAX_MODULES=1", f"--qemu-args={qargs}"] + args + \
+        [script]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    steps, entries, errors = {}, 0, []
+    for line in p.stdout.splitlines():
+        m = re.match(r"^STEP (.+) ([0-9.]+)$", line.strip())
+        if m:
+            steps[m.group(1)] = float(m.group(2))
+        m = re.match(r"^ENTRIES (\d+)$", line.strip())
+        if m:
+            entries = int(m.group(1))
+    if p.returncode != 0:
+        errors.append(f"{name}: guest run failed ({p.returncode}): "
+                      f"{(p.stdout + p.stderr).strip()[-400:]}")
+    ops = {}
+    dlog = os.path.join(logdir, "virtiofsd.log")
+    if os.path.exists(dlog) and any(a.startswith("--daemon-args=--stats")
+                                    for a in vm_args):
+        with open(dlog) as f:
+            for line in f:
+                m = re.search(r"stats: ([A-Z_]+): (\d+) requests", line)
+                if m:
+                    ops[m.group(1)] = int(m.group(2))
+        if not ops:
+            errors.append(f"{name}: no --stats report in {dlog}")
+    return steps, entries, ops, errors
+
+
+def summarize(vals):
+    if not vals:
+        return None
+    return {"median": statistics.median(vals), "min": min(vals),
+            "max": max(vals), "runs": vals}
+
+
+def med(res, conf, step):
+    s = res.get(conf, {}).get("steps", {}).get(step)
+    return s["median"] if s else None
+
+
+def targets(res):
+    """(what, met, figures) for the issue's targets that this run covers"""
+    t = []
+    for step in ("tar x", "cp -a", "rm -rf"):
+        ours, ext4, rust = (med(res, c, step)
+                            for c in ("ours-auto", "ext4", "rust-auto"))
+        if ours and ext4:
+            t.append((f"{step}: ours (cache=auto) at most 3x guest ext4",
+                      ours <= 3 * ext4, f"{ours / ext4:.2f}x"))
+        if ours and rust:
+            t.append((f"{step}: ours at least 2x faster than Rust 1.14",
+                      rust >= 2 * ours, f"{rust / ours:.2f}x faster"))
+    ours, ext4 = med(res, "ours-auto", "ls -lR again"), med(res, "ext4",
+                                                           "ls -lR again")
+    if ours and ext4:
+        t.append(("repeated walk (ls -lR again): within 2x of guest ext4",
+                  ours <= 2 * ext4, f"{ours / ext4:.2f}x"))
+    base = sum(med(res, "ours-auto", s) or 0 for s in STEPS)
+    for conf in ("ours-auto-dax-always", "ours-auto-dax-inode",
+                 "ours-auto-dax-inode-2M"):
+        dax = sum(med(res, conf, s) or 0 for s in STEPS)
+        if base and dax:
+            t.append((f"window ({conf}): the tree steps at most 5% slower "
+                      f"than without it", dax <= 1.05 * base,
+                      f"{dax / base:.2f}x"))
+    return t
+
+
+def write_reports(out, setup, res, errors):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "tree.json"), "w") as f:
+        json.dump({"setup": setup, "results": res, "errors": errors}, f,
+                  indent=1)
+    confs = list(res)
+    lines = ["# Source tree steps, side by side", "",
+             f"{setup['date']}; {setup['tree']}; {setup['guest']}; "
+             f"{setup['rounds']} alternating rounds; seconds, median "
+             f"[min-max]; host: {setup['host']}.", "",
+             "| step | " + " | ".join(confs) + " |",
+             "|---|" + "---|" * len(confs)]
+    for step in STEPS + ["total"]:
+        row = [step]
+        for c in confs:
+            s = res[c]["steps"].get(step)
+            row.append(f"{s['median']:.2f} [{s['min']:.2f}-{s['max']:.2f}]"
+                       if s else "-")
+        lines.append("| " + " | ".join(row) + " |")
+    daemons = [c for c in confs if res[c].get("ops")]
+    if daemons:
+        lines += ["", "Requests our virtiofsd served per tree entry over a "
+                  "round (all steps), from --stats:", "",
+                  "| opcode | " + " | ".join(daemons) + " |",
+                  "|---|" + "---|" * len(daemons)]
+        for op in OPS:
+            if not any(res[c]["ops"].get(op) for c in daemons):
+                continue
+            lines.append(f"| {op} | " + " | ".join(
+                f"{res[c]['ops'].get(op, 0):.2f}" for c in daemons) + " |")
+    lines += ["", "Targets (issue 31):", ""]
+    for what, ok, fig in targets(res):
+        lines.append(f"- {'met' if ok else 'MISSED'}: {what} ({fig})")
+    if errors:
+        lines += ["", "Errors:", ""] + [f"- {e}" for e in errors]
+    with open(os.path.join(out, "tree.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--configs", help="comma-separated configuration names")
+    ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))
+    ap.add_argument("--timeout", type=int, default=400,
+                    help="seconds for one guest")
+    args = ap.parse_args()
+    confs = configurations()
+    chosen = args.configs.split(",") if args.configs else list(confs)
+    for c in chosen:
+        if c not in confs:
+            ap.error(f"unknown configuration {c}; known: {', '.join(confs)}")
+    work = tempfile.mkdtemp(prefix="vfsdax-tree-", dir="/dev/shm")
+    res = {c: {"steps": {}, "ops": {}} for c in chosen}
+    raw = {c: {} for c in chosen}
+    ops_raw = {c: [] for c in chosen}
+    errors, entries = [], 0
+    try:
+        tar = make_tar(work)
+        total = args.rounds * len(chosen)
+        n = 0
+        for r in range(args.rounds):
+            for c in chosen:
+                n += 1
+                print(f"[{n}/{total}] round {r + 1}: {c}: {confs[c][2]}",
+                      flush=True)
+                steps, ent, ops, e = run_one(c, confs[c], tar, work,
+                                             args.timeout)
+                errors += e
+                entries = entries or ent
+                if steps:
+                    steps["total"] = sum(steps.get(s, 0) for s in STEPS)
+                    print("    " + ", ".join(f"{k} {v:.2f}"
+                                             for k, v in steps.items()),
+                          flush=True)
+                for k, v in steps.items():
+                    raw[c].setdefault(k, []).append(v)
+                if ops and ent:
+                    ops_raw[c].append({k: v / ent for k, v in ops.items()})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for c in chosen:
+        res[c]["steps"] = {k: summarize(v) for k, v in raw[c].items()}
+        if ops_raw[c]:
+            res[c]["ops"] = {k: statistics.median(d.get(k, 0)
+                                                  for d in ops_raw[c])
+                             for k in ops_raw[c][0]}
+    setup = {
+        "date": datetime.datetime.now(datetime.timezone.utc)
+        .isoformat(timespec="seconds"),
+        "tree": f"QEMU's {', '.join(TREE_DIRS)} from build/src, "
+                f"{entries} entries",
+        "guest": f"2 vCPUs, {GUEST_MEM}, TCG unless KVM boots (vm.py)",
+        "host": f"{os.cpu_count()} CPUs, shares and ext4 image on /dev/shm",
+        "rounds": args.rounds,
+    }
+    write_reports(args.out, setup, res, errors)
+    print(f"bench: wrote {args.out}/tree.{{json,md}}")
+    for what, ok, fig in targets(res):
+        print(f"  {'met   ' if ok else 'MISSED'} {what} ({fig})")
+    for e in errors:
+        print(f"  error: {e}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
