@@ -37,14 +37,14 @@ vu_mem_rw_chunk(size_t len)
 void
 vu_set_unmapped_buffers_allowed(VuDev *dev, bool allowed)
 {
-    dev->unmapped_buffers_allowed = allowed;
+    dev->shmem.unmapped_buffers_allowed = allowed;
 }
 
 void
 vu_set_backend_cancel_fd(VuDev *dev, int fd)
 {
-    dev->backend_cancel_fd = fd;
-    dev->backend_cancel_on = fd >= 0;
+    dev->shmem.backend_cancel_fd = fd;
+    dev->shmem.backend_cancel_on = fd >= 0;
 }
 
 static bool
@@ -109,9 +109,9 @@ vu_backend_await(VuDev *dev, bool cancellable, bool *cancelled)
     for (;;) {
         struct pollfd pfd[2] = {
             { .fd = dev->backend_fd, .events = POLLIN },
-            { .fd = dev->backend_cancel_fd, .events = POLLIN },
+            { .fd = dev->shmem.backend_cancel_fd, .events = POLLIN },
         };
-        nfds_t n = cancellable && dev->backend_cancel_on ? 2 : 1;
+        nfds_t n = cancellable && dev->shmem.backend_cancel_on ? 2 : 1;
 
         if (poll(pfd, n, -1) < 0) {
             if (errno == EINTR) {
@@ -123,13 +123,13 @@ vu_backend_await(VuDev *dev, bool cancellable, bool *cancelled)
         }
         /* An answer that came is taken, even once the cancel came too */
         if (pfd[0].revents & POLLIN) {
-            if (!dev->backend_replies_owed) {
+            if (!dev->shmem.backend_replies_owed) {
                 return true;
             }
             if (!vu_backend_drop_reply(dev)) {
                 return false;
             }
-            dev->backend_replies_owed--;
+            dev->shmem.backend_replies_owed--;
             continue;
         }
         if (pfd[0].revents) {
@@ -137,7 +137,7 @@ vu_backend_await(VuDev *dev, bool cancellable, bool *cancelled)
             return false;
         }
         if (n == 2 && pfd[1].revents) {
-            dev->backend_replies_owed++;
+            dev->shmem.backend_replies_owed++;
             *cancelled = true;
             return false;
         }

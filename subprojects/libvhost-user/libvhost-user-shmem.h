@@ -34,6 +34,17 @@ typedef struct VhostUserMMap {
     uint64_t flags;
 } VhostUserMMap;
 
+/* The shared memory extension's state in a VuDev (its member shmem) */
+typedef struct VuShmemState {
+    /* See vu_set_unmapped_buffers_allowed() */
+    bool unmapped_buffers_allowed;
+    /* See vu_set_backend_cancel_fd() */
+    bool backend_cancel_on;
+    int backend_cancel_fd;
+    /* Replies due on backend_fd to waits given up, under backend_mutex */
+    unsigned int backend_replies_owed;
+} VuShmemState;
+
 /* Most data one VHOST_USER_BACKEND_MEM_READ/_WRITE message carries */
 #define VHOST_USER_MEM_RW_MAX 65536
 

@@ -300,7 +300,7 @@ static void test_cancel(Fixture *f, gconstpointer data)
     errno = 0;
     g_assert_false(vu_shmem_map(&f->dev, 0, 0, 0x200000, 4096, 0, fd));
     g_assert_cmpint(errno, ==, ECANCELED);
-    g_assert_cmpuint(f->dev.backend_replies_owed, ==, 1);
+    g_assert_cmpuint(f->dev.shmem.backend_replies_owed, ==, 1);
     eventfd_read(efd, &v);
 
     /* The late refusal, then our answers: the owed one is dropped */
@@ -311,7 +311,7 @@ static void test_cancel(Fixture *f, gconstpointer data)
     g_atomic_int_set(&f->script.hold, 0);
     f->script.ack = 0;
     g_assert_true(vu_shmem_unmap(&f->dev, 0, 0, 4096));
-    g_assert_cmpuint(f->dev.backend_replies_owed, ==, 0);
+    g_assert_cmpuint(f->dev.shmem.backend_replies_owed, ==, 0);
     g_free(next_msg(f));
 
     /* A MEM_READ drops an owed answer the same way */
@@ -326,7 +326,7 @@ static void test_cancel(Fixture *f, gconstpointer data)
     g_assert_true(vu_mem_read(&f->dev, 0x1000, buf, sizeof(buf)));
     g_assert_cmpuint(buf[0], ==, 0x00);
     g_assert_cmpuint(buf[3], ==, 0x03);
-    g_assert_cmpuint(f->dev.backend_replies_owed, ==, 0);
+    g_assert_cmpuint(f->dev.shmem.backend_replies_owed, ==, 0);
     g_free(next_msg(f));
     close(fd);
     close(efd);
