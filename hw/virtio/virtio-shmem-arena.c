@@ -289,6 +289,77 @@ static uintptr_t shmem_arena_first_fault(uintptr_t lo, uintptr_t fault,
  * right after such a probe (a write the file system refuses, say) gets
  * the zeros like any other.
  */
+/*
+ * Past the end of its file from @page on, which faults: make that part of
+ * @slot a hole.  Called under @r's lock.  Async-signal-safe.
+ */
+static bool shmem_arena_fix_slot(ShmemArenaRange *r, uintptr_t start,
+                                 VirtioSharedMemoryArenaSlot *slot,
+                                 uintptr_t page, uintptr_t page_size)
+{
+    uintptr_t first = shmem_arena_first_fault(start + slot->offset, page,
+                                              page_size);
+    uintptr_t end = start + slot->offset + slot->len;
+
+    if (!shmem_arena_fill((uint8_t *)start, r->scratch_fd, r->scratch_size,
+                          first - start, end - first)) {
+        return false;
+    }
+    slot->len = first - start - slot->offset;
+    qatomic_add(&shmem_arena_sigbus_pages, (end - first) / page_size);
+    qatomic_inc(&shmem_arena_sigbus_fixups);
+    return true;
+}
+
+/*
+ * The same repair when the accelerator cannot say where the guest
+ * faulted.  KVM does not raise SIGBUS for a guest access to a file page
+ * that is gone: it fails KVM_RUN with EFAULT, and Linux (up to at least
+ * 6.12) says which address only for guest_memfd.  A mapping never covers
+ * more than its file backs when it is made (virtiofsd maps up to the
+ * page that holds the end, and grows the mapping with the file), so a
+ * mapping whose last page now faults lies partly past the end of a file
+ * that shrank: repair every such mapping.  One probe per live mapping,
+ * on a path a guest takes once per host truncate.  Not in signal
+ * context.
+ */
+static void shmem_arena_report_sigbus(void);
+
+static bool shmem_arena_fixup_all(void)
+{
+    uintptr_t page_size = qemu_real_host_page_size();
+    bool fixed = false;
+    unsigned int i, j;
+
+    for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
+        ShmemArenaRange *r = &shmem_arena_ranges[i];
+        uintptr_t start;
+
+        if (!qatomic_read(&r->size)) {
+            continue;
+        }
+        shmem_arena_range_lock(r);
+        start = r->start;
+        for (j = 0; r->size && j < r->nr_slots; j++) {
+            VirtioSharedMemoryArenaSlot *slot = &r->slots[j];
+            uintptr_t last;
+
+            if (!slot->len) {
+                continue;
+            }
+            last = start + slot->offset + slot->len - page_size;
+            if (madvise((void *)last, page_size, MADV_POPULATE_READ) < 0 &&
+                errno == EFAULT) {
+                fixed |= shmem_arena_fix_slot(r, start, slot, last,
+                                              page_size);
+            }
+        }
+        shmem_arena_range_unlock(r);
+    }
+    shmem_arena_report_sigbus();
+    return fixed;
+}
+
 static bool shmem_arena_sigbus_fixup(void *addr)
 {
     static __thread uintptr_t probed;
@@ -297,11 +368,14 @@ static bool shmem_arena_sigbus_fixup(void *addr)
     uintptr_t page = a & ~(page_size - 1);
     unsigned int i, j;
 
+    if (!addr) {
+        return shmem_arena_fixup_all();
+    }
     for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
         ShmemArenaRange *r = &shmem_arena_ranges[i];
         uintptr_t size = qatomic_read(&r->size);
         VirtioSharedMemoryArenaSlot *slot = NULL;
-        uintptr_t start, first, end;
+        uintptr_t start;
         bool fixed = false;
         int saved_errno;
 
@@ -340,18 +414,7 @@ static bool shmem_arena_sigbus_fixup(void *addr)
             shmem_arena_sigbus_say("qemu: SIGBUS in a virtio shared memory "
                                    "window outside its mappings\n");
         } else {
-            first = shmem_arena_first_fault(start + slot->offset, page,
-                                            page_size);
-            end = start + slot->offset + slot->len;
-            if (shmem_arena_fill((uint8_t *)start, r->scratch_fd,
-                                 r->scratch_size, first - start,
-                                 end - first)) {
-                slot->len = first - start - slot->offset;
-                qatomic_add(&shmem_arena_sigbus_pages,
-                            (end - first) / page_size);
-                qatomic_inc(&shmem_arena_sigbus_fixups);
-                fixed = true;
-            }
+            fixed = shmem_arena_fix_slot(r, start, slot, page, page_size);
         }
         shmem_arena_range_unlock(r);
         errno = saved_errno;

@@ -12,10 +12,14 @@
 
 /**
  * QemuSigbusFixup: repair a guest RAM access that raised SIGBUS
- * @addr: the host address that faulted
+ * @addr: the host address that faulted, or NULL if the accelerator could
+ * not say (KVM fails KVM_RUN with EFAULT instead of raising SIGBUS)
  *
- * Called in signal context, so it must be async-signal-safe.  Returns
- * true if it made the access retryable, false if @addr is not its own.
+ * With an address, called in signal context, so it must be
+ * async-signal-safe.  Without, called by a vCPU thread, which is not in
+ * signal context and holds no lock: the fixup then repairs every such
+ * access it can find.  Returns true if it made the access (or, without an
+ * address, some access) retryable, false if @addr is not its own.
  */
 typedef bool (*QemuSigbusFixup)(void *addr);
 
@@ -33,7 +37,8 @@ void qemu_set_sigbus_fixup(QemuSigbusFixup fixup);
 
 /**
  * qemu_sigbus_fixup: run the fixup, from the SIGBUS handler
- * @addr: the host address that faulted with BUS_ADRERR
+ * @addr: the host address that faulted with BUS_ADRERR, or NULL from a
+ * KVM vCPU thread whose KVM_RUN failed with EFAULT
  *
  * Returns: true if the access can be retried.
  */
