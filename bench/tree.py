@@ -32,6 +32,7 @@ Results: docs/benchmarks/tree.json and tree.md, with the issue's targets
 (ratios against guest ext4 and the Rust virtiofsd) marked met or missed.
 
     bench/tree.py [--rounds N] [--configs a,b,...] [--out DIR]
+    bench/tree.py --report tree.json [--out DIR]
 """
 
 import argparse
@@ -89,13 +90,15 @@ def configurations():
         c[f"ours-auto-dax-{mnt}"] = (
             ["--daemon", "ours", "--cache-mode", "auto", "--cache-size",
              WINDOW, "--daemon-args=--stats"], VFS + f" -o dax={mnt}",
-            f"our virtiofsd cache=auto, {WINDOW} window, dax={mnt}")
-    # The window for files of at least one range only
-    c["ours-auto-dax-inode-2M"] = (
+            f"our virtiofsd cache=auto, {WINDOW} window, dax={mnt}"
+            + (" (default --dax-policy: files of 2 MiB and more)"
+               if mnt == "inode" else ""))
+    # dax=inode with the window for every file, as dax=always
+    c["ours-auto-dax-inode-all"] = (
         ["--daemon", "ours", "--cache-mode", "auto", "--cache-size", WINDOW,
-         "--daemon-args=--stats --dax-policy=size:2M"], VFS + " -o dax=inode",
+         "--daemon-args=--stats --dax-policy=always"], VFS + " -o dax=inode",
         f"our virtiofsd cache=auto, {WINDOW} window, dax=inode, "
-        "--dax-policy=size:2M")
+        "--dax-policy=always")
     return c
 
 
@@ -211,9 +214,11 @@ def run_one(name, conf, tar, work, timeout):
                                     for a in vm_args):
         with open(dlog) as f:
             for line in f:
-                m = re.search(r"stats: ([A-Z_]+): (\d+) requests", line)
+                m = re.search(r"stats: ([A-Z_]+): (\d+) requests, "
+                              r"mean ([0-9.]+) us", line)
                 if m:
                     ops[m.group(1)] = int(m.group(2))
+                    ops[m.group(1) + " us"] = float(m.group(3))
         if not ops:
             errors.append(f"{name}: no --stats report in {dlog}")
     return steps, entries, ops, errors
@@ -250,7 +255,7 @@ def targets(res):
                   ours <= 2 * ext4, f"{ours / ext4:.2f}x"))
     base = sum(med(res, "ours-auto", s) or 0 for s in STEPS)
     for conf in ("ours-auto-dax-always", "ours-auto-dax-inode",
-                 "ours-auto-dax-inode-2M"):
+                 "ours-auto-dax-inode-all"):
         dax = sum(med(res, conf, s) or 0 for s in STEPS)
         if base and dax:
             t.append((f"window ({conf}): the tree steps at most 5% slower "
@@ -288,7 +293,13 @@ def write_reports(out, setup, res, errors):
             if not any(res[c]["ops"].get(op) for c in daemons):
                 continue
             lines.append(f"| {op} | " + " | ".join(
-                f"{res[c]['ops'].get(op, 0):.2f}" for c in daemons) + " |")
+                f"{res[c]['ops'].get(op, 0):.2f}" +
+                (f" ({res[c]['ops'][op + ' us']:.0f} us)"
+                 if op + " us" in res[c]["ops"] else "")
+                for c in daemons) + " |")
+        lines += ["", "(in parentheses: the daemon's mean time per request, "
+                  "from --stats; the rest of a round trip is the transport "
+                  "and the guest)"]
     lines += ["", "Targets (issue 31):", ""]
     for what, ok, fig in targets(res):
         lines.append(f"- {'met' if ok else 'MISSED'}: {what} ({fig})")
@@ -307,7 +318,15 @@ def main():
     ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))
     ap.add_argument("--timeout", type=int, default=400,
                     help="seconds for one guest")
+    ap.add_argument("--report", metavar="JSON",
+                    help="measure nothing: write tree.md again from the "
+                         "figures of an earlier run's tree.json")
     args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            old = json.load(f)
+        write_reports(args.out, old["setup"], old["results"], old["errors"])
+        return 0
     confs = configurations()
     chosen = args.configs.split(",") if args.configs else list(confs)
     for c in chosen:
@@ -339,7 +358,8 @@ def main():
                 for k, v in steps.items():
                     raw[c].setdefault(k, []).append(v)
                 if ops and ent:
-                    ops_raw[c].append({k: v / ent for k, v in ops.items()})
+                    ops_raw[c].append({k: v if k.endswith(" us") else v / ent
+                                       for k, v in ops.items()})
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for c in chosen:

@@ -449,8 +449,8 @@ SUITES = [
     # plain and with --dax-unmap-delay (two guest runs).
     guest("guest: DAX under concurrency, 4 queues, thread pool, unmap delay",
           "dax-parallel.sh", timeout=600),
-    # --dax-policy=always|size:N|xattr|never seen from the guest (statx
-    # STATX_ATTR_DAX per file, four guest runs).
+    # --dax-policy=always|size:N|xattr|never, and the default (size:2M),
+    # seen from the guest (statx STATX_ATTR_DAX per file, five guest runs).
     guest("guest: DAX policies by their outcome (statx)", "dax-policy.sh",
           timeout=480),
     # cache-size=16G as users type it, on pc and on q35 (two guest runs).

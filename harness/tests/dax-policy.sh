@@ -7,6 +7,7 @@
 # xattr on the host.
 #   always   all three             size:1M  the 3 MiB one
 #   xattr    the tagged one        never    none
+#   default  (no --dax-policy, which is size:2M) the 3 MiB one
 # Each guest also reads every file back right, whichever way it went.
 # Extra arguments go to harness/vm.py (the daemon is ours: the policy is
 # its option); the --timeout among them is for the four guests.
@@ -16,7 +17,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/harness/tests/lib.sh"
-policies=${DAX_POLICIES:-always size:1M xattr never}
+policies=${DAX_POLICIES:-always size:1M xattr never default}
 split_timeout "$(wc -w <<<"$policies")" "$@"
 pattern="python3 $top/harness/tests/pattern.py"
 work=$(mktemp -d /tmp/vfsdax-policy.XXXXXX)
@@ -49,7 +50,8 @@ run() {
     esac
     ran=$((ran + 1))
     python3 "$top/harness/vm.py" --quiet --shared "$shared" --cache-size 16M \
-        "${vm_args[@]}" --daemon ours --daemon-args="--dax-policy=$policy" \
+        "${vm_args[@]}" --daemon ours \
+        --daemon-args="$([ "$policy" = default ] || echo "--dax-policy=$policy")" \
         "$work/guest.sh" > "$work/$policy.out" 2>&1 || rc=$?
     if [ $rc != 0 ]; then
         echo "FAIL: --dax-policy=$policy: the guest run failed (status $rc)"
@@ -74,6 +76,7 @@ run always dax dax dax
 run size:1M nodax dax nodax
 run xattr nodax nodax dax
 run never nodax nodax nodax
+run default nodax dax nodax
 if [ $ran != "$(wc -w <<<"$policies")" ]; then
     echo "FAIL: DAX_POLICIES=\"$policies\": $ran of them are policies this test knows"
     fails=$((fails + 1))

@@ -100,7 +100,7 @@ void vfsd_options_usage(const char *prog)
            "                            times when the session ends\n"
            "  --dax-policy=never|always|size:N|xattr\n"
            "                            files with per-inode DAX (dax=inode)\n"
-           "                            (always; xattr: files carrying\n"
+           "                            (size:2M; xattr: files carrying\n"
            "                            " VFSD_DAX_XATTR_NAME ")\n"
            "  --tag=TAG                 the mount tag, for a front-end that\n"
            "                            reads the device's configuration\n"
@@ -872,7 +872,8 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     o->seccomp = VFSD_SECCOMP_KILL;
     o->killpriv_v2 = true;
     o->log_level = VFSD_LOG_INFO;
-    o->dax_policy = VFSD_DAX_ALWAYS;
+    o->dax_policy = VFSD_DAX_SIZE;
+    o->dax_min_size = VFSD_DAX_DEFAULT_MIN_SIZE;
     /* The Rust daemon's defaults since 1.14 */
     o->announce_submounts = true;
     o->inode_file_handles = VFSD_INODE_FH_PREFER;

@@ -38,6 +38,15 @@ typedef enum VfsdDaxPolicy {
 
 #define VFSD_DAX_XATTR_NAME "user.virtiofsd.dax"
 
+/*
+ * The default policy gives the window to files of at least one of the
+ * guest's DAX ranges (Linux maps 2 MiB at a time).  A smaller file would
+ * take a whole range, and a map round trip to set it up, for data that
+ * a READ or two brings as fast: on a source tree the window then cost
+ * 6-20% (docs/benchmarks/tree.md), for files larger than a range it pays.
+ */
+#define VFSD_DAX_DEFAULT_MIN_SIZE (2 * 1024 * 1024)
+
 /* --inode-file-handles: how the inodes the guest knows are held */
 typedef enum VfsdInodeFh {
     VFSD_INODE_FH_NEVER,        /* O_PATH fds */

@@ -64,7 +64,9 @@ static void test_new_style(void)
     g_assert_cmpint(o.sandbox, ==, VFSD_SANDBOX_NAMESPACE);
     g_assert_cmpint(o.seccomp, ==, VFSD_SECCOMP_KILL);
     g_assert_false(o.xattr || o.flock || o.posix_lock || o.readonly);
-    g_assert_cmpint(o.dax_policy, ==, VFSD_DAX_ALWAYS);
+    /* Files of at least one 2 MiB DAX range */
+    g_assert_cmpint(o.dax_policy, ==, VFSD_DAX_SIZE);
+    g_assert_cmpuint(o.dax_min_size, ==, 2 * 1024 * 1024);
     g_assert_cmpuint(o.dax_unmap_delay_ms, ==, 0);
     vfsd_options_free(&o);
 
