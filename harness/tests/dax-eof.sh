@@ -120,10 +120,7 @@ grep -q '^winpeek: 4096 pages, 4094 zero pages' "$out" || {
 }
 echo "ok: the guest read and wrote 4094 window pages past the end of the file"
 # "F fix-ups: N pages past the end of truncated files now read as zeros"
-fixups=$(awk '/virtio_shmem_arena_sigbus / {
-                  for (i = 1; i < NF; i++) { if ($(i + 1) == "fix-ups:") { n += $i } }
-              }
-              END { print n + 0 }' "$trace")
+fixups=$(fixup_sum "$trace" fix-ups:)
 [ "$fixups" != 0 ] || {
     echo "FAIL: the control's page past the end is not in the fix-up's" \
          "trace: its zero would prove nothing"

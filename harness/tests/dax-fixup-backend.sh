@@ -94,11 +94,7 @@ writes=$(grep -c "vhost_user_backend_mem_write " "$work/trace" || true)
 [ "$reads" -gt 0 ] || fail "no MEM_READ: the daemon reached the buffer another way"
 [ "$writes" -gt 0 ] || fail "no MEM_WRITE: the daemon reached the buffer another way"
 # Fix-ups after the first back-end request: the back-end's, not a vCPU's
-pages=$(awk '/vhost_user_backend_mem_(read|write) / { be = 1 }
-             be && /virtio_shmem_arena_sigbus / {
-                 for (i = 1; i < NF; i++) { if ($(i + 1) == "pages") { n += $i } }
-             }
-             END { print n + 0 }' "$work/trace")
+pages=$(fixup_sum "$work/trace" pages "vhost_user_backend_mem_(read|write) ")
 [ "$pages" -gt 0 ] ||
     fail "no SIGBUS fix-up during the back-end's requests"
 echo "ok: $reads MEM_READ, $writes MEM_WRITE, fix-ups over $pages pages"

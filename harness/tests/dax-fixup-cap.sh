@@ -100,10 +100,7 @@ grep -q "giving up" "$work/vm.out" &&
 [ "$rc" = 0 ] || fail "the guest run failed (status $rc)"
 grep -q "survey /mnt/data.bin: .* pages $((mib * 256)) " "$work/vm.out" ||
     fail "the guest did not read the whole file through its mapping"
-pages=$(awk '/virtio_shmem_arena_sigbus / {
-                 for (i = 1; i < NF; i++) { if ($(i + 1) == "pages") { n += $i } }
-             }
-             END { print n + 0 }' "$work/trace")
+pages=$(fixup_sum "$work/trace" pages)
 [ "$pages" -gt 0 ] ||
     fail "QEMU's SIGBUS fix-up never ran: the guest missed the truncate"
 echo "ok: QEMU's fix-up put zeros over $pages pages past the end of the file"

@@ -57,10 +57,7 @@ run_vm_with_host_step "$shared" host_truncate --cache-size 16M \
 echo "ok: QEMU survived a host-side truncate under DAX"
 
 # "N pages past the end of truncated files now read as zeros"
-pages=$(awk '/virtio_shmem_arena_sigbus / {
-                 for (i = 1; i < NF; i++) { if ($(i + 1) == "pages") { n += $i } }
-             }
-             END { print n + 0 }' "$trace")
+pages=$(fixup_sum "$trace" pages)
 [ "$pages" -gt 0 ] || {
     echo "FAIL: QEMU's SIGBUS fixup never ran: the guest's accesses did not" \
          "reach the truncated pages"

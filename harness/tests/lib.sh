@@ -71,3 +71,17 @@ pick_case() {
     done
     [ -n "$case_" ] || { echo "usage: $usage" >&2; exit 2; }
 }
+
+# fixup_sum TRACE WORD [AFTER]: from QEMU's trace file TRACE, the sum of
+# the numbers before WORD ("fix-ups:" or "pages") on its lines
+# "virtio_shmem_arena_sigbus F fix-ups: N pages ...", counting only the
+# lines after the first that matches the regular expression AFTER, if
+# given
+fixup_sum() {
+    awk -v w="$2" -v after="${3:-}" '
+        after != "" && $0 ~ after { seen = 1 }
+        (after == "" || seen) && /virtio_shmem_arena_sigbus / {
+            for (i = 1; i < NF; i++) { if ($(i + 1) == w) { n += $i } }
+        }
+        END { print n + 0 }' "$1"
+}
