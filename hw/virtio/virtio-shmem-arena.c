@@ -265,31 +265,6 @@ static uintptr_t shmem_arena_first_fault(uintptr_t lo, uintptr_t fault,
 }
 
 /*
- * A file mapped into a window can shrink under the guest, e.g. truncated
- * by another program on the host; a guest access to a page past its new
- * end then raises SIGBUS, which would kill QEMU.  Make the whole part of
- * that mapping past the file's end a hole instead (shmem_arena_fill(),
- * one mmap() per piece of scratch): the guest reads zeros, as it would
- * past the end of a file, and what it writes there never reaches the
- * file.  One fixup per mapping and truncate, one VMA more at most,
- * however many pages the guest touches: the cost is bounded by the
- * window's max_mappings, which its budget of VMAs already allows for
- * (shmem_arena_budget).  The hole stays
- * until the range is mapped anew: a file that grows back is seen there
- * again once the back-end maps it again (virtiofsd does when it learns
- * the file shrank, at once with --watch-truncate, and then grows the
- * mapping with the file).  Async-signal-safe.
- *
- * The fault may be old news by the time we run: the main thread may
- * have mapped something else there since (a back-end's SHMEM_MAP over a
- * range the guest gave up, the repair of a truncated mapping), and our
- * MAP_FIXED would throw that mapping away.  So, under the window's lock,
- * which every remap holds, ask the kernel first whether the page still
- * faults and just retry the access if not.  A page that faults again
- * right after such a probe (a write the file system refuses, say) gets
- * the zeros like any other.
- */
-/*
  * Past the end of its file from @page on, which faults: make that part of
  * @slot a hole.  Called under @r's lock.  Async-signal-safe.
  */
@@ -311,20 +286,20 @@ static bool shmem_arena_fix_slot(ShmemArenaRange *r, uintptr_t start,
     return true;
 }
 
-/*
- * The same repair when the accelerator cannot say where the guest
- * faulted.  KVM does not raise SIGBUS for a guest access to a file page
- * that is gone: it fails KVM_RUN with EFAULT, and Linux (up to at least
- * 6.12) says which address only for guest_memfd.  A mapping never covers
- * more than its file backs when it is made (virtiofsd maps up to the
- * page that holds the end, and grows the mapping with the file), so a
- * mapping whose last page now faults lies partly past the end of a file
- * that shrank: repair every such mapping.  One probe per live mapping,
- * on a path a guest takes once per host truncate.  Not in signal
- * context.
- */
 static void shmem_arena_report_sigbus(void);
 
+/*
+ * The repair shmem_arena_sigbus_fixup() (below) makes, for when the
+ * accelerator cannot say where the guest faulted.  KVM does not raise
+ * SIGBUS for a guest access to a file page that is gone: it fails
+ * KVM_RUN with EFAULT, and Linux (up to at least 6.12) says which
+ * address only for guest_memfd.  A mapping never covers more than its
+ * file backs when it is made (virtiofsd maps up to the page that holds
+ * the end, and grows the mapping with the file), so a mapping whose last
+ * page now faults lies partly past the end of a file that shrank: repair
+ * every such mapping.  One probe per live mapping, on a path a guest
+ * takes once per host truncate.  Not in signal context.
+ */
 static bool shmem_arena_fixup_all(void)
 {
     uintptr_t page_size = qemu_real_host_page_size();
@@ -360,6 +335,31 @@ static bool shmem_arena_fixup_all(void)
     return fixed;
 }
 
+/*
+ * A file mapped into a window can shrink under the guest, e.g. truncated
+ * by another program on the host; a guest access to a page past its new
+ * end then raises SIGBUS, which would kill QEMU.  Make the whole part of
+ * that mapping past the file's end a hole instead (shmem_arena_fill(),
+ * one mmap() per piece of scratch): the guest reads zeros, as it would
+ * past the end of a file, and what it writes there never reaches the
+ * file.  One fixup per mapping and truncate, one VMA more at most,
+ * however many pages the guest touches: the cost is bounded by the
+ * window's max_mappings, which its budget of VMAs already allows for
+ * (shmem_arena_budget).  The hole stays
+ * until the range is mapped anew: a file that grows back is seen there
+ * again once the back-end maps it again (virtiofsd does when it learns
+ * the file shrank, at once with --watch-truncate, and then grows the
+ * mapping with the file).  Async-signal-safe.
+ *
+ * The fault may be old news by the time we run: the main thread may
+ * have mapped something else there since (a back-end's SHMEM_MAP over a
+ * range the guest gave up, the repair of a truncated mapping), and our
+ * MAP_FIXED would throw that mapping away.  So, under the window's lock,
+ * which every remap holds, ask the kernel first whether the page still
+ * faults and just retry the access if not.  A page that faults again
+ * right after such a probe (a write the file system refuses, say) gets
+ * the zeros like any other.
+ */
 static bool shmem_arena_sigbus_fixup(void *addr)
 {
     static __thread uintptr_t probed;
