@@ -29,3 +29,17 @@ host_step() {
         sleep 0.1
     done
 }
+
+# window_bar: the sysfs resource file of the virtio-fs device's cache
+# window (BAR 2), for tools that read it directly; fails without one
+window_bar() {
+    for d in /sys/bus/pci/devices/*; do
+        # virtio-fs, modern: 1af4:105a
+        if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x105a ] &&
+           [ -e $d/resource2 ]; then
+            echo $d/resource2
+            return 0
+        fi
+    done
+    return 1
+}

@@ -34,14 +34,7 @@ cat > "$guest_script" <<'GUEST'
 . /lib/vfsdax.sh
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
-res=
-for d in /sys/bus/pci/devices/*; do
-    # virtio-fs, modern: 1af4:105a
-    if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x105a ]; then
-        res=$d/resource2
-    fi
-done
-[ -n "$res" ] || fail "no virtio-fs device with a window"
+res=$(window_bar) || fail "no virtio-fs device with a window"
 win=$(stat -c %s "$res")
 # The first read maps the file at the start of the window
 [ "$(head -c 8 /mnt/small.bin)" = DAXEOF01 ] || fail "reading the file"

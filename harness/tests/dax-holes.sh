@@ -40,14 +40,7 @@ cat > "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=never
 grep " /mnt " /proc/self/mountinfo | grep -q "dax=never" ||
     fail "the share is not mounted with dax=never"
-res=
-for d in /sys/bus/pci/devices/*; do
-    # virtio-fs, modern: 1af4:105a
-    if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x105a ]; then
-        res=$d/resource2
-    fi
-done
-[ -n "$res" ] || fail "no virtio-fs device with a window"
+res=$(window_bar) || fail "no virtio-fs device with a window"
 win=$(stat -c %s "$res")
 [ "$win" = $((4 << 30)) ] || fail "the window is $win bytes, not 4 GiB"
 cp /mnt/winpeek /tmp/winpeek || fail "copying winpeek"
