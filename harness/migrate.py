@@ -25,6 +25,7 @@ qemu-src.pid, qemu-dst.pid), for a test that must tell which daemon holds
 what.
 """
 
+import argparse
 import json
 import os
 import shlex
@@ -178,12 +179,16 @@ def run(args):
         ends = {}
         for end in ("src", "dst"):
             sock = os.path.join(tmp, f"vfs-{end}.sock")
+            eargs = args
+            if end == "dst" and args.dest_cache_size is not None:
+                eargs = argparse.Namespace(**vars(args))
+                eargs.cache_size = args.dest_cache_size
             daemon = args.daemon if end == "src" else \
                 (args.dest_daemon or args.daemon)
             dargs = args.daemon_args if end == "src" else \
                 (args.dest_daemon_args if args.dest_daemon_args is not None
                  else args.daemon_args)
-            dproc, _, dlog = vm.start_daemon(args, shared, sock, logdir,
+            dproc, _, dlog = vm.start_daemon(eargs, shared, sock, logdir,
                                              f"virtiofsd-{end}", daemon,
                                              dargs)
             procs.append(dproc)
@@ -193,7 +198,7 @@ def run(args):
                 vm.write_state(args.state_dir, f"daemon-{end}.pid",
                                str(dproc.pid))
             qmp = os.path.join(tmp, f"qmp-{end}.sock")
-            qcmd = vm.qemu_command(args, qemu, initrd, logdir, sock,
+            qcmd = vm.qemu_command(eargs, qemu, initrd, logdir, sock,
                                    suffix=f"-{end}")
             qcmd += ["-qmp", f"unix:{qmp},server=on,wait=off"]
             if end == "dst":
@@ -361,6 +366,9 @@ def build_parser():
     p.add_argument("--dest-daemon-args",
                    help="the destination's back-end options (default: "
                    "--daemon-args)")
+    p.add_argument("--dest-cache-size",
+                   help="the destination's cache-size, for it and its "
+                   "back-end (default: --cache-size)")
     p.add_argument("--host-step",
                    help="shell command run on the host (with $SHARED) once "
                    "the guest is ready, before migrating")

@@ -507,13 +507,16 @@ SUITES = [
     # across, read all along by another; fsx runs through a 32 MiB window
     # across; a back-end without VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE is
     # refused by QEMU's blocker, and a destination that cannot map the
-    # table again fails the migration: the guest goes on on the source.
+    # table again, or has a window of another size, fails the migration:
+    # the guest goes on on the source.
     guest("guest: live migration with a DAX mmap, re-mapped before resume",
           "migrate-dax.sh", "mmap", timeout=300),
     guest("guest: live migration with DAX refused without SHMEM_MIGRATE",
           "migrate-dax.sh", "refused", timeout=300),
     guest("guest: live migration with DAX, destination cannot re-map, "
           "source goes on", "migrate-dax.sh", "dest-fails", timeout=300),
+    guest("guest: live migration with DAX to another cache-size refused, "
+          "source goes on", "migrate-dax.sh", "size-differs", timeout=300),
     guest("guest: live migration in the middle of DAX fsx, 20,000 ops",
           "migrate-dax.sh", "fsx", timeout=900),
     # libvirt 9.0 drives the fork: a private libvirtd in its own mount

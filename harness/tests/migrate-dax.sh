@@ -31,12 +31,18 @@
 #            --cache-size says the window ends at 2 MiB): it fails
 #            CHECK_DEVICE_STATE, the migration fails and the guest goes
 #            on on the source, its mapping intact and read all along.
+#   size-differs  the destination QEMU (and its daemon) has a 128 MiB
+#            window, the source 64 MiB: the window's length is in the
+#            shared memory capability of the PCI config space, which the
+#            destination compares before it loads anything, so it
+#            refuses the state before its daemon sees the table (no map),
+#            and the guest goes on on the source, its mapping intact.
 #   full     a 1 GiB window mapped by 1 GiB of files: prints the
 #            migration's downtime, RAM and state sizes (docs).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/harness/tests/lib.sh"
-pick_case "migrate-dax.sh [options] CASE" "mmap|fsx|refused|dest-fails|full" "$@"
+pick_case "migrate-dax.sh [options] CASE" "mmap|fsx|refused|dest-fails|size-differs|full" "$@"
 set -- "${args[@]}"
 work=$(mktemp -d /tmp/vfsdax-migdax.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -64,7 +70,7 @@ pass "mapped across the migration"
 GUEST
     extra=(--host-step "python3 '$top/harness/tests/pattern.py' check \"\$SHARED/mapped\" 7 $size")
     ;;
-refused|dest-fails)
+refused|dest-fails|size-differs)
     cat > "$work/guest.sh" <<GUEST
 . /lib/vfsdax.sh
 mount_virtiofs "\$VFS_TAG" /mnt dax=always
@@ -78,6 +84,9 @@ GUEST
     if [ $case_ = refused ]; then
         export VIRTIOFSD_TEST_NO_SHMEM_MIGRATE=1
         extra=(--expect-error "does not carry the window's mappings")
+    elif [ $case_ = size-differs ]; then
+        extra=(--dest-cache-size 128M
+               --expect-error "get_pci_config_device: Bad config data")
     else
         extra=(--dest-daemon-args=--cache-size=2M)
     fi
@@ -187,6 +196,22 @@ dest-fails)
     ! grep -q "vuf_migration_loaded" "$logs/qemu-dst.log" ||
         { echo "FAIL: the destination loaded the state"; exit 1; }
     echo "ok: the source saved, the destination refused the table"
+    exit 0
+    ;;
+size-differs)
+    python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 $size ||
+        { echo "FAIL: the host does not see what the guest wrote after the refusal"; exit 1; }
+    echo "ok: the host sees what the guest wrote on the source after the refusal"
+    grep -q "vuf_migration_saved" "$logs/qemu-src.log" ||
+        { echo "FAIL: the source never saved its back-end state"; exit 1; }
+    ! grep -q "virtio_shmem_arena_map" "$logs/qemu-dst.log" ||
+        { echo "FAIL: the destination mapped part of the table"; exit 1; }
+    ! grep -q "migration:" "$logs/virtiofsd-dst.log" ||
+        { echo "FAIL: the destination daemon received state"; exit 1; }
+    # The length's top byte: 0x04 (64 MiB) came, 0x08 (128 MiB) is here
+    grep -m1 "Bad config data: i=0x[0-9a-f]* read: 4 device: 8 " "$logs/qemu-dst.log" ||
+        { echo "FAIL: the refusal is not for the window's length"; exit 1; }
+    echo "ok: the destination refused the window's length before its back-end saw any state"
     exit 0
     ;;
 refused)
