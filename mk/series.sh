@@ -10,10 +10,17 @@
 # live in the overlay.  The export puts each new file into the patch that
 # introduces it (patches/series.map), so every patch of the series is
 # what a reviewer would get: the new code together with its hooks.
+#
+# A new file may grow across the series: patches/series.d/SLUG.diff is a
+# diff (paths a/FILE b/FILE, as git diff writes them) of new files that
+# the patch SLUG applies on top of their earlier version.  A file enters
+# the series as it is in the overlay less every later patch's growth, so
+# each patch compiles with what exists at that point (make bisect-check).
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
 MAP=$TOP/patches/series.map
+STAGES=$TOP/patches/series.d
 OUT_DIR=$BUILD/series
 BISECT=$BUILD/bisect
 
@@ -49,21 +56,62 @@ assign_files() {
     return $rc
 }
 
+# For each patch, in $2/SLUG, the index lines ("mode blob\tpath") of the
+# new files it introduces, in the version they have at that point: the
+# overlay's, less the growth (series.d) of every later patch.  $1: the
+# output of assign_files.
+staged_files() {
+    local assign=$1 out=$2 tree=$3/tree p s f mode i
+    local -a slugs=()
+    mkdir -p "$out" "$tree"
+    while read -r f; do
+        mkdir -p "$tree/$(dirname "$f")"
+        cp -p "$TOP/$f" "$tree/$f"
+    done < <(cut -f2 "$assign")
+    while read -r p; do slugs+=("$(slug "$p")"); done < <(patch_files)
+    for f in "$STAGES"/*.diff; do
+        [ -f "$f" ] || continue
+        s=${f##*/}; s=${s%.diff}
+        printf '%s\n' "${slugs[@]}" | grep -qxF "$s" ||
+            die "patches/series.d/${f##*/} names no patch of the series"
+    done
+    # From the last patch back: take the files a patch introduces as they
+    # are now, then undo its growth of earlier ones
+    for ((i = ${#slugs[@]} - 1; i >= 0; i--)); do
+        s=${slugs[$i]}
+        : > "$out/$s"
+        awk -F'\t' -v s="$s" '$1 == s { print $2 }' "$assign" |
+        while read -r f; do
+            mode=100644
+            [ -x "$tree/$f" ] && mode=100755
+            printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$tree/$f")" "$f"
+        done > "$out/$s"
+        if [ -f "$STAGES/$s.diff" ]; then
+            (cd "$tree" && git apply -R "$STAGES/$s.diff") ||
+                die "patches/series.d/$s.diff does not match the overlay's files: make it again from them"
+        fi
+    done
+}
+
 # Build the series as commits on top of the "upstream" tag of build/src,
 # without touching its work tree; print the last commit.
 build_history() {
-    local idx tmp assign parent tree p s f
-    idx=$(mktemp) tmp=$(mktemp -d) assign=$(mktemp)
+    local idx tmp assign parent tree p s f staged
+    idx=$(mktemp) tmp=$(mktemp -d) assign=$(mktemp) staged=$(mktemp -d)
     # shellcheck disable=SC2064
-    trap "rm -rf '$idx' '$tmp' '$assign'" RETURN
+    trap "rm -rf '$idx' '$tmp' '$assign' '$staged'" RETURN
     assign_files > "$assign" || die "fix patches/series.map"
+    staged_files "$assign" "$staged/index" "$staged"
     gi() { GIT_INDEX_FILE=$idx git -C "$SRC" "$@"; }
     gi read-tree upstream
     parent=$(git -C "$SRC" rev-parse 'upstream^{commit}')
     while read -r p; do
         s=$(slug "$p")
-        awk -F'\t' -v s="$s" '$1 == s { print $2 }' "$assign" | index_info |
-            gi update-index --add --index-info
+        if [ -f "$STAGES/$s.diff" ]; then
+            gi apply --cached "$STAGES/$s.diff" ||
+                die "patches/series.d/$s.diff does not apply in the series"
+        fi
+        gi update-index --add --index-info < "$staged/index/$s"
         git mailinfo "$tmp/msg" "$tmp/diff" < "$p" > "$tmp/info" ||
             die "patches/${p##*/} is not a patch in mail format"
         gi apply --cached "$tmp/diff" ||
