@@ -21,6 +21,7 @@ set -euo pipefail
 
 MAP=$TOP/patches/series.map
 STAGES=$TOP/patches/series.d
+GROUP_FILE=$TOP/patches/series.groups
 OUT_DIR=$BUILD/series
 BISECT=$BUILD/bisect
 
@@ -159,6 +160,46 @@ export_series() {
       "$(git -C "$SRC" rev-parse "$head^{tree}")" ] ||
         die "git am of $dir gives another tree than the series"
     say "series: $n patches in ${dir#"$TOP"/}, applying with git am to $(head -n1 "$BUILD/qemu-source.txt")"
+    export_groups "$dir" "$head"
+}
+
+# The series as it is sent: $1/send/NAME/ for each group of
+# patches/series.groups, with its cover letter.  $2: the series' last
+# commit.
+export_groups() {
+    local dir=$1 head=$2 name first cover from to n i
+    local -a names=() starts=() covers=() commits=()
+    [ -f "$GROUP_FILE" ] || return 0
+    mapfile -t commits < <(git -C "$SRC" rev-list --reverse upstream.."$head")
+    while read -r name first cover; do
+        case "$name" in ''|'#'*) continue ;; esac
+        [ -f "$TOP/$cover" ] || die "series.groups: no cover letter $cover"
+        n=$(ls "$dir"/[0-9][0-9][0-9][0-9]-"$first".patch 2>/dev/null | head -n1)
+        [ -n "$n" ] || die "series.groups: no patch '$first'"
+        n=${n##*/}; n=$((10#${n:0:4}))
+        names+=("$name") starts+=("$n") covers+=("$TOP/$cover")
+    done < "$GROUP_FILE"
+    [ "${starts[0]:-1}" = 1 ] || die "series.groups: the first group must start with the first patch"
+    rm -rf "$dir/send"
+    for i in "${!names[@]}"; do
+        from=${starts[$i]}
+        to=${starts[$((i + 1))]:-$((${#commits[@]} + 1))}
+        to=$((to - 1))
+        [ "$to" -ge "$from" ] || die "series.groups: group ${names[$i]} is empty"
+        git -C "$SRC" format-patch -q --zero-commit --no-signature --binary \
+            --cover-letter -o "$dir/send/${names[$i]}" \
+            "${commits[$((from - 1))]}~1..${commits[$((to - 1))]}"
+        python3 - "$dir/send/${names[$i]}"/0000-cover-letter.patch "${covers[$i]}" <<'PY'
+import sys
+path, cover = sys.argv[1], sys.argv[2]
+subject, _, body = open(cover).read().partition("\n\n")
+text = open(path).read()
+text = text.replace("*** SUBJECT HERE ***", subject.strip(), 1)
+text = text.replace("*** BLURB HERE ***", body.rstrip("\n"), 1)
+open(path, "w").write(text)
+PY
+        say "series: ${names[$i]}: patches $from-$to with a cover letter in ${dir#"$TOP"/}/send/${names[$i]}"
+    done
 }
 
 bisect() {
