@@ -11,6 +11,9 @@
 # introduces it (patches/series.map), so every patch of the series is
 # what a reviewer would get: the new code together with its hooks.
 #
+# The protocol text that the repository keeps in docs/interop/*.rst.inc
+# files goes into vhost-user.rst itself (mk/series-inline.py).
+#
 # A new file may grow across the series: patches/series.d/SLUG.diff is a
 # diff (paths a/FILE b/FILE, as git diff writes them) of new files that
 # the patch SLUG applies on top of their earlier version.  A file enters
@@ -117,11 +120,17 @@ build_history() {
             die "patches/${p##*/} is not a patch in mail format"
         gi apply --cached "$tmp/diff" ||
             die "patches/${p##*/} does not apply in the series"
-        parent=$(commit_mail "$(gi write-tree)" "$parent" "$tmp")
+        tree=$("$TOP/mk/series-inline.py" "$SRC" "$idx") ||
+            die "cannot put the protocol text into vhost-user.rst"
+        parent=$(commit_mail "$tree" "$parent" "$tmp")
     done < <(patch_files)
-    # The series must describe the same tree as patches/ plus the overlay
+    # The series must describe the same tree as patches/ plus the overlay,
+    # the protocol text in the page
+    local want
+    want=$(wanted_history)
+    gi read-tree "$want"
     [ "$(git -C "$SRC" rev-parse "$parent^{tree}")" = \
-      "$(git -C "$SRC" rev-parse "$(wanted_history)^{tree}")" ] ||
+      "$("$TOP/mk/series-inline.py" "$SRC" "$idx")" ] ||
         die "the series does not reproduce patches/ + the overlay"
     echo "$parent"
 }

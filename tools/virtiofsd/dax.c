@@ -157,10 +157,11 @@ VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be)
 /*
  * Upstream QEMU's SHMEM_MAP (11.1) backs each mapping with a RAM block made
  * from the file: it refuses a range past the end of the file, and would
- * even extend an empty file to the range's length.  Only our fork offers
- * F_SHMEM_REPLACE, and only our fork maps past the end.  Elsewhere a
- * mapping stops at the end of the file, which must then fall on a page
- * boundary: the partial page at the end of a file cannot be mapped at all.
+ * even extend an empty file to the range's length.  Only vhost-user-fs
+ * with a cache window (cache-size) offers F_SHMEM_REPLACE, and only it
+ * maps past the end.  Elsewhere a mapping stops at the end of the file,
+ * which must then fall on a page boundary: the partial page at the end of
+ * a file cannot be mapped at all.
  */
 static bool dax_upstream(VfsdDax *dax)
 {

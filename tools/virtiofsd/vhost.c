@@ -1091,8 +1091,9 @@ static void queue_stop(VfsdDev *dev, int qidx)
      * wait, and we could not answer: QEMU and we would wait for each
      * other (with its big lock held).  So those waits are given up until
      * the queue stopped (libvhost-user drops the late answer), and the
-     * request is run again later (rerun_wanted()).  Our fork's QEMU
-     * serves back-end requests while it waits and needs none of this.
+     * request is run again later (rerun_wanted()).  A QEMU that offers
+     * F_SHMEM_REPLACE serves back-end requests while it waits and needs
+     * none of this.
      */
     cancel = has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
              !has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
@@ -1264,9 +1265,10 @@ static uint64_t get_features(VuDev *vu)
 #define VFSD_VHOST_USER_SET_DEVICE_STATE_FD 42
 #define VFSD_VHOST_USER_CHECK_DEVICE_STATE 43
 /*
- * A fork extension (docs/interop/vhost-user-shmem-migrate.rst.inc): the
- * DAX window's mappings travel in the state, and the destination maps
- * them again before it answers CHECK_DEVICE_STATE.
+ * An extension not yet in the upstream specification (vhost-user.rst,
+ * "Migrating shared memory mappings"): the DAX window's
+ * mappings travel in the state, and the destination maps them again
+ * before it answers CHECK_DEVICE_STATE.
  */
 #define VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE 42
 /* SET_DEVICE_STATE_FD's reply: no fd of ours comes back */
@@ -1284,8 +1286,8 @@ static uint64_t get_protocol_features(VuDev *vu)
     /*
      * Only with a tag to put in it: a front-end that asks us for the
      * config space (upstream QEMU's generic vhost-user device) could not
-     * give the guest a mount tag otherwise.  Our fork's vhost-user-fs
-     * does not acknowledge the feature; it has its tag property.
+     * give the guest a mount tag otherwise.  QEMU's vhost-user-fs does
+     * not acknowledge the feature; it has its tag property.
      */
     if (dev->fs->opts->tag) {
         features |= 1ULL << VHOST_USER_PROTOCOL_F_CONFIG;
@@ -1589,8 +1591,8 @@ static bool dax_can_replace(void *opaque)
  * meanwhile, and afterwards reaches its request's buffers through the
  * table then in force (thread_req_retranslate()): the window regions the
  * front-end added or removed may have held them.  Returns whether the
- * lock was let go.  Our fork's QEMU serves back-end requests while it
- * waits and never needs this.
+ * lock was let go.  A QEMU that offers F_SHMEM_REPLACE serves back-end
+ * requests while it waits and never needs this.
  */
 static bool dax_wait_begin(VfsdDev *dev)
 {

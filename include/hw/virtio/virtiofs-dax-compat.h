@@ -1,5 +1,5 @@
 /*
- * The upstream releases this fork builds on (README, "Upstream bases")
+ * The upstream releases this code builds on (README, "Upstream bases")
  * moved or changed a few interfaces its new files use.  They are bridged
  * here, once, so that every new file compiles on each base unchanged.
  *
