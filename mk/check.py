@@ -404,6 +404,9 @@ SUITES = [
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),
     guest("guest: DAX (our virtiofsd)", "dax.sh", "--daemon", "ours"),
+    # GET_SHMEM_CONFIG: QEMU refuses a daemon that expects another window
+    guest("guest: the window's size checked against the daemon's "
+          "(GET_SHMEM_CONFIG)", "shmem-config.sh", timeout=240),
     # Data integrity: 100,000 random operations checked against a model,
     # through a 32 MiB window (16 ranges) over up to 48 MiB of files, the
     # reclaim that forces proven from QEMU's trace of window mappings, and
@@ -506,15 +509,16 @@ SUITES = [
     # (QEMU's traces prove the order).  A process keeps a file mapped
     # across, read all along by another; fsx runs through a 32 MiB window
     # across; a back-end without VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE is
-    # refused by QEMU's blocker, and a destination that cannot map the
-    # table again, or has a window of another size, fails the migration:
+    # refused by QEMU's blocker, and a destination that cannot restore the
+    # mapped file, or has a window of another size, fails the migration:
     # the guest goes on on the source.
     guest("guest: live migration with a DAX mmap, re-mapped before resume",
           "migrate-dax.sh", "mmap", timeout=300),
     guest("guest: live migration with DAX refused without SHMEM_MIGRATE",
           "migrate-dax.sh", "refused", timeout=300),
-    guest("guest: live migration with DAX, destination cannot re-map, "
-          "source goes on", "migrate-dax.sh", "dest-fails", timeout=300),
+    guest("guest: live migration with DAX, destination cannot restore the "
+          "mapped file, source goes on", "migrate-dax.sh", "dest-fails",
+          timeout=300),
     guest("guest: live migration with DAX to another cache-size refused, "
           "source goes on", "migrate-dax.sh", "size-differs", timeout=300),
     guest("guest: live migration in the middle of DAX fsx, 20,000 ops",

@@ -27,8 +27,9 @@
 #            VIRTIOFSD_TEST_NO_SHMEM_MIGRATE): QEMU refuses the migration
 #            with its blocker's message, and the guest goes on on the
 #            source, its mapping intact.
-#   dest-fails  the destination daemon cannot map the table again (its
-#            --cache-size says the window ends at 2 MiB): it fails
+#   dest-fails  the destination daemon cannot restore the mapped file
+#            (the host moved it out of the shared directory, and the
+#            destination runs with --migration-on-error=abort): it fails
 #            CHECK_DEVICE_STATE, the migration fails and the guest goes
 #            on on the source, its mapping intact and read all along.
 #   size-differs  the destination QEMU (and its daemon) has a 128 MiB
@@ -45,7 +46,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 pick_case "migrate-dax.sh [options] CASE" "mmap|fsx|refused|dest-fails|size-differs|full" "$@"
 set -- "${args[@]}"
 work=$(mktemp -d /tmp/vfsdax-migdax.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap "[ -n \"${KEEP:-}\" ] || rm -rf \"$work\"" EXIT
 shared=$work/shared
 logs=$work/logs
 mkdir -p "$shared" "$logs"
@@ -88,7 +89,8 @@ GUEST
         extra=(--dest-cache-size 128M
                --expect-error "get_pci_config_device: Bad config data")
     else
-        extra=(--dest-daemon-args=--cache-size=2M)
+        extra=(--dest-daemon-args=--migration-on-error=abort
+               --host-step 'mv "$SHARED/mapped" "$SHARED/../mapped-away"')
     fi
     ;;
 fsx)
@@ -184,18 +186,16 @@ mmap)
     echo "ok: the host sees the pattern the guest wrote through the mapping after the migration"
     ;;
 dest-fails)
-    python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 $size ||
+    python3 "$top/harness/tests/pattern.py" check "$work/mapped-away" 9 $size ||
         { echo "FAIL: the host does not see what the guest wrote after the failure"; exit 1; }
     echo "ok: the host sees what the guest wrote on the source after the failure"
-    # The refusal for its window only, of all the table's refusals
-    grep -m1 "DAX mapping table: bad mapping 0x[0-9a-f]*+0x[0-9a-f]* ends past this daemon's window of 0x200000 bytes" \
-        "$logs/virtiofsd-dst.log" ||
-        { echo "FAIL: the destination daemon did not refuse the table for its 2 MiB window"; exit 1; }
+    grep -m1 "migration: inode [0-9]*: the source found no path to it" "$logs/virtiofsd-dst.log" ||
+        { echo "FAIL: the destination daemon did not refuse the mapped file"; exit 1; }
     grep -q "vuf_migration_saved" "$logs/qemu-src.log" ||
         { echo "FAIL: the source never saved its back-end state"; exit 1; }
     ! grep -q "vuf_migration_loaded" "$logs/qemu-dst.log" ||
         { echo "FAIL: the destination loaded the state"; exit 1; }
-    echo "ok: the source saved, the destination refused the table"
+    echo "ok: the source saved, the destination refused the state"
     exit 0
     ;;
 size-differs)

@@ -35,6 +35,7 @@ static char *vuf_name(VHostUserFS *fs)
 
 int vuf_connect(DeviceState *dev, Error **errp)
 {
+    ERRP_GUARD();
     VirtIODevice *vdev = VIRTIO_DEVICE(dev);
     VHostUserFS *fs = VHOST_USER_FS(dev);
     int ret;
@@ -50,6 +51,13 @@ int vuf_connect(DeviceState *dev, Error **errp)
                          VHOST_BACKEND_TYPE_USER, 0, errp);
     if (ret < 0) {
         return ret;
+    }
+    if (!vhost_user_shmem_check_config(&fs->vhost_dev, &fs->vhost_user,
+                                       errp)) {
+        error_append_hint(errp, "Region 0 is the DAX cache window: give the "
+                          "device and its back-end the same cache size.\n");
+        vhost_dev_cleanup(&fs->vhost_dev);
+        return -EINVAL;
     }
     fs->connected = true;
 

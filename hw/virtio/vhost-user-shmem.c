@@ -9,6 +9,8 @@
 
 #include "qemu/osdep.h"
 #include "qemu/log.h"
+#include "qapi/error.h"
+#include "chardev/char-fe.h"
 #include "hw/virtio/vhost-user-shmem.h"
 #include "hw/virtio/virtio.h"
 #include "trace.h"
@@ -149,4 +151,84 @@ int vhost_user_shmem_unmap(struct vhost_dev *dev, VhostUserState *user,
                       strerror(-ret));
     }
     return ret;
+}
+
+/* What vhost-user.c keeps to itself: the header's flags */
+#define VHOST_USER_SHMEM_VERSION 0x1
+#define VHOST_USER_SHMEM_VERSION_MASK 0x3
+#define VHOST_USER_SHMEM_REPLY_MASK (0x1 << 2)
+
+typedef struct QEMU_PACKED VhostUserShmemHdr {
+    uint32_t request;
+    uint32_t flags;
+    uint32_t size;
+} VhostUserShmemHdr;
+
+/*
+ * A back-end written for front-ends that size the regions after its
+ * answer (QEMU 11.1's vhost-user-device) says here how large it expects
+ * each region to be.  Here the device's properties size them, so the
+ * answer is only checked: a back-end that expects a larger region would
+ * have its maps past the end refused, one that expects a smaller one
+ * would refuse the guest's, and either is better said at once.
+ */
+bool vhost_user_shmem_check_config(struct vhost_dev *dev,
+                                   VhostUserState *user, Error **errp)
+{
+    VhostUserShmemHdr hdr = {
+        .request = VHOST_USER_GET_SHMEM_CONFIG,
+        .flags = VHOST_USER_SHMEM_VERSION,
+    };
+    VhostUserShmemConfig cfg = { 0 };
+    unsigned int i;
+
+    if (!virtio_has_feature(dev->protocol_features,
+                            VHOST_USER_PROTOCOL_F_SHMEM)) {
+        return true;
+    }
+    if (qemu_chr_fe_write_all(user->chr, (const uint8_t *)&hdr,
+                              sizeof(hdr)) != sizeof(hdr)) {
+        error_setg(errp, "vhost-user: cannot send GET_SHMEM_CONFIG");
+        return false;
+    }
+    if (qemu_chr_fe_read_all(user->chr, (uint8_t *)&hdr,
+                             sizeof(hdr)) != sizeof(hdr)) {
+        error_setg(errp, "vhost-user: no reply to GET_SHMEM_CONFIG");
+        return false;
+    }
+    if (hdr.request != VHOST_USER_GET_SHMEM_CONFIG ||
+        (hdr.flags & VHOST_USER_SHMEM_VERSION_MASK) !=
+        VHOST_USER_SHMEM_VERSION ||
+        !(hdr.flags & VHOST_USER_SHMEM_REPLY_MASK) ||
+        hdr.size < offsetof(VhostUserShmemConfig, memory_sizes) ||
+        hdr.size > sizeof(cfg) || hdr.size % sizeof(uint64_t)) {
+        error_setg(errp, "vhost-user: bad reply to GET_SHMEM_CONFIG "
+                   "(request %u, flags 0x%x, size %u)", hdr.request,
+                   hdr.flags, hdr.size);
+        return false;
+    }
+    if (qemu_chr_fe_read_all(user->chr, (uint8_t *)&cfg,
+                             hdr.size) != hdr.size) {
+        error_setg(errp, "vhost-user: short reply to GET_SHMEM_CONFIG");
+        return false;
+    }
+    for (i = 0; i < ARRAY_SIZE(cfg.memory_sizes); i++) {
+        VirtioSharedMemoryArena *win = vhost_user_shmem_arena(user, i);
+        uint64_t want = cfg.memory_sizes[i];
+
+        if (!want || (win && win->size == want)) {
+            continue;
+        }
+        if (!win) {
+            error_setg(errp, "vhost-user: the back-end expects shared memory "
+                       "region %u (%" PRIu64 " bytes), which the device does "
+                       "not have", i, want);
+        } else {
+            error_setg(errp, "vhost-user: the back-end expects shared memory "
+                       "region %u to be %" PRIu64 " bytes, the device's is "
+                       "%" PRIu64, i, want, win->size);
+        }
+        return false;
+    }
+    return true;
 }

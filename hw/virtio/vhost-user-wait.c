@@ -84,6 +84,15 @@ static gboolean vhost_user_backend_readable(QIOChannel *ioc,
     return w->serve(ioc, condition, w->dev);
 }
 
+/* Only devices with the shared memory features wait this way */
+static bool vhost_user_serves_while_waiting(struct vhost_dev *dev)
+{
+    return virtio_has_feature(dev->protocol_features,
+                              VHOST_USER_PROTOCOL_F_SHMEM) ||
+           virtio_has_feature(dev->protocol_features,
+                              VHOST_USER_PROTOCOL_F_MEM_RW);
+}
+
 void vhost_user_serve_while_waiting(struct vhost_dev *dev, CharBackend *chr,
                                     QIOChannel *backend_ioc,
                                     bool (*self_contained)(uint32_t request),
@@ -100,11 +109,7 @@ void vhost_user_serve_while_waiting(struct vhost_dev *dev, CharBackend *chr,
      * The handlers run under the BQL, as they do from the main loop;
      * a caller without it keeps the plain blocking read.
      */
-    if (!bql_locked() ||
-        !(virtio_has_feature(dev->protocol_features,
-                             VHOST_USER_PROTOCOL_F_SHMEM) ||
-          virtio_has_feature(dev->protocol_features,
-                             VHOST_USER_PROTOCOL_F_MEM_RW))) {
+    if (!bql_locked() || !vhost_user_serves_while_waiting(dev)) {
         return;
     }
 
@@ -154,8 +159,11 @@ int vhost_user_backend_read_header(QIOChannel *ioc, struct iovec *iov,
     return 1;
 }
 
-void vhost_user_backend_channel_init(QIOChannel *ioc)
+void vhost_user_backend_channel_init(struct vhost_dev *dev, QIOChannel *ioc)
 {
+    if (!vhost_user_serves_while_waiting(dev)) {
+        return;
+    }
     /*
      * Any socket can peek, but only channels that connect or accept say
      * so; vhost_user_serve_while_waiting() peeks at back-end requests.

@@ -40,6 +40,7 @@ enum {
     VU_GET_QUEUE_NUM = 17,
     VU_SET_VRING_ENABLE = 18,
     VU_SET_BACKEND_REQ_FD = 21,
+    VU_GET_SHMEM_CONFIG = 44,
 };
 
 /* back-end requests */
@@ -142,6 +143,12 @@ typedef struct TestBackend {
      * (test_backend_channel_breaks_in_wait)
      */
     bool break_channel;
+    /*
+     * The DAX window's size that GET_SHMEM_CONFIG answers (0: none, the
+     * device sizes it), and how often the front-end asked
+     */
+    uint64_t shmem_config_size;
+    unsigned int shmem_config_asks;
     uint64_t acked_features;
     uint64_t acked_protocol_features;
     /*
@@ -423,6 +430,21 @@ static void be_handle(TestBackend *be, VuHeader *hdr, uint8_t *payload,
         be_reply_u64(be->conn_fd, hdr, MAX_QUEUES);
         replied = true;
         break;
+    case VU_GET_SHMEM_CONFIG: {
+        struct {
+            uint32_t nregions;
+            uint32_t padding;
+            uint64_t memory_sizes[256];
+        } cfg = {
+            .nregions = be->shmem_config_size ? 1 : 0,
+            .memory_sizes[0] = be->shmem_config_size,
+        };
+
+        be->shmem_config_asks++;
+        be_reply(be->conn_fd, hdr, &cfg, sizeof(cfg));
+        replied = true;
+        break;
+    }
     case VU_GET_VRING_BASE: {
         uint32_t state[2] = { (uint32_t)u64, 0 };
 
@@ -530,6 +552,12 @@ static gpointer be_thread(gpointer opaque)
     return NULL;
 }
 
+/*
+ * What the next be_new()'s GET_SHMEM_CONFIG answers: it must be set
+ * before QEMU connects, which setup() does right after be_new().
+ */
+static uint64_t next_shmem_config_size;
+
 static TestBackend *be_new(uint64_t protocol_features)
 {
     TestBackend *be = g_new0(TestBackend, 1);
@@ -540,6 +568,7 @@ static TestBackend *be_new(uint64_t protocol_features)
     g_assert(be->dir);
     be->sock_path = g_strdup_printf("%s/vhost.sock", be->dir);
     be->offered_protocol_features = protocol_features;
+    be->shmem_config_size = next_shmem_config_size;
     be->backend_req_fd = -1;
     be->conn_fd = -1;
     for (i = 0; i < MAX_QUEUES; i++) {
@@ -976,6 +1005,7 @@ static void test_no_cache(void)
     /* Exactly upstream's device: no window, no shared memory features */
     g_mutex_lock(&t.be->lock);
     g_assert_cmphex(t.be->acked_protocol_features, ==, VU_BASE_FEATURES);
+    g_assert_cmpuint(t.be->shmem_config_asks, ==, 0);
     g_mutex_unlock(&t.be->lock);
     g_assert_cmpuint(qvirtio_pci_find_shm_cap(&t.fs->pci_vdev, 0, &bar,
                                               &offset, &length), ==, 0);
@@ -2208,6 +2238,83 @@ static const BadOption bad_options[] = {
       "microvm", "vhost-user-fs-device" },
 };
 
+/*
+ * GET_SHMEM_CONFIG: the device asks once per connection; a back-end that
+ * states the window's size (as one written for QEMU 11.1's
+ * vhost-user-device does) is served, one that states no size too (the
+ * other tests), and one that expects another size is refused at realize
+ * with both sizes in the error.
+ */
+static void test_shmem_config(void)
+{
+    TestCtx t;
+
+    next_shmem_config_size = 64 * MiB;
+    setup(&t, "64M");
+    next_shmem_config_size = 0;
+    g_mutex_lock(&t.be->lock);
+    g_assert_cmpuint(t.be->shmem_config_asks, ==, 1);
+    g_mutex_unlock(&t.be->lock);
+    assert_alive(&t);
+    teardown(&t);
+}
+
+static void test_shmem_config_mismatch(void)
+{
+    TestBackend *be;
+    g_autofree char *cmd = NULL;
+    g_autofree char *err = NULL;
+    g_auto(GStrv) argv = NULL;
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    GString *text = g_string_new("");
+    char buf[1024];
+    int status, err_fd;
+    ssize_t n;
+    GPid pid;
+
+    next_shmem_config_size = 32 * MiB;
+    be = be_new(VU_BASE_FEATURES | VU_SHM_FEATURES);
+    next_shmem_config_size = 0;
+    cmd = g_strdup_printf("%s -machine pc -m 128M -nodefaults -display none "
+                          "-accel qtest -object memory-backend-memfd,id=mem,"
+                          "size=128M,share=on -numa node,memdev=mem "
+                          "-chardev socket,id=vuf,path=%s "
+                          "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
+                          "cache-size=64M", g_getenv("QTEST_QEMU_BINARY"),
+                          be->sock_path);
+    g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+    g_assert_true(g_spawn_async_with_pipes(NULL, argv, NULL,
+                                           G_SPAWN_DO_NOT_REAP_CHILD |
+                                           G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                                           NULL, &pid, NULL, NULL, &err_fd,
+                                           NULL));
+    /* A QEMU that accepted the back-end would run for ever: end it */
+    while (waitpid(pid, &status, WNOHANG) == 0 &&
+           g_get_monotonic_time() < deadline) {
+        g_usleep(10 * 1000);
+    }
+    if (g_get_monotonic_time() >= deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    g_spawn_close_pid(pid);
+    while ((n = read(err_fd, buf, sizeof(buf))) > 0) {
+        g_string_append_len(text, buf, n);
+    }
+    close(err_fd);
+    err = g_string_free(text, false);
+    g_test_message("%s", err);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), !=, 0);
+    g_assert_nonnull(strstr(err, "the back-end expects shared memory region "
+                            "0 to be 33554432 bytes, the device's is "
+                            "67108864"));
+    g_mutex_lock(&be->lock);
+    g_assert_cmpuint(be->shmem_config_asks, ==, 1);
+    g_mutex_unlock(&be->lock);
+    be_free(be);
+}
+
 static void test_bad_option(const void *opaque)
 {
     const BadOption *o = opaque;
@@ -2445,6 +2552,9 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/window/bar-and-capability",
                    test_window_bar_and_cap);
     qtest_add_func("/vhost-user-fs/window/q35", test_window_q35);
+    qtest_add_func("/vhost-user-fs/window/shmem-config", test_shmem_config);
+    qtest_add_func("/vhost-user-fs/window/shmem-config-mismatch",
+                   test_shmem_config_mismatch);
     qtest_add_func("/vhost-user-fs/window/not-in-memory-table",
                    test_window_not_in_mem_table);
     qtest_add_func("/vhost-user-fs/window/map-read-write-unmap",

@@ -1376,8 +1376,16 @@ static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req)
     ssize_t n;
 
     if (dev->fs->opts->cache_size) {
-        uint64_t size = MIN(dev->fs->opts->cache_size,
-                            VFSD_UPSTREAM_MAX_WINDOW);
+        /*
+         * A front-end with F_SHMEM_REPLACE (vhost-user-fs-pci's cache-size)
+         * keeps mappings out of the memory table, and asks only to check
+         * the window it sized itself.
+         */
+        uint64_t size = dev->fs->opts->cache_size;
+
+        if (!has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE)) {
+            size = MIN(size, VFSD_UPSTREAM_MAX_WINDOW);
+        }
 
         /* Once per connection: the front-end asks at realize */
         if (size < dev->fs->opts->cache_size) {

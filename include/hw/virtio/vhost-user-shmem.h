@@ -44,6 +44,16 @@ typedef struct VhostUserMemRW {
 
 #define VHOST_USER_MEM_RW_MAX 65536
 
+/* Front-end request: the sizes a back-end expects of the regions */
+#define VHOST_USER_GET_SHMEM_CONFIG 44
+#define VHOST_USER_MAX_SHMEM_REGIONS 256
+
+typedef struct VhostUserShmemConfig {
+    uint32_t nregions;
+    uint32_t padding;
+    uint64_t memory_sizes[VHOST_USER_MAX_SHMEM_REGIONS];
+} VhostUserShmemConfig;
+
 /* Negotiated only by a device that registered a window */
 #define VHOST_USER_PROTOCOL_SHM_FEATURES \
     ((1ULL << VHOST_USER_PROTOCOL_F_SHMEM) | \
@@ -63,6 +73,22 @@ typedef struct VhostUserMemRW {
  */
 void vhost_user_add_shmem_arena(VhostUserState *user, uint8_t shmid,
                                 VirtioSharedMemoryArena *win);
+
+/**
+ * vhost_user_shmem_check_config() - check the back-end against the windows
+ * @dev: the vhost device, after vhost_dev_init()
+ * @user: its vhost-user state
+ * @errp: pointer to a NULL-initialized error object
+ *
+ * When VHOST_USER_PROTOCOL_F_SHMEM was negotiated, ask the back-end with
+ * VHOST_USER_GET_SHMEM_CONFIG which regions it expects, and of what
+ * size.  A region it leaves at 0 is the device's to size.
+ *
+ * Returns: false if the back-end expects a region the device does not
+ * have, or of another size, or did not answer properly.
+ */
+bool vhost_user_shmem_check_config(struct vhost_dev *dev,
+                                   VhostUserState *user, Error **errp);
 
 /**
  * vhost_user_shmem_drop_mappings() - drop every back-end mapping
@@ -181,11 +207,13 @@ int vhost_user_backend_read_header(QIOChannel *ioc, struct iovec *iov,
 
 /**
  * vhost_user_backend_channel_init() - prepare a new back-end channel
+ * @dev: the vhost device, its protocol features negotiated
  * @ioc: the channel
  *
- * It becomes non-blocking and able to peek, for
- * vhost_user_serve_while_waiting().
+ * For a device that waits with vhost_user_serve_while_waiting() (it
+ * negotiated the shared memory features), the channel becomes
+ * non-blocking and able to peek; any other device's stays as it was.
  */
-void vhost_user_backend_channel_init(QIOChannel *ioc);
+void vhost_user_backend_channel_init(struct vhost_dev *dev, QIOChannel *ioc);
 
 #endif
