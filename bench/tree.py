@@ -106,6 +106,10 @@ def configurations():
         c[f"ours-{mode}"] = (["--daemon", "ours", "--cache-mode", mode,
                               "--daemon-args=--stats"], VFS,
                              f"our virtiofsd cache={mode}")
+    # The guest's writeback cache (FUSE_WRITEBACK_CACHE), off by default
+    c["ours-auto-wb"] = (["--daemon", "ours", "--cache-mode", "auto",
+                          "--daemon-args=--stats --writeback"], VFS,
+                         "our virtiofsd cache=auto --writeback")
     for mnt in ("always", "inode"):
         c[f"ours-auto-dax-{mnt}"] = (
             ["--daemon", "ours", "--cache-mode", "auto", "--cache-size",
