@@ -46,7 +46,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 pick_case "migrate-dax.sh [options] CASE" "mmap|fsx|refused|dest-fails|size-differs|full" "$@"
 set -- "${args[@]}"
 work=$(mktemp -d /tmp/vfsdax-migdax.XXXXXX)
-trap "[ -n \"${KEEP:-}\" ] || rm -rf \"$work\"" EXIT
+trap 'rm -rf "$work"' EXIT
 shared=$work/shared
 logs=$work/logs
 mkdir -p "$shared" "$logs"
@@ -179,6 +179,16 @@ dest_order() {
     ' "$logs/qemu-dst.log"
 }
 
+# After a failed migration: the host file FILE holds what the guest
+# wrote through its mapping on the source, which had saved its state
+source_went_on() {
+    python3 "$top/harness/tests/pattern.py" check "$1" 9 $size ||
+        { echo "FAIL: the host does not see what the guest wrote after the failure"; exit 1; }
+    echo "ok: the host sees what the guest wrote on the source after the failure"
+    grep -q "vuf_migration_saved" "$logs/qemu-src.log" ||
+        { echo "FAIL: the source never saved its back-end state"; exit 1; }
+}
+
 case $case_ in
 mmap)
     python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 $size ||
@@ -186,24 +196,16 @@ mmap)
     echo "ok: the host sees the pattern the guest wrote through the mapping after the migration"
     ;;
 dest-fails)
-    python3 "$top/harness/tests/pattern.py" check "$work/mapped-away" 9 $size ||
-        { echo "FAIL: the host does not see what the guest wrote after the failure"; exit 1; }
-    echo "ok: the host sees what the guest wrote on the source after the failure"
+    source_went_on "$work/mapped-away"
     grep -m1 "migration: inode [0-9]*: the source found no path to it" "$logs/virtiofsd-dst.log" ||
         { echo "FAIL: the destination daemon did not refuse the mapped file"; exit 1; }
-    grep -q "vuf_migration_saved" "$logs/qemu-src.log" ||
-        { echo "FAIL: the source never saved its back-end state"; exit 1; }
     ! grep -q "vuf_migration_loaded" "$logs/qemu-dst.log" ||
         { echo "FAIL: the destination loaded the state"; exit 1; }
     echo "ok: the source saved, the destination refused the state"
     exit 0
     ;;
 size-differs)
-    python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 $size ||
-        { echo "FAIL: the host does not see what the guest wrote after the refusal"; exit 1; }
-    echo "ok: the host sees what the guest wrote on the source after the refusal"
-    grep -q "vuf_migration_saved" "$logs/qemu-src.log" ||
-        { echo "FAIL: the source never saved its back-end state"; exit 1; }
+    source_went_on "$shared/mapped"
     ! grep -q "virtio_shmem_arena_map" "$logs/qemu-dst.log" ||
         { echo "FAIL: the destination mapped part of the table"; exit 1; }
     ! grep -q "migration:" "$logs/virtiofsd-dst.log" ||

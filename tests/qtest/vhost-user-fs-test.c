@@ -2239,6 +2239,27 @@ static const BadOption bad_options[] = {
 };
 
 /*
+ * The end of a QEMU that was expected to fail: its stderr (also to the
+ * test log), once it exited; its status in @status.
+ */
+static char *qemu_failure_text(GPid pid, int err_fd, int status)
+{
+    GString *text = g_string_new("");
+    char buf[1024];
+    ssize_t n;
+
+    g_spawn_close_pid(pid);
+    while ((n = read(err_fd, buf, sizeof(buf))) > 0) {
+        g_string_append_len(text, buf, n);
+    }
+    close(err_fd);
+    g_test_message("%s", text->str);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), !=, 0);
+    return g_string_free(text, false);
+}
+
+/*
  * GET_SHMEM_CONFIG: the device asks once per connection; a back-end that
  * states the window's size (as one written for QEMU 11.1's
  * vhost-user-device does) is served, one that states no size too (the
@@ -2266,10 +2287,7 @@ static void test_shmem_config_mismatch(void)
     g_autofree char *err = NULL;
     g_auto(GStrv) argv = NULL;
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
-    GString *text = g_string_new("");
-    char buf[1024];
     int status, err_fd;
-    ssize_t n;
     GPid pid;
 
     next_shmem_config_size = 32 * MiB;
@@ -2297,15 +2315,7 @@ static void test_shmem_config_mismatch(void)
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
     }
-    g_spawn_close_pid(pid);
-    while ((n = read(err_fd, buf, sizeof(buf))) > 0) {
-        g_string_append_len(text, buf, n);
-    }
-    close(err_fd);
-    err = g_string_free(text, false);
-    g_test_message("%s", err);
-    g_assert_true(WIFEXITED(status));
-    g_assert_cmpint(WEXITSTATUS(status), !=, 0);
+    err = qemu_failure_text(pid, err_fd, status);
     g_assert_nonnull(strstr(err, "the back-end expects shared memory region "
                             "0 to be 33554432 bytes, the device's is "
                             "67108864"));
@@ -2333,10 +2343,7 @@ static void test_bad_option(const void *opaque)
     g_auto(GStrv) argv = NULL;
     struct sockaddr_un addr = { .sun_family = AF_UNIX };
     gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
-    GString *text = g_string_new("");
-    char buf[1024];
     int status, err_fd;
-    ssize_t n;
     GPid pid;
 
     /* Like libqtest, allow extra options in QTEST_QEMU_BINARY */
@@ -2364,15 +2371,7 @@ static void test_bad_option(const void *opaque)
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
         g_usleep(10 * 1000);
     }
-    g_spawn_close_pid(pid);
-    while ((n = read(err_fd, buf, sizeof(buf))) > 0) {
-        g_string_append_len(text, buf, n);
-    }
-    close(err_fd);
-    err = g_string_free(text, false);
-    g_test_message("%s", err);
-    g_assert_true(WIFEXITED(status));
-    g_assert_cmpint(WEXITSTATUS(status), !=, 0);
+    err = qemu_failure_text(pid, err_fd, status);
     g_assert_nonnull(strstr(err, o->error));
     unlink(sock);
     rmdir(dir);
