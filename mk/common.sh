@@ -251,15 +251,15 @@ tree_dirty() { [ -n "$(git -C "$SRC" status --porcelain --untracked-files=all)" 
 git_src() { git -C "$SRC" -c user.name="${GIT_AUTHOR_NAME:-virtiofs-dax}" \
                 -c user.email="${GIT_AUTHOR_EMAIL:-virtiofs-dax@invalid}" "$@"; }
 
-# index_info: for the file names on stdin (this repository's files),
-# the lines "git update-index --index-info" takes, their blobs written
-# into build/src's object store.
+# index_info [ROOT]: for the file names on stdin (files under ROOT, this
+# repository by default), the lines "git update-index --index-info"
+# takes, their blobs written into build/src's object store.
 index_info() {
-    local f mode
+    local root=${1:-$TOP} f mode
     while read -r f; do
         mode=100644
-        [ -x "$TOP/$f" ] && mode=100755
-        printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$TOP/$f")" "$f"
+        [ -x "$root/$f" ] && mode=100755
+        printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$root/$f")" "$f"
     done
 }
 

@@ -65,7 +65,7 @@ assign_files() {
 # overlay's, less the growth (series.d) of every later patch.  $1: the
 # output of assign_files.
 staged_files() {
-    local assign=$1 out=$2 tree=$3/tree p s f mode i
+    local assign=$1 out=$2 tree=$3/tree p s f i
     local -a slugs=()
     mkdir -p "$out" "$tree"
     while read -r f; do
@@ -83,13 +83,8 @@ staged_files() {
     # are now, then undo its growth of earlier ones
     for ((i = ${#slugs[@]} - 1; i >= 0; i--)); do
         s=${slugs[$i]}
-        : > "$out/$s"
         awk -F'\t' -v s="$s" '$1 == s { print $2 }' "$assign" |
-        while read -r f; do
-            mode=100644
-            [ -x "$tree/$f" ] && mode=100755
-            printf '%s %s\t%s\n' "$mode" "$(git -C "$SRC" hash-object -w "$tree/$f")" "$f"
-        done > "$out/$s"
+            index_info "$tree" > "$out/$s"
         if [ -f "$STAGES/$s.diff" ]; then
             (cd "$tree" && git apply -R "$STAGES/$s.diff") ||
                 die "patches/series.d/$s.diff does not match the overlay's files: make it again from them"
