@@ -82,12 +82,19 @@ static unsigned op_weight[OP_NR] = {
     [OP_COPY] = 12,
 };
 
+/* The last operation that changed a page of the model */
+struct change {
+    uint64_t n;
+    enum op op;
+};
+
 struct file {
     const char *path;
     int fd;
     /* Bytes past size are kept zero: growing a file exposes zeros */
     uint8_t *model;
     uint64_t size;
+    struct change *changed;     /* per page of maxlen */
 };
 
 struct logent {
@@ -113,6 +120,10 @@ static unsigned watchdog_s;
 static bool whole_pages;
 static uint64_t op_count[OP_NR], short_copies, ebusy_retries, short_transfers;
 #define EBUSY_TRIES 100
+static enum op cur_op;
+static const char *model_dir;
+
+static void write_model(const char *dir, struct file *f);
 
 /* splitmix64: tiny, and the same sequence everywhere for a given seed */
 static uint64_t rnd64(void)
@@ -164,7 +175,71 @@ die(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     dump_log();
+    if (model_dir) {
+        /* For the host to tell a lost write from a stale read */
+        const char *dir = model_dir;
+
+        model_dir = NULL;           /* a failure in there dies plainly */
+        for (int i = 0; i < nfiles; i++) {
+            write_model(dir, &files[i]);
+        }
+        fprintf(stderr, "fsx: models written to %s\n", dir);
+    }
     exit(1);
+}
+
+/* The model's pages of [off, off + len) were just changed by this op */
+static void changed(struct file *f, uint64_t off, uint64_t len)
+{
+    uint64_t pg;
+
+    for (pg = off / page; len && pg <= (off + len - 1) / page; pg++) {
+        f->changed[pg] = (struct change){ .n = opno, .op = cur_op };
+    }
+}
+
+/*
+ * Where the file differs from the model, page by page: how much, the
+ * operation that last changed the page, whether the file read zeros
+ * there, and whether it still differs when read again a moment later
+ * (a stale mapping or TLB entry comes right; data lost or written to
+ * the wrong place does not).
+ */
+static void explain(struct file *f, uint64_t off, const uint8_t *got,
+                    uint64_t len)
+{
+    uint64_t pg, shown = 0;
+    uint8_t *again = malloc(page);
+
+    for (pg = off / page; pg <= (off + len - 1) / page && shown < 8; pg++) {
+        uint64_t from = pg * page > off ? pg * page : off;
+        uint64_t to = (pg + 1) * page < off + len ? (pg + 1) * page : off + len;
+        uint64_t i, bad = 0, zero = 0, still = 0;
+        struct change *c = &f->changed[pg];
+        ssize_t n;
+
+        for (i = from; i < to; i++) {
+            if (got[i - off] != f->model[i]) {
+                bad++;
+                zero += !got[i - off];
+            }
+        }
+        if (!bad) {
+            continue;
+        }
+        usleep(100000);
+        n = again ? pread(f->fd, again, to - from, from) : -1;
+        for (i = 0; n == (ssize_t)(to - from) && i < to - from; i++) {
+            still += again[i] != f->model[from + i];
+        }
+        fprintf(stderr, "fsx:   page 0x%" PRIx64 ": %" PRIu64 " bytes differ"
+                " (%" PRIu64 " read as zero), last changed by #%" PRIu64
+                " %s; read again: %s%" PRIu64 " differ\n", pg * page, bad,
+                zero, c->n, c->n ? op_name[c->op] : "(never)",
+                n == (ssize_t)(to - from) ? "" : "(failed) ", still);
+        shown++;
+    }
+    free(again);
 }
 
 /* GOT holds what the file has at OFF; compare it with the model */
@@ -194,6 +269,7 @@ static void compare(struct file *f, uint64_t off, const uint8_t *got,
         fprintf(stderr, " %02x", want[i]);
     }
     fputc('\n', stderr);
+    explain(f, off, got, len);
     die("file and model differ");
 }
 
@@ -293,6 +369,9 @@ static void set_size(struct file *f, uint64_t size)
 {
     if (size < f->size) {
         memset(f->model + size, 0, f->size - size);
+        changed(f, size, f->size - size);
+    } else {
+        changed(f, f->size, size - f->size);
     }
     f->size = size;
 }
@@ -361,6 +440,7 @@ static int64_t do_write(struct file *f, uint64_t off, uint64_t len)
             f->path, off, len, n, n < 0 ? strerror(errno) : "short");
     }
     memcpy(f->model + off, buf, len);
+    changed(f, off, len);
     if (off + len > f->size) {
         f->size = off + len;
     }
@@ -409,11 +489,13 @@ static int64_t do_mapwrite(struct file *f, uint64_t off, uint64_t len)
             die("ftruncate %s to 0x%" PRIx64 " before mmap write: %s",
                 f->path, off + len, strerror(errno));
         }
+        changed(f, f->size, off + len - f->size);
         f->size = off + len;
     }
     p = map_range(f, off, len, PROT_READ | PROT_WRITE, &pg, &maplen);
     fill_random(p + (off - pg), len);
     memcpy(f->model + off, p + (off - pg), len);
+    changed(f, off, len);
     if (msync(p, maplen, MS_SYNC) < 0) {
         die("msync %s: %s", f->path, strerror(errno));
     }
@@ -444,8 +526,10 @@ static int64_t do_fallocate(struct file *f, int mode, uint64_t off,
 
         if (off < end) {
             memset(f->model + off, 0, end - off);
+            changed(f, off, end - off);
         }
     } else if (!(mode & FALLOC_FL_KEEP_SIZE) && off + len > f->size) {
+        changed(f, f->size, off + len - f->size);
         f->size = off + len;
     }
     return 0;
@@ -470,6 +554,7 @@ static int64_t do_copy(struct file *dst, uint64_t doff, struct file *src,
     }
     if (n > 0) {
         memmove(dst->model + doff, src->model + soff, n);
+        changed(dst, doff, n);
         if (doff + n > dst->size) {
             dst->size = doff + n;
         }
@@ -506,6 +591,7 @@ static void one_op(void)
         len = maxlen;
     }
     __atomic_add_fetch(&beats, 1, __ATOMIC_RELAXED);
+    cur_op = op;
     *e = (struct logent){ .n = opno, .op = op, .f = f - files,
                           .f2 = f - files, .size_before = f->size };
     switch (op) {
@@ -578,7 +664,7 @@ static void one_op(void)
             }
         }
         if (tries == 8) {
-            e->op = op = OP_WRITE;
+            e->op = op = cur_op = OP_WRITE;
             e->off = off, e->len = len;
             e->res = do_write(f, off, len);
             break;
@@ -653,7 +739,6 @@ static void write_model(const char *dir, struct file *f)
 int main(int argc, char **argv)
 {
     uint64_t nops = 100000, every = 5000, corrupt_at = 0;
-    const char *model_dir = NULL;
     struct timespec t0, t1;
     int c, i;
 
@@ -716,8 +801,11 @@ int main(int argc, char **argv)
     for (i = 0; i < nfiles; i++) {
         files[i].path = argv[optind + i];
         files[i].model = calloc(1, maxlen);
+        files[i].changed = calloc(maxlen / page + 1,
+                                  sizeof(*files[i].changed));
         files[i].fd = open(files[i].path, O_RDWR | O_CREAT | O_TRUNC, 0644);
-        if (files[i].fd < 0 || !files[i].model || !buf) {
+        if (files[i].fd < 0 || !files[i].model || !files[i].changed ||
+            !buf) {
             fprintf(stderr, "fsx: %s: %s\n", files[i].path, strerror(errno));
             return 1;
         }

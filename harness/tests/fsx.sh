@@ -93,6 +93,8 @@ fsx_rc=$?
 cat /tmp/fsx.out
 if [ "$fsx_rc" != 0 ]; then
     kernel_says
+    # The models at the failure, for the host to compare (fsx-diff.py)
+    mkdir -p /mnt/fsx-failed && cp /tmp/model/* /mnt/fsx-failed/ && sync
     # Again last, where a short log tail (make check's) still shows it
     fail "$(grep -m1 -e "fsx: FAIL" -e MISMATCH /tmp/fsx.out)"
 fi
@@ -116,7 +118,12 @@ run_vm_with_host_step "$shared" host_compare --cache-size $((window >> 20))M \
     --log-dir "$logs" --timeout 1400 --qemu-args "-trace enable=virtio_shmem_arena_map,file=$trace" \
     --env FSX_SEED="$seed" --env FSX_OPS="$ops" --env FSX_EXTRA="${FSX_EXTRA:-}" \
     "$@" "$guest_script" || rc=$?
-[ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
+if [ "$rc" != 0 ]; then
+    echo "FAIL: the guest run failed (status $rc)"
+    [ -d "$shared/fsx-failed" ] &&
+        python3 "$top/harness/tests/fsx-diff.py" "$shared/fsx-failed" "$shared"
+    exit 1
+fi
 if [ -e "$logs/virtiofsd.log" ] &&
    grep -m3 "DAX: front-end failed" "$logs/virtiofsd.log"; then
     echo "FAIL: QEMU refused window mappings: the guest's EBUSY may be ours"

@@ -52,7 +52,10 @@ esac
 mkdir /tmp/model
 fsx -P -n "$FSX_OPS" -s 1 -c 5000 -w 120 -o /tmp/model \
     /mnt/f0 /mnt/f1 /mnt/f2 > /tmp/fsx.out 2>&1 || {
+    grep "^fsx:   " /tmp/fsx.out
     tail -n 30 /tmp/fsx.out
+    # The models at the failure, for the host to compare (fsx-diff.py)
+    mkdir -p /mnt/fsx-failed && cp /tmp/model/* /mnt/fsx-failed/ && sync
     fail "$(grep -m1 -e "fsx: FAIL" -e MISMATCH /tmp/fsx.out)"
 }
 tail -n 4 /tmp/fsx.out
@@ -76,6 +79,8 @@ python3 "$top/harness/vm.py" --upstream-device --daemon ours \
     "$@" "$guest_script" || rc=$?
 if [ "$rc" != 0 ]; then
     echo "FAIL: the guest run failed (status $rc)"
+    [ -d "$shared/fsx-failed" ] &&
+        python3 "$top/harness/tests/fsx-diff.py" "$shared/fsx-failed" "$shared"
     tail -n 20 "$logs/virtiofsd.log" "$logs/qemu.log" 2>/dev/null || true
     exit 1
 fi
