@@ -1,5 +1,6 @@
 /*
- * vhost-user-fs: the DAX cache window's checks at realize.
+ * vhost-user-fs: the DAX cache window's life with the device: the
+ * checks and set-up at realize, reset, finalize.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -9,11 +10,12 @@
 #include "qemu/osdep.h"
 #include "qapi/error.h"
 #include "hw/qdev-core.h"
+#include "hw/virtio/vhost-user-shmem.h"
 #include "hw/virtio/virtio-pci.h"
 #include "system/system.h"
 #include "vhost-user-fs-cache.h"
 
-bool vuf_cache_check(VHostUserFS *fs, Error **errp)
+static bool vuf_cache_check(VHostUserFS *fs, Error **errp)
 {
     DeviceState *dev = DEVICE(fs);
 
@@ -45,4 +47,31 @@ bool vuf_cache_check(VHostUserFS *fs, Error **errp)
     }
 
     return true;
+}
+
+bool vuf_cache_realize(VHostUserFS *fs, Error **errp)
+{
+    if (!vuf_cache_check(fs, errp)) {
+        return false;
+    }
+    if (!fs->conf.cache_size) {
+        return true;
+    }
+    if (!virtio_shmem_arena_init(&fs->cache, OBJECT(fs), "vhost-user-fs-cache",
+                                 fs->conf.cache_size, errp)) {
+        return false;
+    }
+    vhost_user_add_shmem_arena(&fs->vhost_user, VHOST_USER_FS_SHMID_CACHE,
+                               &fs->cache);
+    return true;
+}
+
+void vuf_cache_reset(VirtIODevice *vdev)
+{
+    virtio_shmem_arena_reset(&VHOST_USER_FS(vdev)->cache);
+}
+
+void vuf_cache_finalize(Object *obj)
+{
+    virtio_shmem_arena_finalize(&VHOST_USER_FS(obj)->cache);
 }

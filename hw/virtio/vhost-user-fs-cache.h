@@ -1,6 +1,5 @@
 /*
- * vhost-user-fs: the DAX cache window's checks, kept out of
- * vhost-user-fs.c so that the device file only calls them.
+ * vhost-user-fs: the DAX cache window's life with the device
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -13,13 +12,33 @@
 #include "hw/virtio/vhost-user-fs.h"
 
 /**
- * vuf_cache_check: refuse a cache-size that cannot work
- * @fs: the device being realized
+ * vuf_cache_realize: set up the window cache-size asks for
+ * @fs: the device being realized, its vhost-user state initialized
  * @errp: error object
  *
- * Returns: true if cache-size is 0 (no window) or a window of that size
- * can be set up with this machine's configuration.
+ * Refuses a cache-size that cannot work with this machine, then makes
+ * the window and offers it to the back-end.  Nothing to do without
+ * cache-size.
+ *
+ * Returns: true on success.
  */
-bool vuf_cache_check(VHostUserFS *fs, Error **errp);
+bool vuf_cache_realize(VHostUserFS *fs, Error **errp);
+
+/**
+ * vuf_cache_reset: the VirtioDeviceClass reset of vhost-user-fs
+ * @vdev: the device
+ *
+ * A reset guest has forgotten its mappings: the window forgets them too.
+ */
+void vuf_cache_reset(VirtIODevice *vdev);
+
+/**
+ * vuf_cache_finalize: the instance_finalize of vhost-user-fs
+ * @obj: the device
+ *
+ * Unrealize only empties the window: a vCPU may still be inside it
+ * until the device is finalized, and only then does its memory go.
+ */
+void vuf_cache_finalize(Object *obj);
 
 #endif
