@@ -408,6 +408,11 @@ SUITES = [
           "sandbox.sh", timeout=300),
     guest("guest: sandbox, escapes from the share with --sandbox=none",
           "sandbox.sh", "--sandbox-off", timeout=300),
+    # prefer holds inodes by handle only on a share that is a whole file
+    # system (a handle opens any inode of its file system): there, with
+    # Landlock in each sandbox mode; elsewhere by fd, saying why
+    guest("guest: file handles only on a whole file system, Landlock with "
+          "them", "whole-fs-share.sh", timeout=300),
     # Needs the device's cache window (cache-size)
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),
@@ -495,6 +500,11 @@ SUITES = [
           "migrate.sh", "basic", timeout=300),
     guest("guest: live migration by file handles",
           "migrate.sh", "file-handles", timeout=300),
+    # A destination that opens no handles (the default on a share that is
+    # part of a file system) refuses a stream of handles, saying why
+    guest("guest: live migration by file handles to a destination that "
+          "opens none, refused", "migrate.sh", "file-handles-refused",
+          timeout=300),
     # The guest waits on a POSIX lock and a flock the host holds while it
     # migrates; once the host lets go the destination's daemon must take
     # them for it.

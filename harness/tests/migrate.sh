@@ -10,8 +10,12 @@
 #
 # CASE:
 #   basic          the migration completes, everything carries over
-#   file-handles   the same with --migration-mode=file-handles on the
-#                  source (the destination opens each inode by handle)
+#   file-handles   the same with --migration-mode=file-handles on both
+#                  ends (the destination opens each inode by handle)
+#   file-handles-refused  the source sends handles, the destination runs
+#                  with the defaults: on a share that is part of a file
+#                  system it holds no CAP_DAC_READ_SEARCH and opens no
+#                  handle, so the migration fails and the source goes on
 #   from-rust      the Rust virtiofsd on the source, ours on the
 #                  destination: ours refuses the Rust daemon's stream
 #                  (another format), the migration fails cleanly and the
@@ -29,7 +33,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/harness/tests/lib.sh"
-pick_case "migrate.sh [options] CASE" "basic|file-handles|from-rust|refused|missing-abort|missing-guest-error" "$@"
+pick_case "migrate.sh [options] CASE" "basic|file-handles|file-handles-refused|from-rust|refused|missing-abort|missing-guest-error" "$@"
 set -- "${args[@]}"
 work=$(mktemp -d /tmp/vfsdax-migrate.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -50,6 +54,12 @@ case $case_ in
 basic) ;;
 file-handles)
     daemon_args="--posix-lock --flock --migration-mode=file-handles"
+    dest_args="$daemon_args"
+    ;;
+file-handles-refused)
+    daemon_args="--posix-lock --flock --migration-mode=file-handles"
+    expect=failed
+    extra=(--expect-error "as this daemon opens none (start it with --migration-mode=file-handles")
     ;;
 from-rust)
     # The Rust daemon passes no locks to the host: the guest keeps them

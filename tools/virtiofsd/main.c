@@ -211,9 +211,10 @@ int main(int argc, char **argv)
     VfsdOptions opts;
     VfsdFs fs;
     g_autofree char *err = NULL;
+    g_autofree char *why = NULL;
     int conn = -1, lfd, root_fd, proc_fd;
     mode_t caller_umask;
-    bool ok, in_userns;
+    bool ok, in_userns, whole_fs;
 
     if (!vfsd_options_parse(&opts, argc, argv, &err)) {
         fprintf(stderr, "virtiofsd: error: %s\n", err);
@@ -268,6 +269,22 @@ int main(int argc, char **argv)
     if (fchdir(proc_fd) < 0) {
         die("cannot change to /proc/self/fd");
     }
+    /*
+     * open_by_handle_at() with CAP_DAC_READ_SEARCH opens any inode of
+     * the file system, and no sandbox (namespace, chroot, Landlock) can
+     * bound it to a subtree: prefer handles only where they reach no
+     * further than the share.
+     */
+    whole_fs = vfsd_options_open_by_handle(&opts) &&
+               vfsd_share_whole_fs(root_fd, proc_fd, &why);
+    if (opts.inode_file_handles == VFSD_INODE_FH_PREFER && !whole_fs) {
+        vfsd_info("--inode-file-handles=prefer: inodes are held by fds, as "
+                  "the shared directory is not a whole file system (%s) "
+                  "and a daemon taken over could open the rest of it by "
+                  "handle; --inode-file-handles=mandatory uses handles "
+                  "anyway", why);
+        opts.inode_file_handles = VFSD_INODE_FH_NEVER;
+    }
     if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop,
                                 vfsd_options_open_by_handle(&opts), &err)) {
         die(err);
@@ -279,9 +296,14 @@ int main(int argc, char **argv)
      * Everything the daemon opens outside the shared directory it has
      * opened by now; nothing it serves may reach further.
      */
+    /*
+     * A file opened by handle on a share that is a whole file system
+     * lies beneath it whatever the sandbox: Landlock can hold there.
+     */
     if (!vfsd_landlock_restrict(opts.sandbox,
-                                fs.use_handles ||
-                                opts.migration_mode == VFSD_MIG_FILE_HANDLES,
+                                (fs.use_handles ||
+                                 opts.migration_mode ==
+                                 VFSD_MIG_FILE_HANDLES) && !whole_fs,
                                 root_fd, proc_fd, &err)) {
         die(err);
     }

@@ -802,6 +802,13 @@ static int find_inode(VfsdFs *fs, int mount_fd, uint32_t flags,
     if (mount_fd < 0) {
         return mount_fd;
     }
+    if (!vfsd_options_open_by_handle(fs->opts)) {
+        /* Neither the capability nor the system call: say what to do */
+        *why = "cannot open its file handle, as this daemon opens none "
+               "(start it with --migration-mode=file-handles, as the "
+               "source)";
+        return -EPERM;
+    }
     fd = open_by_handle_at(mount_fd, fh, O_PATH | O_CLOEXEC);
     return fd < 0 ? -errno : fd;
 }

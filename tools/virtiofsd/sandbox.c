@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -371,6 +372,133 @@ bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
     return write_proc("setgroups", "deny", err) &&
            write_proc("uid_map", uid_line, err) &&
            write_proc("gid_map", gid_line, err);
+}
+
+/* mountinfo writes space, tab, newline and backslash as \ooo */
+static void mountinfo_unescape(char *s)
+{
+    char *d = s;
+
+    while (*s) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+            s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+            *d++ = (s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0');
+            s += 4;
+        } else {
+            *d++ = *s++;
+        }
+    }
+    *d = '\0';
+}
+
+static bool path_beneath(const char *path, const char *top)
+{
+    size_t n = strlen(top);
+
+    return !strcmp(top, "/") ||
+           (!strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/'));
+}
+
+/* All of a /proc file (their sizes are not known in advance) */
+static bool read_all(int fd, char **text)
+{
+    g_autoptr(GString) buf = g_string_new(NULL);
+    char chunk[4096];
+    ssize_t n;
+
+    while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return false;
+        }
+        g_string_append_len(buf, chunk, n);
+    }
+    *text = g_string_free(g_steal_pointer(&buf), false);
+    return true;
+}
+
+/* A mountinfo line's mount id, root and mount point, unescaped in place */
+static bool mountinfo_fields(char *line, uint64_t *id, char **root,
+                             char **point)
+{
+    char *f[5], *save = NULL;
+    int i;
+
+    for (i = 0; i < 5; i++) {
+        f[i] = strtok_r(i ? NULL : line, " ", &save);
+        if (!f[i]) {
+            return false;
+        }
+    }
+    *id = g_ascii_strtoull(f[0], NULL, 10);
+    mountinfo_unescape(f[3]);
+    mountinfo_unescape(f[4]);
+    *root = f[3];
+    *point = f[4];
+    return true;
+}
+
+bool vfsd_share_whole_fs(int root_fd, int proc_fd, char **why)
+{
+    g_autofree char *text = NULL, *top = NULL;
+    g_auto(GStrv) lines = NULL;
+    struct statx stx;
+    uint64_t id;
+    char *root, *point;
+    int fd, i;
+
+    if (statx(root_fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0 ||
+        !(stx.stx_mask & STATX_MNT_ID) ||
+        !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) {
+        *why = g_strdup("its mount cannot be told (statx)");
+        return false;
+    }
+    if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
+        *why = g_strdup("it is a directory inside a mount");
+        return false;
+    }
+    fd = openat(proc_fd, "../mountinfo", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || !read_all(fd, &text)) {
+        *why = g_strdup_printf("/proc/self/mountinfo cannot be read (%s)",
+                               strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return false;
+    }
+    close(fd);
+    lines = g_strsplit(text, "\n", -1);
+    for (i = 0; lines[i]; i++) {
+        g_autofree char *line = g_strdup(lines[i]);
+
+        if (mountinfo_fields(line, &id, &root, &point) &&
+            id == stx.stx_mnt_id) {
+            if (strcmp(root, "/")) {
+                *why = g_strdup_printf("its mount shows %s of its file "
+                                       "system", root);
+                return false;
+            }
+            top = g_strdup(point);
+        }
+    }
+    if (!top) {
+        *why = g_strdup("its mount is not in /proc/self/mountinfo");
+        return false;
+    }
+    /* Files on mounts below it are held by handle too */
+    for (i = 0; lines[i]; i++) {
+        g_autofree char *line = g_strdup(lines[i]);
+
+        if (mountinfo_fields(line, &id, &root, &point) &&
+            path_beneath(point, top) && strcmp(root, "/")) {
+            *why = g_strdup_printf("the mount on %s shows %s of its file "
+                                   "system", point, root);
+            return false;
+        }
+    }
+    return true;
 }
 
 /*

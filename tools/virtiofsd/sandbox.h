@@ -37,6 +37,16 @@ bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
                        char **err);
 
 /*
+ * Whether file handles reach nothing beyond the shared directory
+ * (@root_fd): it is the root of a whole file system, and so is every
+ * mount below it (/proc/self/mountinfo, beside @proc_fd).  Otherwise a
+ * daemon taken over could open any inode of a file system the share
+ * shows only part of, by handle, whatever its sandbox; @why says which
+ * mount.  Not a bound on a mount made later below the share.
+ */
+bool vfsd_share_whole_fs(int root_fd, int proc_fd, char **why);
+
+/*
  * Keeps the capabilities a passthrough server needs, with @add added and
  * @drop taken away (--modcaps; bit N is capability N), and drops the
  * rest.  CAP_DAC_READ_SEARCH is among those needed only if

@@ -842,6 +842,23 @@ static void test_forged_handles(void)
     gone_fh = handle_at(s.dir_fd, "gone");
     g_assert_cmpint(unlinkat(s.dir_fd, "gone", 0), ==, 0);
 
+    /*
+     * A destination that opens no handles (no CAP_DAC_READ_SEARCH, and
+     * its seccomp filter refuses the call) refuses even the share's own
+     * file by handle, and says what to start it with
+     */
+    {
+        g_autofree char *err = NULL;
+        Forged f = { in_fh, S_IFREG };
+
+        g_assert_false(vfsd_options_open_by_handle(&s.opts));
+        g_assert_false(load_forged(&s, &f, VFSD_MIG_ABORT, NULL, &err));
+        g_assert_nonnull(strstr(err, "as this daemon opens none (start it "
+                                     "with --migration-mode=file-handles"));
+    }
+    /* The rest as a destination that opens handles */
+    s.opts.migration_mode = VFSD_MIG_FILE_HANDLES;
+
     /* A file of the shared directory: restored, by handle alone */
     {
         g_autofree char *err = NULL;

@@ -165,8 +165,10 @@ def seeds():
               lock(6, 7, LOCK_READ, 4096, 4096)))
     out["good-paths-fh"] = bytes([FILE_HANDLES | GUEST_ERROR]) + out[
         "good-paths"][1:]
-    # --migration-mode=file-handles: the share's files by handle alone
-    out["good-handles"] = bytes([0]) + stream(
+    # --migration-mode=file-handles: the share's files by handle alone,
+    # to a destination that opens handles (a daemon that opens none
+    # refuses them)
+    out["good-handles"] = bytes([FILE_HANDLES]) + stream(
         session(), inodes(inode(2, S_IFREG, handle=FILE),
                           inode(3, S_IFDIR, handle=DIR),
                           inode(4, S_IFREG, handle=SUB),
