@@ -85,3 +85,41 @@ fixup_sum() {
         }
         END { print n + 0 }' "$1"
 }
+
+# Several daemons of ours in one boot, one a row: rows=(NAME...) and, in
+# the associative array args, each row's command line (@SOCK@ for its
+# socket; vm.py --extra-daemon).  rows_boot WORK GUEST-SCRIPT VM-ARGS...
+# boots with them and runs the script, its output in WORK/out and each
+# daemon's log in WORK/logs/virtiofsd-NAME.log; it exits the test with
+# the logs' tails unless the script printed "guest done".
+rows_boot() {
+    local work=$1 script=$2 r rc=0 extra=()
+    shift 2
+    mkdir -p "$work/logs"
+    for r in "${rows[@]}"; do
+        extra+=(--extra-daemon "$r=${args[$r]}")
+    done
+    python3 "$(dirname "${BASH_SOURCE[0]}")/../vm.py" --quiet \
+        --shared "$work/main" --daemon ours --log-dir "$work/logs" \
+        "${extra[@]}" "$@" "$script" > "$work/out" || rc=$?
+    if [ $rc != 0 ] || ! grep -q "^guest done" "$work/out"; then
+        echo "FAIL: the guest run failed (status $rc):"
+        cat "$work/out"
+        for r in "${rows[@]}"; do
+            tail -n 5 "$work/logs/virtiofsd-$r.log" 2>/dev/null || true
+        done
+        exit 1
+    fi
+}
+
+# check ROW WHAT GOT WANT: says ok, or FAIL with the row's command line
+# and sets failed=1
+failed=0
+check() {
+    if [ "$3" = "$4" ]; then
+        echo "ok: $1: $2"
+    else
+        echo "FAIL: $1: $2: got '$3', want '$4' (${args[$1]})"
+        failed=1
+    fi
+}

@@ -68,13 +68,11 @@ args[sec]="--socket-path=@SOCK@ --shared-dir=$work/sec --security-label --posix-
 args[mmap]="--socket-path=@SOCK@ --shared-dir=$work/mmap --cache never --allow-mmap"
 args[misc]="--socket-path=@SOCK@ --shared-dir=$work/misc --rlimit-nofile=0 --log-level=debug -f --no-killpriv-v2"
 
-extra=()
 for r in "${rows[@]}"; do
     mkdir -p "$work/$r"
     echo "hello $r" > "$work/$r/hello"
     touch "$work/$r/f"
     chmod 755 "$work/$r"
-    extra+=(--extra-daemon "$r=${args[$r]}")
 done
 # Guest root is another host user there: it must be able to create
 chmod 777 "$work/xlat" "$work/nsmap"
@@ -115,26 +113,9 @@ done
 echo "guest done"
 GUEST
 
-rc=0
-python3 "$top/harness/vm.py" --quiet --shared "$work/main" --daemon ours \
-    --log-dir "$logs" "${extra[@]}" "$@" "$work/guest.sh" > "$work/out" || rc=$?
-if [ $rc != 0 ] || ! grep -q "^guest done" "$work/out"; then
-    echo "FAIL: the guest run failed (status $rc):"
-    cat "$work/out"
-    for r in "${rows[@]}"; do tail -n 3 "$logs/virtiofsd-$r.log" 2>/dev/null; done
-    exit 1
-fi
+rows_boot "$work" "$work/guest.sh" "$@"
 
 fact() { sed -n "s/^fact $1 //p" "$work/out" | head -n 1; }
-failed=0
-check() {  # row, what, got, want
-    if [ "$3" = "$4" ]; then
-        echo "ok: $1: $2"
-    else
-        echo "FAIL: $1: $2: got '$3', want '$4' (${args[$1]})"
-        failed=1
-    fi
-}
 has() {  # row, pattern: in its daemon's log
     grep -qE "$2" "$logs/virtiofsd-$1.log" && echo yes || echo no
 }

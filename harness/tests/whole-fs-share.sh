@@ -43,10 +43,6 @@ args[chroot]="--socket-path=@SOCK@ --shared-dir=$work/whole --sandbox=chroot"
 args[none]="--socket-path=@SOCK@ --shared-dir=$work/whole --sandbox=none"
 args[part]="--socket-path=@SOCK@ --shared-dir=$work/whole/part"
 args[bind]="--socket-path=@SOCK@ --shared-dir=$work/bindtop"
-extra=()
-for r in "${rows[@]}"; do
-    extra+=(--extra-daemon "$r=${args[$r]}")
-done
 
 cat > "$work/guest.sh" <<'GUEST'
 . /lib/vfsdax.sh
@@ -70,25 +66,8 @@ done
 echo "guest done"
 GUEST
 
-rc=0
-python3 "$top/harness/vm.py" --quiet --shared "$work/main" --daemon ours \
-    --log-dir "$logs" "${extra[@]}" "$@" "$work/guest.sh" > "$work/out" || rc=$?
-if [ $rc != 0 ] || ! grep -q "^guest done" "$work/out"; then
-    echo "FAIL: the guest run failed (status $rc):"
-    cat "$work/out"
-    for r in "${rows[@]}"; do tail -n 5 "$logs/virtiofsd-$r.log" 2>/dev/null; done
-    exit 1
-fi
+rows_boot "$work" "$work/guest.sh" "$@"
 
-failed=0
-check() {  # row, what, got, want
-    if [ "$3" = "$4" ]; then
-        echo "ok: $1: $2"
-    else
-        echo "FAIL: $1: $2: got '$3', want '$4' (${args[$1]})"
-        failed=1
-    fi
-}
 has() {  # row, fixed string: in its daemon's log
     grep -qF "$2" "$logs/virtiofsd-$1.log" && echo yes || echo no
 }
