@@ -106,6 +106,12 @@ def configurations():
         c[f"ours-{mode}"] = (["--daemon", "ours", "--cache-mode", mode,
                               "--daemon-args=--stats"], VFS,
                              f"our virtiofsd cache={mode}")
+    # Inodes by file handle: the default (prefer) holds fds on a share
+    # that is a directory of a larger file system, as this one is
+    c["ours-auto-fh"] = (["--daemon", "ours", "--cache-mode", "auto",
+                          "--daemon-args=--stats "
+                          "--inode-file-handles=mandatory"], VFS,
+                         "our virtiofsd cache=auto, inodes by file handle")
     # The guest's writeback cache (FUSE_WRITEBACK_CACHE), off by default
     c["ours-auto-wb"] = (["--daemon", "ours", "--cache-mode", "auto",
                           "--daemon-args=--stats --writeback"], VFS,

@@ -35,12 +35,36 @@ static G_NORETURN void die(const char *msg)
     exit(1);
 }
 
+/* fs.nr_open: how far RLIMIT_NOFILE can be raised at all */
+static uint64_t nr_open(void)
+{
+    g_autofree char *text = NULL;
+
+    if (!g_file_get_contents("/proc/sys/fs/nr_open", &text, NULL, NULL)) {
+        return 1048576;         /* the kernel's default */
+    }
+    return g_ascii_strtoull(text, NULL, 10);
+}
+
 static void set_rlimit(uint64_t want)
 {
     struct rlimit rl;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
         die("getrlimit(RLIMIT_NOFILE) failed");
+    }
+    /*
+     * By default, as the Rust virtiofsd: up to a million where we may
+     * raise the hard limit (CAP_SYS_RESOURCE), since every inode the
+     * guest knows may hold an fd (inodes by fd); else the hard limit.
+     */
+    if (!want && MIN(1000000, nr_open()) > rl.rlim_max) {
+        struct rlimit up;
+
+        up.rlim_cur = up.rlim_max = MIN(1000000, nr_open());
+        if (setrlimit(RLIMIT_NOFILE, &up) == 0) {
+            return;
+        }
     }
     /* By default as many as we are allowed: every guest inode holds one */
     rl.rlim_cur = want ? want : rl.rlim_max;
@@ -56,6 +80,24 @@ static void set_rlimit(uint64_t want)
             die(msg);
         }
         vfsd_warn("%s", msg);
+    }
+}
+
+/*
+ * Inodes held by fd: each inode the guest knows takes one, and a bound
+ * far below the Rust daemon's million (a hard limit we could not raise)
+ * makes a large tree fail with ENFILE.
+ */
+static void warn_fd_bound(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 1000000) {
+        vfsd_warn("inodes are held by fds and RLIMIT_NOFILE is %llu: a "
+                  "guest that knows more inodes than that gets ENFILE "
+                  "(raise the hard limit, or share a whole file system, or "
+                  "--inode-file-handles=mandatory)",
+                  (unsigned long long)rl.rlim_cur);
     }
 }
 
@@ -284,6 +326,7 @@ int main(int argc, char **argv)
                   "handle; --inode-file-handles=mandatory uses handles "
                   "anyway", why);
         opts.inode_file_handles = VFSD_INODE_FH_NEVER;
+        warn_fd_bound();
     }
     if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop,
                                 vfsd_options_open_by_handle(&opts), &err)) {
