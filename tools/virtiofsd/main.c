@@ -48,7 +48,7 @@ static uint64_t nr_open(void)
 
 static void set_rlimit(uint64_t want)
 {
-    struct rlimit rl;
+    struct rlimit rl, up;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
         die("getrlimit(RLIMIT_NOFILE) failed");
@@ -58,15 +58,11 @@ static void set_rlimit(uint64_t want)
      * raise the hard limit (CAP_SYS_RESOURCE), since every inode the
      * guest knows may hold an fd (inodes by fd); else the hard limit.
      */
-    if (!want && MIN(1000000, nr_open()) > rl.rlim_max) {
-        struct rlimit up;
-
-        up.rlim_cur = up.rlim_max = MIN(1000000, nr_open());
-        if (setrlimit(RLIMIT_NOFILE, &up) == 0) {
-            return;
-        }
+    up.rlim_cur = up.rlim_max = MIN(1000000, nr_open());
+    if (!want && up.rlim_max > rl.rlim_max &&
+        setrlimit(RLIMIT_NOFILE, &up) == 0) {
+        return;
     }
-    /* By default as many as we are allowed: every guest inode holds one */
     rl.rlim_cur = want ? want : rl.rlim_max;
     if (want > rl.rlim_max) {
         rl.rlim_max = want;
@@ -337,11 +333,9 @@ int main(int argc, char **argv)
     }
     /*
      * Everything the daemon opens outside the shared directory it has
-     * opened by now; nothing it serves may reach further.
-     */
-    /*
-     * A file opened by handle on a share that is a whole file system
-     * lies beneath it whatever the sandbox: Landlock can hold there.
+     * opened by now; nothing it serves may reach further.  A file
+     * opened by handle on a share that is a whole file system lies
+     * beneath it whatever the sandbox: Landlock can hold there too.
      */
     if (!vfsd_landlock_restrict(opts.sandbox,
                                 (fs.use_handles ||
