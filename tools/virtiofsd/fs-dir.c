@@ -48,10 +48,13 @@ int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
     out->fh = vfsd_handle_new(fs, fd, O_RDONLY, inode, true);
     /*
      * As the Rust virtiofsd: directory listings are metadata, cached with
-     * it, and kept across opens.
+     * it, and kept across opens.  With adaptive timeouts too: the guest
+     * drops a kept listing when the directory's mtime changes, which it
+     * learns when its attributes time out.
      */
     if (fs->opts->cache == VFSD_CACHE_ALWAYS ||
-        fs->opts->cache == VFSD_CACHE_METADATA) {
+        fs->opts->cache == VFSD_CACHE_METADATA ||
+        fs->opts->cache == VFSD_CACHE_ADAPTIVE) {
         out->keep |= VFSD_OPEN_CACHE_DIR | VFSD_OPEN_KEEP_CACHE;
     }
     return 0;

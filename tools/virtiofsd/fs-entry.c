@@ -36,11 +36,15 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
         return -ENOTDIR;
     }
     ret = vfsd_entry_lookup(fs, dir, name, e);
-    if (ret == -ENOENT && fs->entry_timeout > 0) {
-        /* nodeid 0 with a timeout: the guest caches the negative entry */
-        memset(e, 0, sizeof(*e));
-        e->entry_timeout = fs->entry_timeout;
-        return 0;
+    if (ret == -ENOENT) {
+        double t = vfsd_fs_entry_timeout(fs, dir, NULL);
+
+        if (t > 0) {
+            /* nodeid 0 with a timeout: the guest caches the negative entry */
+            memset(e, 0, sizeof(*e));
+            e->entry_timeout = t;
+            return 0;
+        }
     }
     return ret;
 }
@@ -60,7 +64,7 @@ int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, VfsdAttr *attr,
     }
     /* The guest may touch what the size it learns covers */
     vfsd_dax_size_seen(fs, inode, attr->size);
-    *timeout = fs->attr_timeout;
+    *timeout = vfsd_fs_timeout(fs, &attr->ctime);
     return 0;
 }
 
@@ -81,7 +85,7 @@ int vfsd_op_statx(VfsdFs *fs, uint64_t nodeid, int sync_flags,
     if (sx->mask & STATX_SIZE) {
         vfsd_dax_size_seen(fs, inode, sx->attr.size);
     }
-    *timeout = fs->attr_timeout;
+    *timeout = vfsd_fs_timeout(fs, &sx->attr.ctime);
     return 0;
 }
 

@@ -89,6 +89,14 @@ static void fill_opened(VfsdFs *fs, uint64_t fh, VfsdOpened *out)
     case VFSD_CACHE_ALWAYS:
         out->keep |= VFSD_OPEN_KEEP_CACHE;
         break;
+    case VFSD_CACHE_ADAPTIVE:
+        /*
+         * Kept across opens; the guest drops it when a file's size or
+         * mtime changes (FUSE_AUTO_INVAL_DATA), which it learns when the
+         * attributes time out
+         */
+        out->keep |= VFSD_OPEN_KEEP_CACHE;
+        break;
     }
     /*
      * FLUSH (the guest's close()) has one use here: dropping the

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs.h"
@@ -52,6 +53,10 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
     case VFSD_CACHE_ALWAYS:
         fs->entry_timeout = fs->attr_timeout = 86400;
         break;
+    case VFSD_CACHE_ADAPTIVE:
+        /* Per reply (vfsd_fs_timeout); this is a negative entry's floor */
+        fs->entry_timeout = fs->attr_timeout = opts->adaptive_min;
+        break;
     }
 
     if (!vfsd_inodes_set_root(fs, root_fd)) {
@@ -59,6 +64,62 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
         return false;
     }
     return vfsd_inodes_handles_init(fs, root_fd, err);
+}
+
+/*
+ * How long the guest may trust what it learns now of an inode the host
+ * last changed at @ctime.  With --cache=adaptive this is, as an NFS
+ * client's attribute cache does it, a fraction of the time the inode has
+ * gone unchanged: a file nobody touched for an hour is unlikely to
+ * change in the next minute, one written a second ago may be written
+ * again at once.  ctime, not mtime: tar and cp -p set mtime to the past,
+ * and a chmod or rename is a change too.  A ctime in the future (the
+ * host's clock stepped back) gets the shortest timeout.  The longest,
+ * --adaptive-timeouts' MAX, bounds how late the guest sees any change.
+ */
+double vfsd_fs_timeout(VfsdFs *fs, const struct timespec *ctime)
+{
+    const VfsdOptions *o = fs->opts;
+    struct timespec now;
+    double age, t;
+
+    if (o->cache != VFSD_CACHE_ADAPTIVE) {
+        return fs->attr_timeout;
+    }
+    clock_gettime(CLOCK_REALTIME, &now);
+    age = (double)(now.tv_sec - ctime->tv_sec) +
+          (now.tv_nsec - ctime->tv_nsec) / 1e9;
+    t = age * o->adaptive_fraction;
+    return t < o->adaptive_min ? o->adaptive_min :
+           t > o->adaptive_max ? o->adaptive_max : t;
+}
+
+/*
+ * For a name in @parent: the name is as stable as the directory that
+ * holds it (a name appears, goes or moves by changing the directory)
+ * and the inode it names.  @parent's ctime comes from the host now; if
+ * it cannot be read, the shortest timeout.
+ */
+double vfsd_fs_entry_timeout(VfsdFs *fs, VfsdInode *parent,
+                             const struct timespec *child_ctime)
+{
+    struct statx stx;
+    struct timespec ctime;
+    double t;
+
+    if (fs->opts->cache != VFSD_CACHE_ADAPTIVE) {
+        return fs->entry_timeout;
+    }
+    if (vfsd_statx(parent->fd, &stx) < 0) {
+        return fs->opts->adaptive_min;
+    }
+    ctime.tv_sec = stx.stx_ctime.tv_sec;
+    ctime.tv_nsec = stx.stx_ctime.tv_nsec;
+    t = vfsd_fs_timeout(fs, &ctime);
+    if (child_ctime) {
+        t = MIN(t, vfsd_fs_timeout(fs, child_ctime));
+    }
+    return t;
 }
 
 void vfsd_fs_reset(VfsdFs *fs)
@@ -228,8 +289,8 @@ int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
     vfsd_dax_size_seen(fs, inode, stx.stx_size);
     e->attr.submount = fs->opts->announce_submounts &&
                        inode->mnt_id != parent->mnt_id;
-    e->entry_timeout = fs->entry_timeout;
-    e->attr_timeout = fs->attr_timeout;
+    e->attr_timeout = vfsd_fs_timeout(fs, &e->attr.ctime);
+    e->entry_timeout = vfsd_fs_entry_timeout(fs, parent, &e->attr.ctime);
     return 0;
 }
 

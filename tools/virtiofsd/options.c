@@ -53,7 +53,15 @@ void vfsd_options_usage(const char *prog)
            "  --socket-group=GROUP      group of the socket (a name or gid)\n"
            "  --fd=N                    the front-end's connection is fd N\n"
            "  --shared-dir=DIR          the directory to share\n"
-           "  --cache=never|metadata|auto|always   guest caching (auto)\n"
+           "  --cache=never|metadata|auto|always|adaptive   guest caching\n"
+           "                            (auto; adaptive: as always, for as\n"
+           "                            long as --adaptive-timeouts says)\n"
+           "  --adaptive-timeouts=MIN:MAX[:FRACTION]   with --cache=adaptive,\n"
+           "                            names and attributes are cached for\n"
+           "                            FRACTION of the time the host left\n"
+           "                            them unchanged, from MIN to MAX s\n"
+           "                            (1:60:0.1): a host change shows in\n"
+           "                            the guest within MAX s\n"
            "  --sandbox=namespace|chroot|none      (namespace)\n"
            "  --seccomp=kill|log|trap|none         (kill)\n"
            "                            what a call outside the system call\n"
@@ -214,11 +222,52 @@ static bool parse_cache(VfsdOptions *o, const char *v, char **err)
         o->cache = VFSD_CACHE_AUTO;
     } else if (!strcmp(v, "always")) {
         o->cache = VFSD_CACHE_ALWAYS;
+    } else if (!strcmp(v, "adaptive")) {
+        o->cache = VFSD_CACHE_ADAPTIVE;
     } else {
         *err = g_strdup_printf("invalid cache mode '%s' (never, metadata, "
-                               "auto or always)", v);
+                               "auto, always or adaptive)", v);
         return false;
     }
+    return true;
+}
+
+/* A number of seconds (or a fraction) from 0 to @max, all of @v */
+static bool parse_seconds(const char *v, double max, double *out)
+{
+    char *end;
+    double d;
+
+    if (!*v || g_ascii_isspace(*v)) {
+        return false;
+    }
+    d = g_ascii_strtod(v, &end);
+    if (*end || !(d >= 0 && d <= max)) {
+        return false;
+    }
+    *out = d;
+    return true;
+}
+
+static bool parse_adaptive(VfsdOptions *o, const char *v, char **err)
+{
+    g_auto(GStrv) f = g_strsplit(v, ":", 0);
+    guint n = g_strv_length(f);
+    double fraction = VFSD_ADAPTIVE_FRACTION;
+
+    if (n < 2 || n > 3 ||
+        !parse_seconds(f[0], VFSD_ADAPTIVE_LIMIT, &o->adaptive_min) ||
+        !parse_seconds(f[1], VFSD_ADAPTIVE_LIMIT, &o->adaptive_max) ||
+        o->adaptive_min > o->adaptive_max ||
+        (n == 3 && (!parse_seconds(f[2], 1000, &fraction) || fraction == 0))) {
+        *err = g_strdup_printf("invalid adaptive timeouts '%s' (MIN:MAX or "
+                               "MIN:MAX:FRACTION, seconds from 0 to %.0f with "
+                               "MIN <= MAX, FRACTION above 0)", v,
+                               VFSD_ADAPTIVE_LIMIT);
+        return false;
+    }
+    o->adaptive_fraction = fraction;
+    o->adaptive_set = true;
     return true;
 }
 
@@ -508,6 +557,7 @@ enum {
     OPT_DAX_UNMAP_DELAY,
     OPT_TAG,
     OPT_CACHE_SIZE,
+    OPT_ADAPTIVE_TIMEOUTS,
     OPT_UID_MAP,
     OPT_XATTRMAP,
     OPT_GID_MAP,
@@ -595,6 +645,7 @@ static const struct {
     { "--dax-unmap-delay", OPT_DAX_UNMAP_DELAY },
     { "--tag", OPT_TAG },
     { "--cache-size", OPT_CACHE_SIZE },
+    { "--adaptive-timeouts", OPT_ADAPTIVE_TIMEOUTS },
     { "--modcaps", OPT_MODCAPS },
     { "--translate-uid", OPT_TRANSLATE_UID },
     { "--translate-gid", OPT_TRANSLATE_GID },
@@ -802,6 +853,8 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return set_shared_dir(o, val, err);
     case OPT_CACHE:
         return parse_cache(o, val, err);
+    case OPT_ADAPTIVE_TIMEOUTS:
+        return parse_adaptive(o, val, err);
     case OPT_SANDBOX:
         return parse_sandbox(o, val, err);
     case OPT_SECCOMP:
@@ -872,6 +925,9 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     o->fd = -1;
     o->socket_gid = -1;
     o->cache = VFSD_CACHE_AUTO;
+    o->adaptive_min = VFSD_ADAPTIVE_MIN;
+    o->adaptive_max = VFSD_ADAPTIVE_MAX;
+    o->adaptive_fraction = VFSD_ADAPTIVE_FRACTION;
     o->sandbox = VFSD_SANDBOX_NAMESPACE;
     o->seccomp = VFSD_SECCOMP_KILL;
     o->killpriv_v2 = true;
@@ -933,6 +989,10 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     }
     if ((o->socket_path != NULL) == (o->fd >= 0)) {
         *err = g_strdup("give exactly one of --socket-path=PATH and --fd=N");
+        return false;
+    }
+    if (o->adaptive_set && o->cache != VFSD_CACHE_ADAPTIVE) {
+        *err = g_strdup("--adaptive-timeouts needs --cache=adaptive");
         return false;
     }
     /* libvirt owns a socket it passes with --fd, group included */

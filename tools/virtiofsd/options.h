@@ -21,6 +21,11 @@ typedef enum VfsdCache {
     VFSD_CACHE_METADATA,
     VFSD_CACHE_AUTO,
     VFSD_CACHE_ALWAYS,
+    /*
+     * As always, but a name's or an inode's timeout grows with how long
+     * the host has left it unchanged, between the bounds below
+     */
+    VFSD_CACHE_ADAPTIVE,
 } VfsdCache;
 
 typedef enum VfsdSandbox {
@@ -88,6 +93,11 @@ typedef struct VfsdOptions {
     int socket_gid;             /* group of socket_path; -1: ours */
     char *shared_dir;
     VfsdCache cache;
+    /* --cache=adaptive: timeout = age * fraction, within [min, max] s */
+    double adaptive_min;
+    double adaptive_max;
+    double adaptive_fraction;
+    bool adaptive_set;          /* given on the command line */
     VfsdSandbox sandbox;
     VfsdSeccomp seccomp;
     VfsdInodeFh inode_file_handles;
@@ -147,6 +157,11 @@ typedef struct VfsdOptions {
 /* As QEMU's cache-size property: a power of two in this range */
 #define VFSD_CACHE_SIZE_MIN (2ULL << 20)
 #define VFSD_CACHE_SIZE_MAX (1ULL << 40)
+/* --adaptive-timeouts: its defaults, and the longest timeout it takes */
+#define VFSD_ADAPTIVE_MIN 1.0
+#define VFSD_ADAPTIVE_MAX 60.0
+#define VFSD_ADAPTIVE_FRACTION 0.1
+#define VFSD_ADAPTIVE_LIMIT 86400.0
 
 /*
  * Parses argv into @opts (which it initializes with the defaults).

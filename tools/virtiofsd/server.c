@@ -343,7 +343,8 @@ static uint64_t init_supported(VfsdFs *fs)
          */
         supported |= FUSE_POSIX_ACL | FUSE_DONT_MASK;
     }
-    if (fs->opts->cache == VFSD_CACHE_AUTO) {
+    if (fs->opts->cache == VFSD_CACHE_AUTO ||
+        fs->opts->cache == VFSD_CACHE_ADAPTIVE) {
         supported |= FUSE_AUTO_INVAL_DATA;
     }
     if (fs->opts->dax_policy != VFSD_DAX_NEVER) {

@@ -2202,6 +2202,91 @@ static void test_cache_mode(gconstpointer data)
     test_fs_teardown(&t);
 }
 
+/* A LOOKUP of @name in the root: its entry and attribute timeouts */
+static int lookup_timeouts(TestFs *t, const char *name, uint64_t *entry,
+                           uint64_t *attr)
+{
+    struct fuse_entry_out e;
+    TestReq *r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+    int ret;
+
+    test_req_add_str(r, name);
+    memset(&e, 0xff, sizeof(e));
+    ret = test_send(t, r, 4096, &e, sizeof(e), NULL);
+    *entry = e.entry_valid;
+    *attr = e.attr_valid;
+    return ret ? ret : e.nodeid ? 1 : 0;
+}
+
+/*
+ * --cache=adaptive: a timeout is a fraction of how long the host left
+ * the inode (and for a name, its directory) unchanged, within MIN and
+ * MAX.  With a fraction of 100, anything unchanged for 0.4 s reaches
+ * MAX (30 s), anything changed a moment ago (well under the 20 ms that
+ * would give more) gets MIN (2 s).
+ */
+static void test_cache_adaptive(void)
+{
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .cache = VFSD_CACHE_ADAPTIVE,
+        .adaptive_min = 2, .adaptive_max = 30, .adaptive_fraction = 100,
+    };
+    struct fuse_open_out oo;
+    struct fuse_attr_out ao;
+    uint64_t fh, ino, entry, attr;
+    TestReq *r;
+    TestFs t;
+
+    test_fs_setup(&t, &o);
+    test_fs_init_session(&t, 0);
+    ino = test_create(&t, FUSE_ROOT_ID, "f", O_RDWR, &fh);
+    g_usleep(400 * 1000);
+
+    /* Unchanged for 0.4 s, and so is the root: MAX for both */
+    g_assert_cmpint(lookup_timeouts(&t, "f", &entry, &attr), ==, 1);
+    g_assert_cmpuint(entry, ==, 30);
+    g_assert_cmpuint(attr, ==, 30);
+    g_assert_cmpint(lookup_timeouts(&t, "missing", &entry, &attr), ==, 0);
+    g_assert_cmpuint(entry, ==, 30);
+
+    /* The host changes the file: MIN for it, its name and GETATTR */
+    g_assert_cmpint(fchmodat(t.dir_fd, "f", 0640, 0), ==, 0);
+    g_assert_cmpint(lookup_timeouts(&t, "f", &entry, &attr), ==, 1);
+    g_assert_cmpuint(entry, ==, 2);
+    g_assert_cmpuint(attr, ==, 2);
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &ao, sizeof(ao), NULL), ==, 0);
+    g_assert_cmpuint(ao.attr_valid, ==, 2);
+    /* 50 ms later: 100 times that, give or take the test's own delays */
+    g_usleep(50 * 1000);
+    r = test_req_new(FUSE_GETATTR, ino);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &ao, sizeof(ao), NULL), ==, 0);
+    g_assert_cmpuint(ao.attr_valid, >=, 5);
+    g_assert_cmpuint(ao.attr_valid, <, 15);
+
+    /* A name created beside it: a missing name is cached briefly too */
+    g_assert_cmpint(mknodat(t.dir_fd, "g", S_IFREG | 0600, 0), ==, 0);
+    g_assert_cmpint(lookup_timeouts(&t, "missing", &entry, &attr), ==, 0);
+    g_assert_cmpuint(entry, ==, 2);
+
+    /* Kept data and listings, dropped when the host's mtime moves */
+    r = test_req_new(FUSE_OPEN, ino);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    g_assert_cmphex(oo.open_flags, ==, FOPEN_KEEP_CACHE | FOPEN_NOFLUSH);
+    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    g_assert_cmphex(oo.open_flags, ==, FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE);
+    test_fs_teardown(&t);
+}
+
 /*
  * FLUSH's only work here is dropping the closer's POSIX locks: a file
  * opened or created in a session without the guest's POSIX locks on the
@@ -3053,6 +3138,7 @@ int main(int argc, char **argv)
                          test_cache_mode);
     g_test_add_data_func("/virtiofsd/ops/cache/always", &cache_cases[3],
                          test_cache_mode);
+    g_test_add_func("/virtiofsd/ops/cache/adaptive", test_cache_adaptive);
     g_test_add_data_func("/virtiofsd/ops/noflush/without-locks",
                          GINT_TO_POINTER(false), test_noflush);
     g_test_add_data_func("/virtiofsd/ops/noflush/with-locks",

@@ -181,6 +181,34 @@ static void test_posix_acl(void)
     vfsd_options_free(&o);
 }
 
+static void test_adaptive(void)
+{
+    VfsdOptions o;
+    g_autofree char *err = NULL;
+
+    /* The defaults, as the manual gives them */
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x --cache=adaptive"));
+    g_assert_cmpint(o.cache, ==, VFSD_CACHE_ADAPTIVE);
+    g_assert_cmpfloat(o.adaptive_min, ==, 1);
+    g_assert_cmpfloat(o.adaptive_max, ==, 60);
+    g_assert_cmpfloat(o.adaptive_fraction, ==, 0.1);
+    vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x "
+                        "--adaptive-timeouts 0.5:30 -o cache=adaptive"));
+    g_assert_cmpfloat(o.adaptive_min, ==, 0.5);
+    g_assert_cmpfloat(o.adaptive_max, ==, 30);
+    g_assert_cmpfloat(o.adaptive_fraction, ==, 0.1);
+    vfsd_options_free(&o);
+
+    g_assert_true(parse(&o, &err, "--fd=3 --shared-dir=/x --cache=adaptive "
+                        "--adaptive-timeouts=0:0:2"));
+    g_assert_cmpfloat(o.adaptive_min, ==, 0);
+    g_assert_cmpfloat(o.adaptive_max, ==, 0);
+    g_assert_cmpfloat(o.adaptive_fraction, ==, 2);
+    vfsd_options_free(&o);
+}
+
 static void test_errors(void)
 {
     static const struct {
@@ -193,6 +221,22 @@ static void test_errors(void)
         { "--fd=-1 --shared-dir=/x", "invalid file descriptor" },
         { "--fd=3x --shared-dir=/x", "invalid file descriptor" },
         { "--fd=3 --shared-dir=/x --cache=sometimes", "invalid cache mode" },
+        { "--fd=3 --shared-dir=/x --adaptive-timeouts=1:60",
+          "--adaptive-timeouts needs --cache=adaptive" },
+        { "--fd=3 --shared-dir=/x --cache=adaptive --adaptive-timeouts=5:1",
+          "invalid adaptive timeouts '5:1'" },
+        { "--fd=3 --shared-dir=/x --cache=adaptive --adaptive-timeouts=1",
+          "invalid adaptive timeouts" },
+        { "--fd=3 --shared-dir=/x --cache=adaptive --adaptive-timeouts=1:2:0",
+          "invalid adaptive timeouts" },
+        { "--fd=3 --shared-dir=/x --cache=adaptive "
+          "--adaptive-timeouts=1:86401", "invalid adaptive timeouts" },
+        { "--fd=3 --shared-dir=/x --cache=adaptive --adaptive-timeouts=1:x",
+          "invalid adaptive timeouts" },
+        { "--fd=3 --shared-dir=/x --cache=adaptive "
+          "--adaptive-timeouts=-1:5", "invalid adaptive timeouts" },
+        { "--fd=3 --shared-dir=/x --cache=adaptive "
+          "--adaptive-timeouts=1:5:nan", "invalid adaptive timeouts" },
         { "--fd=3 --shared-dir=/x --sandbox=jail", "invalid sandbox" },
         { "--fd=3 --shared-dir=/x --thread-pool-size=100000",
           "invalid thread pool" },
@@ -718,6 +762,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/options/id-maps", test_id_maps);
     g_test_add_func("/virtiofsd/idmap/translate", test_idmap_translate);
     g_test_add_func("/virtiofsd/options/errors", test_errors);
+    g_test_add_func("/virtiofsd/options/adaptive", test_adaptive);
     g_test_add_func("/virtiofsd/options/rust-spellings", test_rust_options);
     g_test_add_func("/virtiofsd/options/capabilities", test_capabilities);
     g_test_add_func("/virtiofsd/options/watch-truncate", test_watch_truncate);

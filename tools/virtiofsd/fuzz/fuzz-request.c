@@ -805,6 +805,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg = data[0];
     opts.fd = -1;
     opts.cache = caches[cfg & 3];
+    /* Adaptive timeouts in place of fixed ones in half the auto inputs */
+    if (opts.cache == VFSD_CACHE_AUTO && (size & 1)) {
+        opts.cache = VFSD_CACHE_ADAPTIVE;
+    }
+    opts.adaptive_min = VFSD_ADAPTIVE_MIN;
+    opts.adaptive_max = VFSD_ADAPTIVE_MAX;
+    opts.adaptive_fraction = VFSD_ADAPTIVE_FRACTION;
     opts.readonly = cfg & 4;
     opts.writeback = cfg & 8;
     /* Both paths of the umask: the guest's, or ours under FUSE_DONT_MASK */
