@@ -352,6 +352,10 @@ SUITES = [
     # trips we spare (FLUSH without host-side POSIX locks) stay spared.
     guest("guest: requests per small-file operation, spared ones stay "
           "spared", "roundtrips.sh", timeout=300),
+    # --cache=adaptive: host changes seen within the bound, and later than
+    # cache=auto for what the host left alone (harness/tests/adaptive-cache.sh)
+    guest("guest: adaptive cache timeouts, host changes seen within the "
+          "bound", "adaptive-cache.sh", timeout=200),
     # A guest that holds and looks up files without end (CVE-2020-10717)
     # QEMU killed mid-I/O: the daemon exits by itself, status 0
     guest("guest: our virtiofsd when QEMU is killed mid-request",
