@@ -2130,6 +2130,110 @@ static void test_migration_with_window(void)
 }
 
 /*
+ * Under KVM a guest access to a window page whose file shrank fails
+ * KVM_RUN with EFAULT where the host virtualizes in hardware (which used
+ * to stop the VM for good), and raises SIGBUS in the vCPU thread under a
+ * KVM that shadows the guest's pages, as kvm_pvm does.  Either way the
+ * window must repair each mapping that now reaches past its file's end
+ * and let the vCPU go on, reading zeros there.  The guest is a
+ * small firmware (vhost-user-fs-kvm-guest.S) that reads a word of each
+ * page of the window without end; the window is placed below 4 GiB,
+ * where it reaches it without paging.
+ */
+#define KVM_BAR_ADDR 0xc0000000ULL
+#define KVM_GUEST_WIN 0x8000            /* the window's address */
+#define KVM_GUEST_LEN 0x8004            /* bytes to read */
+#define KVM_GUEST_SUM 0x8008            /* the sum of the words read */
+#define KVM_GUEST_PASSES 0x800c
+
+static const uint8_t kvm_guest[] = {
+    0xfa, 0xfc, 0x2e, 0x66, 0x0f, 0x01, 0x1e, 0x7e, 0x00, 0x2e, 0x66, 0x0f,
+    0x01, 0x16, 0x78, 0x00, 0x0f, 0x20, 0xc0, 0x66, 0x25, 0xff, 0xff, 0xff,
+    0x9f, 0x66, 0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x28, 0x00,
+    0x0f, 0x00, 0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0,
+    0x8e, 0xd0, 0x8b, 0x35, 0x00, 0x80, 0x00, 0x00, 0x85, 0xf6, 0x74, 0xf6,
+    0x8b, 0x0d, 0x04, 0x80, 0x00, 0x00, 0x31, 0xd2, 0x8b, 0x04, 0x16, 0x01,
+    0x05, 0x08, 0x80, 0x00, 0x00, 0x81, 0xc2, 0x00, 0x10, 0x00, 0x00, 0x39,
+    0xca, 0x72, 0xed, 0xff, 0x05, 0x0c, 0x80, 0x00, 0x00, 0xeb, 0xdd, 0x90,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x9b, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x93, 0xcf, 0x00,
+    0x17, 0x00, 0x60, 0x00, 0x0f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00
+};
+
+/* The guest's pass count once it is at least @n past @from */
+static uint32_t kvm_guest_passes(TestCtx *t, uint32_t from, uint32_t n)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    uint32_t passes;
+
+    while ((passes = qtest_readl(t->qts, KVM_GUEST_PASSES)) - from < n) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(10 * 1000);
+    }
+    return passes;
+}
+
+static void test_kvm_truncate(void)
+{
+    /* At the reset vector: ljmp $0xf000, $0 */
+    static const uint8_t reset[] = { 0xea, 0x00, 0x00, 0x00, 0xf0 };
+    g_autofree char *dir = NULL, *image_path = NULL, *trace_path = NULL;
+    g_autofree char *extra = NULL, *trace = NULL;
+    g_autofree uint8_t *image = g_malloc0(64 * KiB);
+    uint64_t seed = 0x4b564d;
+    uint32_t passes;
+    QDict *rsp;
+    TestCtx t;
+    int fd;
+
+    if (!qtest_has_accel("kvm")) {
+        g_test_skip("no usable KVM here (/dev/kvm)");
+        return;
+    }
+    dir = g_dir_make_tmp("vuf-kvm-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    image_path = g_build_filename(dir, "guest.bin", NULL);
+    trace_path = g_build_filename(dir, "trace", NULL);
+    memcpy(image, kvm_guest, sizeof(kvm_guest));
+    memcpy(image + 64 * KiB - 16, reset, sizeof(reset));
+    g_assert_true(g_file_set_contents(image_path, (char *)image, 64 * KiB,
+                                      NULL));
+    extra = g_strdup_printf(" -accel kvm -bios %s -trace enable="
+                            "virtio_shmem_arena_sigbus,file=%s",
+                            image_path, trace_path);
+    setup_full(&t, "64M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES, extra);
+    qvhost_user_fs_pci_place_cache_bar(t.fs, KVM_BAR_ADDR);
+
+    fd = make_file("vuf-kvm", 8 * MiB, seed);
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, 8 * MiB, 0), ==, 0);
+    qtest_writel(t.qts, KVM_GUEST_LEN, 8 * MiB);
+    qtest_writel(t.qts, KVM_GUEST_WIN, KVM_BAR_ADDR);
+    passes = kvm_guest_passes(&t, 0, 2);
+    g_assert_cmphex(qtest_readl(t.qts, KVM_GUEST_SUM), !=, 0);
+
+    /* The host cuts the file in half under the reading guest */
+    g_assert_cmpint(ftruncate(fd, 4 * MiB), ==, 0);
+    kvm_guest_passes(&t, passes, 3);
+    rsp = qtest_qmp(t.qts, "{'execute': 'query-status'}");
+    g_assert_true(qdict_get_bool(qdict_get_qdict(rsp, "return"), "running"));
+    qobject_unref(rsp);
+    g_assert_cmphex(qtest_readq(t.qts, KVM_BAR_ADDR + 6 * MiB), ==, 0);
+    g_assert_cmphex(qtest_readq(t.qts, KVM_BAR_ADDR + MiB), ==,
+                    file_word(seed, MiB));
+
+    g_assert_cmpuint(shmem_unmap(t.be, 0, 8 * MiB), ==, 0);
+    close(fd);
+    teardown(&t);
+
+    /* It went on because the window repaired the mapping: the trace */
+    g_assert_true(g_file_get_contents(trace_path, &trace, NULL, NULL));
+    g_assert_nonnull(strstr(trace, "virtio_shmem_arena_sigbus "));
+    unlink(image_path);
+    unlink(trace_path);
+    rmdir(dir);
+}
+
+/*
  * A back-end mapping page-sized pieces hits the cap on live mappings
  * (16384 for a small window) long before the host's VMA limit.
  */
@@ -2584,6 +2688,7 @@ int main(int argc, char **argv)
                    test_backend_channel_breaks_in_wait);
     qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
     qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
+    qtest_add_func("/vhost-user-fs/window/kvm-truncate", test_kvm_truncate);
     qtest_add_func("/vhost-user-fs/window/migration-blocked",
                    test_migration_blocked);
     qtest_add_func("/vhost-user-fs/window/migration-with-window",
