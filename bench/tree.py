@@ -108,6 +108,13 @@ def configurations():
                              f"our virtiofsd cache={mode}")
     # Inodes by file handle: the default (prefer) holds fds on a share
     # that is a directory of a larger file system, as this one is
+    # Timeouts by the time the host left a file alone (1 to 60 s); by
+    # handle, as ours-auto-fh, so that the 50k walk fits a low fd limit
+    c["ours-adaptive-fh"] = (["--daemon", "ours", "--cache-mode", "adaptive",
+                              "--daemon-args=--stats "
+                              "--inode-file-handles=mandatory"], VFS,
+                             "our virtiofsd cache=adaptive (1:60:0.1), "
+                             "inodes by file handle")
     c["ours-auto-fh"] = (["--daemon", "ours", "--cache-mode", "auto",
                           "--daemon-args=--stats "
                           "--inode-file-handles=mandatory"], VFS,
@@ -270,11 +277,26 @@ def run_one(name, conf, part, tar, walk, work, timeout):
             qargs += " " + drive(make_ext4(work, walksrc), "ext4", False)
         else:
             args.append(a.replace("@SHARED@", shared))
-    if "--daemon" in vm_args and vm_args[vm_args.index("--daemon") + 1] \
-            != "none" or "--p9" in vm_args:
-        # The share holds the walk tree (links: the files are empty)
-        subprocess.run(["cp", "-al", os.path.join(walksrc, "walk"), shared],
-                       check=True)
+    lent = "--daemon" in vm_args and \
+        vm_args[vm_args.index("--daemon") + 1] != "none" or "--p9" in vm_args
+    if lent:
+        # The share holds the walk tree, moved in: a rename changes the
+        # ctime of its top directory only, so that its files stay as old
+        # as the run (a tree checked out a while ago, as git status finds
+        # it; --cache=adaptive caches by that age).  Only read there.
+        os.rename(os.path.join(walksrc, "walk"),
+                  os.path.join(shared, "walk"))
+    try:
+        return run_guest(name, vm_args, mount, part, work, qargs, args,
+                         shared, timeout)
+    finally:
+        if lent:
+            os.rename(os.path.join(shared, "walk"),
+                      os.path.join(walksrc, "walk"))
+
+
+def run_guest(name, vm_args, mount, part, work, qargs, args, shared,
+              timeout):
     logdir = os.path.join(work, "log-" + name)
     shutil.rmtree(logdir, ignore_errors=True)
     script = os.path.join(work, "guest.sh")
@@ -338,10 +360,12 @@ def targets(res):
             t.append((f"{step}: ours at least 2x faster than Rust 1.14",
                       rust >= 2 * ours, f"{rust / ours:.2f}x faster"))
     for step in ("ls -lR again", "walk 50k again", "walk 50k later"):
-        ours, ext4 = med(res, "ours-auto", step), med(res, "ext4", step)
-        if ours and ext4:
-            t.append((f"repeated walk ({step}): within 2x of guest ext4",
-                      ours <= 2 * ext4, f"{ours / ext4:.2f}x"))
+        for conf in ("ours-auto", "ours-auto-fh", "ours-adaptive-fh"):
+            ours, ext4 = med(res, conf, step), med(res, "ext4", step)
+            if ours and ext4:
+                t.append((f"repeated walk ({step}, {conf}): within 2x of "
+                          "guest ext4", ours <= 2 * ext4,
+                          f"{ours / ext4:.2f}x"))
     base = sum(med(res, "ours-auto", s) or 0 for s in STEPS)
     for conf in ("ours-auto-dax-always", "ours-auto-dax-inode",
                  "ours-auto-dax-inode-all"):
