@@ -35,7 +35,7 @@ export BUILD PREFIX QEMU_BASE GUEST_DIR GUEST_KERNEL GUEST_DIR_BOOKWORM GUEST_DI
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
-.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree fuzz \
+.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree bench-memory fuzz \
         refresh-patches verify-tree checkpatch install clean distclean help \
         port-base check-bases series bisect-check patch-lines
 
@@ -46,6 +46,7 @@ help:
 	@echo "make check           build what the tests need and run them all"
 	@echo "make bench [QUICK=1] benchmarks (docs/benchmarks/)"
 	@echo "make bench-tree [TREE_ROUNDS=N]  a source tree on each kind of guest storage (docs/benchmarks/tree.md)"
+	@echo "make bench-memory  memory for one read of a large file, with and without the window (docs/benchmarks/memory.md)"
 	@echo "make fuzz [FUZZ_SECONDS=N]  fuzz virtiofsd's request path (default 300 s)"
 	@echo "make prepare         prepare build/src (upstream + our files + patches/)"
 	@echo "make refresh-patches save commits and edits made in build/src to patches/ and the repo"
@@ -121,12 +122,18 @@ bench: qemu guest rust-virtiofsd
 	    echo "bench: cannot install matplotlib; the report will have no chart"
 	@$(BENCH_PYTHON) $(TOP)/bench/run.py $(if $(QUICK),--quick)
 	@$(TOP)/bench/tree.py $(if $(QUICK),--rounds 1,$(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS)))
+	@$(TOP)/bench/memory.py $(if $(QUICK),--rounds 1)
 
 # Unpack, walk, grep, copy, delete a source tree: tmpfs, ext4 on
 # virtio-blk, 9p, the Rust virtiofsd and ours, with and without a window
 TREE_ROUNDS ?=
 bench-tree: qemu guest rust-virtiofsd
 	@$(TOP)/bench/tree.py $(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS))
+
+# One read of a 512 MiB file: the guest's page cache and QEMU's and the
+# daemon's memory, with and without the window (docs/benchmarks/memory.md)
+bench-memory: qemu guest rust-virtiofsd
+	@$(TOP)/bench/memory.py
 
 # libFuzzer on virtiofsd's request decoding and dispatch (mk/fuzz.sh)
 FUZZ_SECONDS ?= 300
