@@ -54,7 +54,7 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
         fs->entry_timeout = fs->attr_timeout = 86400;
         break;
     case VFSD_CACHE_ADAPTIVE:
-        /* Per reply (vfsd_fs_timeout); this is a negative entry's floor */
+        /* Not used: each reply's comes from vfsd_fs_timeout() */
         fs->entry_timeout = fs->attr_timeout = opts->adaptive_min;
         break;
     }
