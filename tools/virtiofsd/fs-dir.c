@@ -48,16 +48,59 @@ int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
     out->fh = vfsd_handle_new(fs, fd, O_RDONLY, inode, true);
     /*
      * As the Rust virtiofsd: directory listings are metadata, cached with
-     * it, and kept across opens.  With adaptive timeouts too: the guest
-     * drops a kept listing when the directory's mtime changes, which it
-     * learns when its attributes time out.
+     * it, and kept across opens.
      */
     if (fs->opts->cache == VFSD_CACHE_ALWAYS ||
-        fs->opts->cache == VFSD_CACHE_METADATA ||
-        fs->opts->cache == VFSD_CACHE_ADAPTIVE) {
+        fs->opts->cache == VFSD_CACHE_METADATA) {
         out->keep |= VFSD_OPEN_CACHE_DIR | VFSD_OPEN_KEEP_CACHE;
     }
+    /*
+     * With adaptive timeouts, a kept listing is worth having only while
+     * the names it linked are valid: past that, each name in it would
+     * cost the guest a LOOKUP where a new READDIRPLUS renews a page of
+     * them at once.  So the guest keeps it only until the shortest
+     * timeout of the last whole listing runs out (and drops it sooner
+     * if it sees the directory's mtime change).
+     */
+    if (fs->opts->cache == VFSD_CACHE_ADAPTIVE) {
+        out->keep |= VFSD_OPEN_CACHE_DIR;
+        if (g_get_monotonic_time() <
+            __atomic_load_n(&inode->listed_until, __ATOMIC_RELAXED)) {
+            out->keep |= VFSD_OPEN_KEEP_CACHE;
+        }
+    }
     return 0;
+}
+
+/*
+ * A READDIRPLUS pass over the whole directory, for --cache=adaptive
+ * (see vfsd_op_opendir()): from offset 0, under the handle's lock.  The
+ * listing's own validity counts too: the guest checks the directory's
+ * mtime only when its attributes time out.
+ */
+static void list_begin(VfsdFs *fs, VfsdHandle *h, uint64_t offset)
+{
+    VfsdAttr attr;
+
+    if (offset) {
+        return;
+    }
+    h->list_start = 0;
+    if (vfsd_fill_attr(fs, h->inode, &attr) == 0) {
+        h->list_start = g_get_monotonic_time();
+        h->list_min = vfsd_fs_timeout(fs, &attr.ctime);
+    }
+}
+
+/* The pass reached the end: the guest holds every name of it */
+static void list_end(VfsdHandle *h)
+{
+    if (h->list_start) {
+        __atomic_store_n(&h->inode->listed_until,
+                         h->list_start + (gint64)(h->list_min * 1e6),
+                         __ATOMIC_RELAXED);
+        h->list_start = 0;
+    }
 }
 
 /*
@@ -65,9 +108,10 @@ int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
  * carries a lookup (the guest will FORGET it), except "." and "..",
  * which the guest does not link.
  */
-static bool add_entry(VfsdFs *fs, VfsdInode *dir, const VfsdDirSink *sink,
+static bool add_entry(VfsdFs *fs, VfsdHandle *h, const VfsdDirSink *sink,
                       const struct linux_dirent64 *d, bool plus)
 {
+    VfsdInode *dir = h->inode;
     VfsdDirent de = {
         .ino = d->d_ino,
         .off = d->d_off,
@@ -84,6 +128,10 @@ static bool add_entry(VfsdFs *fs, VfsdInode *dir, const VfsdDirSink *sink,
     if (plus && strcmp(d->d_name, ".") && strcmp(d->d_name, "..")) {
         /* A failure (e.g. a racing unlink) gives the entry no lookup */
         looked_up = vfsd_entry_lookup(fs, dir, d->d_name, &e) == 0;
+        if (looked_up && h->list_start) {
+            h->list_min = MIN(h->list_min, MIN(e.entry_timeout,
+                                               e.attr_timeout));
+        }
     }
     sink->add(sink->opaque, &de, looked_up ? &e : NULL);
     return true;
@@ -111,6 +159,9 @@ int vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset, size_t max,
         g_mutex_unlock(&h->lock);
         return -errno;
     }
+    if (plus && fs->opts->cache == VFSD_CACHE_ADAPTIVE) {
+        list_begin(fs, h, offset);
+    }
     while (!full) {
         long pos = 0;
 
@@ -124,12 +175,13 @@ int vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset, size_t max,
             return -errno;
         }
         if (n == 0) {
+            list_end(h);
             break;
         }
         while (pos < n) {
             struct linux_dirent64 *d = (void *)(buf + pos);
 
-            if (!add_entry(fs, h->inode, sink, d, plus)) {
+            if (!add_entry(fs, h, sink, d, plus)) {
                 full = true;
                 break;
             }

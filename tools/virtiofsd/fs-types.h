@@ -74,6 +74,12 @@ typedef struct VfsdInode {
      * fd is -1, and every request on it gets EIO until the guest forgets it
      */
     bool lost;
+    /*
+     * fs-dir.c's, for --cache=adaptive: until when (monotonic, us) the
+     * names and attributes of the last whole READDIRPLUS listing of this
+     * directory stay valid in the guest
+     */
+    gint64 listed_until;
 } VfsdInode;
 
 typedef struct VfsdInodeStore {
@@ -93,8 +99,15 @@ typedef struct VfsdHandle {
     int flags;                  /* open flags */
     VfsdInode *inode;           /* holds a reference */
     gint refcount;
-    GMutex lock;                /* directory position */
+    GMutex lock;                /* directory position, and the below */
     bool is_dir;
+    /*
+     * fs-dir.c's, for --cache=adaptive: when this handle's READDIRPLUS
+     * pass from offset 0 began (g_get_monotonic_time(); 0: none), and
+     * the shortest timeout its names and attributes got so far
+     */
+    gint64 list_start;
+    double list_min;
 } VfsdHandle;
 
 /*

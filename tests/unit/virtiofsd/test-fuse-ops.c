@@ -2202,6 +2202,53 @@ static void test_cache_mode(gconstpointer data)
     test_fs_teardown(&t);
 }
 
+/* The open flags an OPENDIR of the root gets (the handle is released) */
+static uint32_t opendir_flags(TestFs *t)
+{
+    struct fuse_open_out oo;
+    TestReq *r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    r = test_req_new(FUSE_RELEASEDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_release_in){ .fh = oo.fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    return oo.open_flags;
+}
+
+/* READDIRPLUS of the root from offset 0 to its end, in small pieces */
+static void list_root_plus(TestFs *t)
+{
+    g_autofree uint8_t *buf = g_malloc(4096);
+    struct fuse_read_in in = { .size = 512 };
+    struct fuse_open_out oo;
+    size_t len, pos;
+    TestReq *r;
+
+    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    in.fh = oo.fh;
+    do {
+        r = test_req_new(FUSE_READDIRPLUS, FUSE_ROOT_ID);
+        test_req_add(r, &in, sizeof(in));
+        g_assert_cmpint(test_send(t, r, 4096, buf, 4096, &len), ==, 0);
+        for (pos = 0; pos < len;) {
+            struct fuse_direntplus *dp = (void *)(buf + pos);
+
+            in.offset = dp->dirent.off;
+            pos += FUSE_DIRENTPLUS_SIZE(dp);
+        }
+    } while (len);
+    r = test_req_new(FUSE_RELEASEDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_release_in){ .fh = oo.fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
 /* A LOOKUP of @name in the root: its entry and attribute timeouts */
 static int lookup_timeouts(TestFs *t, const char *name, uint64_t *entry,
                            uint64_t *attr)
@@ -2273,17 +2320,25 @@ static void test_cache_adaptive(void)
     g_assert_cmpint(lookup_timeouts(&t, "missing", &entry, &attr), ==, 0);
     g_assert_cmpuint(entry, ==, 2);
 
-    /* Kept data and listings, dropped when the host's mtime moves */
+    /* Kept data, dropped when the host's mtime moves */
     r = test_req_new(FUSE_OPEN, ino);
     test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
                  sizeof(struct fuse_open_in));
     g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
     g_assert_cmphex(oo.open_flags, ==, FOPEN_KEEP_CACHE | FOPEN_NOFLUSH);
-    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
-    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
-                 sizeof(struct fuse_open_in));
-    g_assert_cmpint(test_send(&t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
-    g_assert_cmphex(oo.open_flags, ==, FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE);
+
+    /*
+     * A listing is cached, but kept across opens only while the names
+     * of the last whole READDIRPLUS are valid: none yet, then for the
+     * shortest timeout it gave (2 s: f and g changed just now)
+     */
+    g_assert_cmphex(opendir_flags(&t), ==, FOPEN_CACHE_DIR);
+    g_assert_cmphex(opendir_flags(&t), ==, FOPEN_CACHE_DIR);
+    list_root_plus(&t);
+    g_assert_cmphex(opendir_flags(&t), ==,
+                    FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE);
+    g_usleep(2100 * 1000);
+    g_assert_cmphex(opendir_flags(&t), ==, FOPEN_CACHE_DIR);
     test_fs_teardown(&t);
 }
 
