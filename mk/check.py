@@ -351,7 +351,7 @@ SUITES = [
     # Requests per file operation from the daemon's --stats: the round
     # trips we spare (FLUSH without host-side POSIX locks) stay spared.
     guest("guest: requests per small-file operation, spared ones stay "
-          "spared", "roundtrips.sh", timeout=300),
+          "spared", "roundtrips.sh", timeout=500),
     # --cache=adaptive: host changes seen within the bound, and later than
     # cache=auto for what the host left alone (harness/tests/adaptive-cache.sh)
     guest("guest: adaptive cache timeouts, host changes seen within the "

@@ -9,11 +9,22 @@
 #   FLUSH   close() needs none unless the guest's POSIX locks live on the
 #           host (FOPEN_NOFLUSH); with --posix-lock every close() sends
 #           one, which shows the count would see them.
+#   walks   --cache=adaptive: walking again a tree the host has left
+#           alone (ls -lR, $WALKS times) costs no READDIRPLUS, LOOKUP or
+#           GETATTR while its names' timeouts last: the guest keeps the
+#           listings and the names (only OPENDIR and RELEASEDIR go).
+#           With cache=auto every walk costs its READDIRPLUS again,
+#           which shows the count would see them.  A tree the guest has
+#           just made, walked again past its short timeouts, costs no
+#           more LOOKUP and GETATTR than with cache=auto: its listings
+#           are read again (a READDIRPLUS renews a page of names at
+#           once) rather than kept with their names gone stale.
 # Extra arguments go to harness/vm.py (mk/check.py gives --timeout).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 . "$top/harness/tests/lib.sh"
-split_timeout 2 "$@"
+split_timeout 6 "$@"
+WALKS=4
 FILES=200
 work=$(mktemp -d /tmp/vfsdax-roundtrips.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
@@ -37,6 +48,41 @@ pass "$FILES files created, written, read back"
 umount /mnt || fail "umount"
 GUEST
 
+# The walks: a tree of 20 directories of 40 files, made on the host, at
+# least 20 s old when the guest first walks it (by the host's clock)
+cat > "$work/walk.sh" <<GUEST
+. /lib/vfsdax.sh
+mount_virtiofs "\$VFS_TAG" /mnt
+made=\$(cat /mnt/made)
+while [ \$((\$(date +%s) - made)) -lt 20 ]; do sleep 0.5; done
+i=0
+while [ \$i -lt $WALKS ]; do
+    ls -lR /mnt/t > /dev/null || fail "walk \$i"
+    i=\$((i + 1))
+done
+pass "$WALKS walks"
+umount /mnt || fail "umount"
+GUEST
+
+# A young tree: 10 directories of 20 files the guest makes, walked,
+# then walked twice more 1.5 s apart (past MIN, 1 s)
+cat > "$work/young.sh" <<GUEST
+. /lib/vfsdax.sh
+mount_virtiofs "\$VFS_TAG" /mnt
+for d in 1 2 3 4 5 6 7 8 9 10; do
+    mkdir -p /mnt/y/d\$d || fail "mkdir"
+    for f in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+        echo \$f > /mnt/y/d\$d/f\$f || fail "create"
+    done
+done
+for i in 1 2 3; do
+    sleep 1.5
+    ls -lR /mnt/y > /dev/null || fail "walk \$i"
+done
+pass "young tree walked"
+umount /mnt || fail "umount"
+GUEST
+
 # run NAME DAEMON-ARGS: one guest, its daemon's log in $work/NAME
 run() {
     local name=$1
@@ -44,6 +90,22 @@ run() {
     python3 "$top/harness/vm.py" --daemon ours --cache-mode auto \
         --shared "$work/share-$name" --log-dir "$work/$name" \
         --daemon-args="--stats $*" "${vm_args[@]}" "$work/guest.sh"
+}
+
+# walk NAME CACHE DAEMON-ARGS: the walks, with --cache=CACHE
+walk() {
+    local name=$1 cache=$2 d f
+    shift 2
+    for d in $(seq 20); do
+        mkdir -p "$work/share-$name/t/d$d"
+        for f in $(seq 40); do
+            echo "$f" > "$work/share-$name/t/d$d/f$f"
+        done
+    done
+    date +%s > "$work/share-$name/made"
+    python3 "$top/harness/vm.py" --daemon ours --cache-mode "$cache" \
+        --shared "$work/share-$name" --log-dir "$work/$name" \
+        --daemon-args="--stats $*" "${vm_args[@]}" "$work/walk.sh"
 }
 
 # count NAME OP: how many OP requests the daemon of run NAME served
@@ -57,6 +119,15 @@ count() {
 mkdir "$work/share-plain" "$work/share-locks"
 run plain
 run locks --posix-lock
+# MAX 30 s, FRACTION 1: 20 s unchanged gives 20 s, longer than the walks
+walk walk-auto auto
+walk walk-adaptive adaptive --adaptive-timeouts=1:30:1
+for cache in auto adaptive; do
+    mkdir "$work/share-young-$cache"
+    python3 "$top/harness/vm.py" --daemon ours --cache-mode $cache \
+        --shared "$work/share-young-$cache" --log-dir "$work/young-$cache" \
+        --daemon-args=--stats "${vm_args[@]}" "$work/young.sh"
+done
 
 rc=0
 grep -q "stats: CREATE: [1-9]" "$work/plain/virtiofsd.log" || {
@@ -84,5 +155,46 @@ if [ "$flush" -lt $((2 * FILES)) ]; then
     rc=1
 else
     echo "ok: with --posix-lock every close() flushes ($flush FLUSH)"
+fi
+
+echo "requests for $WALKS walks of 20 directories of 40 files, cache=auto" \
+     "and cache=adaptive:"
+for op in OPENDIR READDIRPLUS LOOKUP GETATTR; do
+    printf '  %-12s %5d %5d\n' $op "$(count walk-auto $op)" \
+        "$(count walk-adaptive $op)"
+done
+rdp_auto=$(count walk-auto READDIRPLUS)
+rdp=$(count walk-adaptive READDIRPLUS)
+names=$(($(count walk-adaptive LOOKUP) + $(count walk-adaptive GETATTR)))
+# The first walk reads each directory once (a few READDIRPLUS each)
+if [ "$rdp_auto" -lt $((WALKS * 20)) ]; then
+    echo "FAIL: cache=auto: $rdp_auto READDIRPLUS for $WALKS walks of 20" \
+         "directories: the walks did not reach the daemon"
+    rc=1
+elif [ $((rdp * WALKS)) -gt $((rdp_auto + 20)) ]; then
+    echo "FAIL: cache=adaptive: $rdp READDIRPLUS for $WALKS walks, more" \
+         "than one walk's ($rdp_auto / $WALKS with cache=auto): the" \
+         "listings were not kept"
+    rc=1
+elif [ "$names" -gt 40 ]; then
+    echo "FAIL: cache=adaptive: $names LOOKUP and GETATTR for $WALKS" \
+         "walks of 800 names: the names were not kept"
+    rc=1
+else
+    echo "ok: cache=adaptive walks again with no READDIRPLUS ($rdp for" \
+         "$WALKS walks, auto $rdp_auto) and $names LOOKUP and GETATTR"
+fi
+
+young_auto=$(($(count young-auto LOOKUP) + $(count young-auto GETATTR)))
+young=$(($(count young-adaptive LOOKUP) + $(count young-adaptive GETATTR)))
+echo "a young tree of 200 files made and walked 3 times: LOOKUP and" \
+     "GETATTR $young_auto with cache=auto, $young with cache=adaptive"
+if [ "$young" -gt $((young_auto + 40)) ]; then
+    echo "FAIL: cache=adaptive costs $young LOOKUP and GETATTR on a young" \
+         "tree against $young_auto with cache=auto: stale names kept"
+    rc=1
+else
+    echo "ok: a young tree costs no more LOOKUP and GETATTR than with" \
+         "cache=auto"
 fi
 exit $rc
