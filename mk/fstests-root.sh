@@ -51,7 +51,7 @@ and pass it: make fstests FSTESTS=/path/to/xfstests-dev (a clone or a .tar.gz of
     SOURCE=$DEFAULT_SOURCE
 fi
 [ -e "$SOURCE" ] || die "FSTESTS=$SOURCE does not exist"
-SOURCE=$(cd "$(dirname "$SOURCE")" && pwd)/$(basename "$SOURCE")
+SOURCE=$(realpath "$SOURCE")
 
 mkdir -p "$FD"
 exec 9>"$FD/.lock"
@@ -134,8 +134,10 @@ fi
 # Every package must be there: a root made by hand or half-removed is
 # refused rather than run with tools missing.
 # shellcheck disable=SC2086
-missing=$(in_root dpkg-query -W -f='${Package} ${Status}\n' $PKGS 2>&1 |
-          awk '$NF != "installed" { print $1 }' | tr '\n' ' ') || true
+missing=$(in_root sh -c 'for p; do
+        dpkg-query -W -f="\${Status}" "$p" 2>/dev/null | grep -q " installed$" ||
+            printf "%s " "$p"
+    done' sh $PKGS) || die "cannot look into the fstests root $ROOT"
 [ -z "$missing" ] ||
     die "the fstests root $ROOT lacks packages: $missing(remove the directory and run again)"
 
