@@ -18,6 +18,12 @@ mount -t virtiofs fsrun $R/run-share || fail "cannot mount the run's share (tag 
 mount -o bind $R/run-share/fstests $R/fstests || fail "cannot bind the fstests tree"
 mount -t proc proc $R/proc && mount -t sysfs sysfs $R/sys &&
     mount -o bind /dev $R/dev || fail "cannot mount /proc, /sys, /dev in the root"
+# What udev would have made: bash's process substitution (check uses
+# it) reads /dev/fd/N
+[ -e /dev/fd ] || ln -s /proc/self/fd /dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do
+    [ -e /dev/${i#*:} ] || ln -s /proc/self/fd/${i%%:*} /dev/${i#*:}
+done
 mkdir -p /dev/pts
 mount -t devpts devpts $R/dev/pts 2>/dev/null
 mount -t tmpfs tmpfs $R/dev/shm 2>/dev/null
@@ -32,7 +38,7 @@ echo "fstests-guest: $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2}' 
 chroot $R /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/root TERM=dumb LANG=C.UTF-8 \
     FST_TEST_TAG="$FST_TEST_TAG" FST_SCRATCH_TAG="$FST_SCRATCH_TAG" \
-    FST_MOUNT_OPTS="${FST_MOUNT_OPTS:-}" FST_TEST_TIMEOUT="${FST_TEST_TIMEOUT:-900}" \
+    FST_MOUNT_OPTS="${FST_MOUNT_OPTS:-}" FST_BOOT="$FST_BOOT" \
     /bin/bash /run-share/in-root.sh
 rc=$?
 # Results must reach the host before the guest powers off

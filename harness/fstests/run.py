@@ -11,7 +11,8 @@ in the configuration's mode, and two served by our virtiofsd for the
 harness: the fstests root (mk/fstests-root.sh: Debian 13 with fstests
 built in it, read-only) and the run's own share (the test list, a copy of
 the fstests tree to write into, the results).  The guest chroots into the
-root and runs each test through ./check (harness/fstests/in-root.sh).
+root and runs the list through one ./check (harness/fstests/in-root.sh),
+whose output and xunit report the host reads as they are written.
 
 Configurations (--config, default all three):
   ours       our virtiofsd, cache=auto, no window
@@ -23,8 +24,9 @@ tests and ACLs for some, and the two daemons must be compared alike.
 
 A test that does not come back within --test-timeout seconds (a hang in
 the guest) ends that guest: it is recorded as "timeout" and a fresh guest
-runs the rest.  Results go to OUT/CONFIG/ (OUT: --out, default
-$BUILD/fstests): results.tsv (a line per test) and fstests' own results/;
+runs the rest; a guest that dies under a test records it as failed.
+Results go to OUT/CONFIG/ (OUT: --out, default $BUILD/fstests):
+results.tsv (a line per test) and fstests' own results/boot-N/;
 then OUT/report.md, report.json and report.tsv compare the
 configurations: per test its status in each, and "ours alone" where the
 Rust daemon passed and ours did not.  harness/fstests/known.tsv explains
@@ -40,11 +42,13 @@ import argparse
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.dirname(os.path.dirname(HERE))
@@ -61,6 +65,7 @@ CONFIGS = {
 DAEMON_OPTS = {"ours": ["--xattr", "--posix-acl"],
                "rust": ["--xattr", "--posix-acl"]}
 STATUSES = ("pass", "fail", "notrun", "timeout")
+TEST_NAME = re.compile(r"^[a-z0-9]+/\d+$")
 
 
 class SetupError(Exception):
@@ -173,18 +178,65 @@ def tail(path, n=30):
         return ""
 
 
-def boot(name, cfg, cdir, run, root, args, budget_end):
-    """One guest: runs the tests of run/tests.list not yet in
-    run/results.tsv until they are done, one hangs, or the budget ends.
-    Returns (why it ended, the guest's output log)."""
+def in_progress(out_path):
+    """The test check is running now, from its output so far: check
+    prints a test's name, and ends that line only once the test and the
+    checks after it are done.  None between tests or before the first."""
+    try:
+        with open(out_path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    if not text or text.endswith("\n"):
+        return None
+    last = text.rsplit("\n", 1)[-1].split()
+    return last[0] if last and TEST_NAME.match(last[0]) else None
+
+
+def boot_results(run, n):
+    """{test: (status, seconds, why)} of boot N, from fstests' xunit
+    report (rewritten before each test, so complete up to the test in
+    progress when a guest was cut)."""
+    rb = os.path.join(run, "results", f"boot-{n}")
+    try:
+        tree = ET.parse(os.path.join(rb, "result.xml"))
+    except (OSError, ET.ParseError):
+        return {}
+    res = {}
+    for tc in tree.getroot().iter("testcase"):
+        t = tc.get("name")
+        secs = float(tc.get("time") or 0)
+        skipped, failure = tc.find("skipped"), tc.find("failure")
+        if skipped is not None:
+            res[t] = ("notrun", secs, (skipped.get("message") or "").strip())
+        elif failure is not None:
+            why = (failure.get("message") or "").strip()
+            bad = os.path.join(rb, t + ".out.bad")
+            good = os.path.join(run, "fstests", "tests", t + ".out")
+            if os.path.exists(bad):
+                # The first line the test got wrong says more than
+                # "output mismatch"
+                d = subprocess.run(["diff", good, bad], stdout=subprocess.PIPE,
+                                   text=True, errors="replace").stdout
+                first = next((ln for ln in d.splitlines()
+                              if ln[:1] in "<>"), "")
+                why = f"output mismatch: {first}"
+            res[t] = ("fail", secs, " ".join(why.split())[:300])
+        else:
+            res[t] = ("pass", secs, "")
+    return res
+
+
+def boot(name, cfg, cdir, run, root, args, budget_end, n):
+    """Boot N of a configuration: one guest runs the tests of
+    run/tests.list until they are done, one hangs, or the budget ends.
+    Returns (why it ended, the test in progress then, the guest's log)."""
     kind = cfg["daemon"]
     opts = DAEMON_OPTS[kind] + (args.ours_args.split() if kind == "ours"
                                 else [])
-    results = os.path.join(run, "results.tsv")
-    started = os.path.join(run, "started")
     logs = os.path.join(cdir, "logs")
-    n = len(os.listdir(logs))
     gout = os.path.join(logs, f"guest-{n}.out")
+    check_out = os.path.join(run, "check-out", f"boot-{n}.out")
     scratch = f"fsscratch,daemon:{kind}" + \
         (f",cache-size:{cfg['window']}" if cfg["window"] else "")
     cmd = [sys.executable, VM, "--quiet", "--daemon", kind,
@@ -202,11 +254,9 @@ def boot(name, cfg, cdir, run, root, args, budget_end):
                daemon_cmd("ours", "@SOCK@", run, "auto", [])),
            "--env", "FST_TEST_TAG=fstest", "--env", "FST_SCRATCH_TAG=fsscratch",
            "--env", f"FST_MOUNT_OPTS={cfg['mount']}",
-           "--env", f"FST_TEST_TIMEOUT={args.test_timeout}"]
+           "--env", f"FST_BOOT={n}"]
     if cfg["window"]:
         cmd += ["--cache-size", cfg["window"]]
-    # The Rust daemon for the scratch share comes from the same place as
-    # vm.py's own (harness/rust-virtiofsd.sh)
     cmd.append(os.path.join(HERE, "guest.sh"))
     with open(gout, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
@@ -214,21 +264,15 @@ def boot(name, cfg, cdir, run, root, args, budget_end):
                                 start_new_session=True)
         GUESTS.add(proc)
         why = None
-        last, since = None, time.monotonic()
+        cur, since = None, time.monotonic()
         while proc.poll() is None:
             time.sleep(2)
-            done = read_results(results)
-            try:
-                with open(started) as f:
-                    cur = f.read().split()[-1:]
-            except OSError:
-                cur = []
-            cur = cur[0] if cur and cur[0] not in done else None
-            if cur != last:
-                last, since = cur, time.monotonic()
-            # in-root.sh's own timeout ends a test that userspace can
-            # end; past it and a margin, the guest itself is stuck.
-            if cur and time.monotonic() - since > args.test_timeout + 120:
+            now = in_progress(check_out)
+            if now != cur:
+                cur, since = now, time.monotonic()
+            # A test past its limit: whether the guest's userspace or its
+            # kernel is stuck in it, only a fresh guest goes on surely.
+            if cur and time.monotonic() - since > args.test_timeout:
                 why = f"hang: {cur}"
                 break
             if time.time() > budget_end:
@@ -246,7 +290,8 @@ def boot(name, cfg, cdir, run, root, args, budget_end):
     rc = proc.returncode
     if why is None:
         why = "done" if rc == 0 else f"guest ended with status {rc}"
-    return why, gout
+        cur = in_progress(check_out)
+    return why, cur, gout
 
 
 def check_mounts(name, cfg, run):
@@ -270,6 +315,12 @@ def check_mounts(name, cfg, run):
                          "shares under test")
 
 
+def write_results(path, res):
+    with open(path, "a") as f:
+        for t, (st, secs, why) in res.items():
+            f.write(f"{t}\t{st}\t{secs:.1f}\t{' '.join(why.split())}\n")
+
+
 def run_config(name, args, root, tests):
     cfg = CONFIGS[name]
     cdir = os.path.join(args.out, name)
@@ -279,56 +330,62 @@ def run_config(name, args, root, tests):
     t0 = time.time()
     boots = 0
     problems = []
+    first = len(os.listdir(os.path.join(run, "check-out"))) \
+        if os.path.isdir(os.path.join(run, "check-out")) else 0
     while True:
         done = read_results(results)
         left = [t for t in tests if t not in done]
         if not left or time.time() > budget_end:
             break
+        n = first + boots
         boots += 1
+        with open(os.path.join(run, "tests.list"), "w") as f:
+            f.write("".join(t + "\n" for t in left))
         log(f"{name}: guest {boots}, {len(left)} tests to go")
-        why, gout = boot(name, cfg, cdir, run, root, args, budget_end)
+        why, cur, gout = boot(name, cfg, cdir, run, root, args, budget_end, n)
         check_mounts(name, cfg, run)
-        done2 = read_results(results)
-        progress = len(done2) - len(done)
-        try:
-            with open(os.path.join(run, "started")) as f:
-                last = f.read().split()[-1:]
-        except OSError:
-            last = []
-        hung = last[0] if last and last[0] not in done2 else None
-        if why == "done" and not hung:
-            continue
+        got = {t: v for t, v in boot_results(run, n).items() if t in left}
+        if cur and cur not in got and why != "budget":
+            # The guest ended, or was ended, under a test: a hang is
+            # that test's timeout; a guest that died under it (QEMU or a
+            # daemon crashed, the kernel panicked) is its failure, with
+            # vm.py's word on it.
+            if why.startswith("hang"):
+                got[cur] = ("timeout", float(args.test_timeout),
+                            f"no result within {args.test_timeout} s; "
+                            "the guest was cut and a fresh one ran the rest")
+            else:
+                err = [ln for ln in tail(gout, 60).splitlines()
+                       if ln.startswith("vm: error:") or "exited" in ln]
+                got[cur] = ("fail", 0.0, (f"the guest ended during it "
+                                          f"({why}): " + " / ".join(err[:2]))[:300])
+            log(f"{name}: {cur}: {got[cur][2]}")
+        write_results(results, got)
         if why == "budget":
             break
-        if not hung and progress:
-            # Its tests are done but the guest did not end well (a daemon
-            # that crashed at the disconnect, QEMU that hung at
-            # teardown): the report says so, whatever the tests said.
+        if not got:
+            # Nothing ran, nothing hung: the guest or the root is broken,
+            # which no later guest would fix
+            raise SetupError(f"{name}: the guest ran no test ({why}):\n"
+                             + tail(gout))
+        if not why.startswith("hang") and why != "done":
+            # The guest did not end well (a daemon that crashed at the
+            # disconnect, QEMU that hung at teardown): the report says
+            # so, whatever the tests said.
             problems.append(f"guest {boots}: {why}: " + " / ".join(
                 ln for ln in tail(gout, 40).splitlines()
                 if ln.startswith("vm: error:"))[:300])
-        if progress == 0 and not hung:
-            # Nothing ran and nothing hung: the guest or the root is
-            # broken, which no later guest would fix
-            raise SetupError(f"{name}: the guest ran no test ({why}):\n"
-                             + tail(gout))
-        if hung:
-            # Recorded for the next guest to skip: a hang as a timeout;
-            # a guest that ended under a test (QEMU or a daemon died, the
-            # kernel panicked) as that test's failure, with vm.py's word
-            # on it.
-            if why.startswith("hang"):
-                st, what = "timeout", f"the guest did not come back from it"
-            else:
-                err = [ln for ln in tail(gout, 60).splitlines()
-                       if ln.startswith("vm: error:") or "exited" in ln
-                       or "ended" in ln]
-                st, what = "fail", (f"the guest ended during it ({why}): "
-                                    + " / ".join(err[:2]))[:300]
-            with open(results, "a") as f:
-                f.write(f"{hung}\t{st}\t{args.test_timeout}\t{what}\n")
-            log(f"{name}: {hung}: {what}; a fresh guest runs the rest")
     wall = time.time() - t0
+    if args.resume:
+        # The time and guests of the runs this one resumed count too
+        try:
+            with open(os.path.join(cdir, "meta.json")) as f:
+                before = json.load(f)
+            wall += before.get("wall_s", 0)
+            boots += before.get("guests", 0)
+            problems = before.get("problems", []) + problems
+        except (OSError, ValueError):
+            pass
     with open(os.path.join(cdir, "meta.json"), "w") as f:
         json.dump({"config": name, "wall_s": round(wall, 1), "guests": boots,
                    "tests": len(tests),
