@@ -57,7 +57,7 @@ mapfile -t tests < "$RS/tests.list"
 [ ${#tests[@]} -gt 0 ] && [ -n "${tests[0]}" ] ||
     { echo "in-root: no tests to run"; exit 2; }
 echo "fstests: ${#tests[@]} tests in this guest"
-./check -R xunit-quiet "${tests[@]}" > "$RS/check-out/boot-$FST_BOOT.out" 2>&1
+./check --exact-order -R xunit-quiet "${tests[@]}" > "$RS/check-out/boot-$FST_BOOT.out" 2>&1
 rc=$?
 sync
 tail -n 5 "$RS/check-out/boot-$FST_BOOT.out"
