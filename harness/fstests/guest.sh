@@ -38,7 +38,7 @@ echo "fstests-guest: $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2}' 
 chroot $R /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/root TERM=dumb LANG=C.UTF-8 \
     FST_TEST_TAG="$FST_TEST_TAG" FST_SCRATCH_TAG="$FST_SCRATCH_TAG" \
-    FST_MOUNT_OPTS="${FST_MOUNT_OPTS:-}" FST_BOOT="$FST_BOOT" \
+    FST_MOUNT_OPTS="${FST_MOUNT_OPTS:-}" FST_BOOT="$FST_BOOT" FST_CHUNK="${FST_CHUNK:-40}" \
     /bin/bash /run-share/in-root.sh
 rc=$?
 # Results must reach the host before the guest powers off

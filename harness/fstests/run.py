@@ -40,6 +40,7 @@ not start) exits 2 with what is missing.
 
 import argparse
 import concurrent.futures
+import glob
 import json
 import os
 import re
@@ -211,12 +212,16 @@ def boot_results(run, n):
     report (rewritten before each test, so complete up to the test in
     progress when a guest was cut)."""
     rb = os.path.join(run, "results", f"boot-{n}")
-    try:
-        tree = ET.parse(os.path.join(rb, "result.xml"))
-    except (OSError, ET.ParseError):
-        return {}
+    cases = []
+    # One report per chunk of in-root.sh, and the one of a chunk cut
+    # in a test
+    for x in sorted(glob.glob(os.path.join(rb, "result*.xml"))):
+        try:
+            cases += ET.parse(x).getroot().iter("testcase")
+        except (OSError, ET.ParseError):
+            pass
     res = {}
-    for tc in tree.getroot().iter("testcase"):
+    for tc in cases:
         t = tc.get("name")
         secs = float(tc.get("time") or 0)
         skipped, failure = tc.find("skipped"), tc.find("failure")
@@ -267,7 +272,7 @@ def boot(name, cfg, cdir, run, root, args, budget_end, n):
                daemon_cmd("ours", "@SOCK@", run, "auto", [])),
            "--env", "FST_TEST_TAG=fstest", "--env", "FST_SCRATCH_TAG=fsscratch",
            "--env", f"FST_MOUNT_OPTS={cfg['mount']}",
-           "--env", f"FST_BOOT={n}"]
+           "--env", f"FST_BOOT={n}", "--env", f"FST_CHUNK={args.chunk}"]
     if cfg["window"]:
         cmd += ["--cache-size", cfg["window"]]
     cmd.append(os.path.join(HERE, "guest.sh"))
@@ -545,6 +550,8 @@ def main():
                    help="seconds per configuration (default: no limit); "
                    "the tests not reached are left out of the report")
     p.add_argument("--test-timeout", type=int, default=600)
+    p.add_argument("--chunk", type=int, default=40,
+                   help="tests per ./check in the guest (default 40)")
     p.add_argument("--out", default=os.path.join(BUILD, "fstests"))
     p.add_argument("--mem", default="2G")
     p.add_argument("--smp", type=int, default=2)
