@@ -35,7 +35,7 @@ export BUILD PREFIX QEMU_BASE GUEST_DIR GUEST_KERNEL GUEST_DIR_BOOKWORM GUEST_DI
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
-.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree bench-memory fuzz \
+.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree bench-memory fuzz fstests \
         refresh-patches verify-tree checkpatch install clean distclean help \
         port-base check-bases series bisect-check patch-lines
 
@@ -48,6 +48,7 @@ help:
 	@echo "make bench-tree [TREE_ROUNDS=N]  a source tree on each kind of guest storage (docs/benchmarks/tree.md)"
 	@echo "make bench-memory  memory for one read of a large file, with and without the window (docs/benchmarks/memory.md)"
 	@echo "make fuzz [FUZZ_SECONDS=N]  fuzz virtiofsd's request path (default 300 s)"
+	@echo "make fstests [FSTESTS=SRC] [FSTESTS_ARGS=...]  fstests' generic group on ours and the Rust virtiofsd"
 	@echo "make prepare         prepare build/src (upstream + our files + patches/)"
 	@echo "make refresh-patches save commits and edits made in build/src to patches/ and the repo"
 	@echo "make verify-tree     check patches/ + our files reproduce build/src"
@@ -92,7 +93,9 @@ demo: qemu guest
 	@$(TOP)/harness/demo.sh
 
 # Without clang only the fuzz suite fails (it says what to install); without
-# upstream QEMU only the suites that need it fail, saying why.
+# upstream QEMU only the suites that need it fail, saying why; so does
+# the fstests suite without fstests' source or its root (made here, out
+# of the suite's time: about 2 minutes cold, README "fstests").
 # On another base (QEMU_BASE=X) check runs the suites of mk/check.py's
 # EVERY_BASE, which need neither clang nor upstream QEMU.
 check: qemu guest $(if $(and $(CHECK_KERNELS),$(filter $(DEFAULT_BASE),$(QEMU_BASE))),guest-matrix)
@@ -100,6 +103,8 @@ ifeq ($(QEMU_BASE),$(DEFAULT_BASE))
 	@$(TOP)/mk/deps.sh fuzz || true
 	@$(TOP)/mk/deps.sh upstream || true
 	@$(TOP)/mk/upstream-qemu.sh >/dev/null || true
+	@$(TOP)/mk/deps.sh fstests || true
+	@$(TOP)/mk/fstests-root.sh >/dev/null || true
 endif
 	@python3 $(TOP)/mk/check.py
 
@@ -140,6 +145,17 @@ FUZZ_SECONDS ?= 300
 fuzz: prepare
 	@$(TOP)/mk/deps.sh fuzz
 	@$(TOP)/mk/fuzz.sh run $(FUZZ_SECONDS)
+
+# fstests (xfstests) on ours (without and with a DAX window) and on the
+# Rust virtiofsd, side by side: build/fstests/report.md (README
+# "fstests").  FSTESTS: a tarball or clone of fstests (default: the one
+# beside the project, ../shared/deps/); FSTESTS_ARGS: more options of
+# harness/fstests/run.py (--limit N, --budget S, --config NAME, --tests F).
+FSTESTS ?=
+FSTESTS_ARGS ?=
+fstests: qemu guest rust-virtiofsd
+	@$(TOP)/mk/deps.sh fstests
+	@python3 $(TOP)/harness/fstests/run.py $(if $(FSTESTS),--fstests $(abspath $(FSTESTS))) $(FSTESTS_ARGS)
 
 refresh-patches:
 	@$(TOP)/mk/refresh-patches.sh

@@ -462,15 +462,23 @@ def run_guest(args, sink=None):
                 write_state(args.state_dir, "daemon.cmd",
                             json.dumps(dcmd) + "\n")
         qcmd = qemu_command(args, qemu, initrd, logdir, sock)
-        # More shares, each served by one of our daemons started with the
-        # given arguments as they are (the test names its shared
-        # directory, and the socket as @SOCK@), for tests of many
-        # command lines in one boot.
+        # More shares, each served by one of our daemons (or the Rust
+        # one, or a binary the spec names) started with the given
+        # arguments as they are (the test names its shared directory,
+        # and the socket as @SOCK@), for tests of many command lines in
+        # one boot, or of several shares of one daemon under test
+        # (harness/fstests: TEST_DEV and SCRATCH_DEV), each with its own
+        # window when the spec gives cache-size.
         for i, spec in enumerate(args.extra_daemon):
-            tag, _, dargs = spec.partition("=")
+            tag, attrs, dargs = parse_extra(spec)
             xsock = os.path.join(tmp, f"extra{i}.sock")
             xlog = os.path.join(logdir, f"virtiofsd-{tag}.log")
-            xcmd = [args.daemon_binary or OUR_VIRTIOFSD] + \
+            xbin = attrs.get("daemon", "ours")
+            if xbin == "ours":
+                xbin = args.daemon_binary or OUR_VIRTIOFSD
+            elif xbin == "rust":
+                xbin = rust_virtiofsd()
+            xcmd = [xbin] + \
                 [a.replace("@SOCK@", xsock) for a in shlex.split(dargs)]
             if not args.quiet:
                 log(f"daemon {tag}: " + " ".join(shlex.quote(c) for c in xcmd))
@@ -480,8 +488,11 @@ def run_guest(args, sink=None):
                                      start_new_session=True)
             extras.append((tag, xproc, xlog))
             wait_for_socket(xsock, xproc, 15, f"virtiofsd for {tag}", xlog)
+            xdev = f"vhost-user-fs-pci,chardev=x{i},tag={tag}"
+            if attrs.get("cache-size"):
+                xdev += f",cache-size={attrs['cache-size']}"
             qcmd += ["-chardev", f"socket,id=x{i},path={xsock}", "-device",
-                     f"vhost-user-fs-pci,chardev=x{i},tag={tag}"]
+                     xdev]
 
         qlog = os.path.join(logdir, "qemu.log")
         if not args.quiet:
@@ -581,6 +592,22 @@ def run_guest(args, sink=None):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def parse_extra(spec):
+    """An --extra-daemon's TAG[,KEY:VALUE...]=ARGS: (TAG, {KEY: VALUE},
+    ARGS).  KEYs: daemon (ours, rust, or a binary's path; ours by
+    default) and cache-size (the device's window; none by default)."""
+    head, _, dargs = spec.partition("=")
+    tag, *pairs = head.split(",")
+    attrs = {}
+    for pair in pairs:
+        key, colon, value = pair.partition(":")
+        if key not in ("daemon", "cache-size") or not colon:
+            raise HarnessError(f"--extra-daemon {spec}: {pair} is not "
+                               "daemon:D or cache-size:N")
+        attrs[key] = value
+    return tag, attrs, dargs
+
+
 def default_args():
     return build_parser().parse_args(["--cmd", "true"])
 
@@ -602,9 +629,11 @@ def build_parser():
     p.add_argument("--daemon-binary", help="binary for --daemon ours/rust")
     p.add_argument("--daemon-args", default="", help="extra daemon options")
     p.add_argument("--extra-daemon", action="append", default=[],
-                   metavar="TAG=ARGS",
+                   metavar="TAG[,daemon:D][,cache-size:N]=ARGS",
                    help="another share, tag TAG, served by our virtiofsd "
-                        "started with ARGS (@SOCK@: its socket); repeatable")
+                        "(or D: rust, a binary) started with ARGS (@SOCK@: "
+                        "its socket), with a window of N when given; "
+                        "repeatable")
     p.add_argument("--shared", help="host directory to share (default: a "
                    "fresh empty one)")
     p.add_argument("--tag", default="vfs")

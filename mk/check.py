@@ -555,6 +555,20 @@ SUITES = [
           "daemon-kill.sh"),
     guest("guest: virtiofsd killed, guest powers off with requests hung",
           "daemon-kill.sh", "--no-restart"),
+    # fstests (xfstests), a quick subset of its generic group
+    # (harness/fstests/quick.list), on ours without and with a DAX window
+    # (dax=always) and on the Rust virtiofsd: a test that passes on the
+    # Rust daemon must pass on ours in both modes.  Without fstests'
+    # source (FSTESTS, or the tarball beside the project) or with a root
+    # that lacks a tool it fails, saying what is missing.  make fstests
+    # runs the whole group (README "fstests").
+    Suite("fstests: quick subset, ours and ours+DAX pass what the Rust "
+          "virtiofsd passes",
+          [sys.executable, os.path.join(TOP, "harness", "fstests", "run.py"),
+           "--tests", os.path.join(TOP, "harness", "fstests", "quick.list"),
+           "--out", os.path.join(BUILD, "fstests-quick"), "--gate",
+           "--test-timeout", "120", "--parallel"],
+          needs=[QEMU, VIRTIOFSD, INITRAMFS], timeout=600),
     # Unmodified upstream QEMU 11.1 (Debian's, mk/upstream-qemu.sh) with
     # its generic vhost-user device: DAX served by our virtiofsd alone.
     Suite("guest: DAX through unmodified upstream QEMU 11.1",

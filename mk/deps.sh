@@ -3,7 +3,7 @@
 # Debian or Ubuntu the missing packages are installed; otherwise the missing
 # ones are named with the command that installs them.
 #
-#   mk/deps.sh [build|guest|libvirt|fuzz|docs|upstream]...  (default: build guest)
+#   mk/deps.sh [build|guest|libvirt|fuzz|docs|upstream|fstests]...  (default: build guest)
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -17,6 +17,7 @@ declare -A PKGS=(
     [fuzz]="clang libclang-rt-14-dev"
     [docs]="python3-sphinx"
     [upstream]="debootstrap"
+    [fstests]="debootstrap debian-archive-keyring"
 )
 
 groups=("$@")
