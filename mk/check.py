@@ -115,10 +115,12 @@ def qtest(name, binary_name, args=(), env=None, ninja=(), timeout=300):
                  timeout=timeout)
 
 
-# The long fsx run: 100,000 operations on the default base (about 8
-# minutes under TCG); on the other bases, which differ from it only in
-# the patches' hooks, 20,000 keep check-bases inside CI's time.
-FSX_LONG_OPS = 100000 if QEMU_BASE == DEFAULT_BASE else 20000
+# The long fsx run: 50,000 operations on the default base (about 4
+# minutes under TCG; 100,000 until 2026-11-28, halved to make room in
+# CI's time for the fstests subset); on the
+# other bases, which differ from it only in the patches' hooks, 20,000
+# keep check-bases inside CI's time.
+FSX_LONG_OPS = 50000 if QEMU_BASE == DEFAULT_BASE else 20000
 FSX_LONG = (f"guest: DAX fsx, {FSX_LONG_OPS:,} random operations, "
             "32 MiB window")
 
@@ -421,7 +423,7 @@ SUITES = [
     # GET_SHMEM_CONFIG: QEMU refuses a daemon that expects another window
     guest("guest: the window's size checked against the daemon's "
           "(GET_SHMEM_CONFIG)", "shmem-config.sh", timeout=240),
-    # Data integrity: 100,000 random operations checked against a model,
+    # Data integrity: 50,000 random operations checked against a model,
     # through a 32 MiB window (16 ranges) over up to 48 MiB of files, the
     # reclaim that forces proven from QEMU's trace of window mappings, and
     # the host's copies compared with the model at the end.
