@@ -43,12 +43,21 @@ LOG=$FD/setup.log
 DEFAULT_SOURCE=$(cd "$TOP/.." && pwd)/shared/deps/fstests-v2026.01.05.tar.gz
 SOURCE=${1:-${FSTESTS:-}}
 
+# A checked copy of the default tarball, kept in the cache the first time
+# it is used, so that a clone of the project somewhere else (CI's) finds
+# it too
+CACHED_SOURCE=$FD/src/$(basename "$DEFAULT_SOURCE")
+
 if [ -z "$SOURCE" ]; then
-    [ -e "$DEFAULT_SOURCE" ] ||
+    if [ -e "$DEFAULT_SOURCE" ]; then
+        SOURCE=$DEFAULT_SOURCE
+    elif [ -e "$CACHED_SOURCE" ]; then
+        SOURCE=$CACHED_SOURCE
+    else
         die "no fstests source: Debian does not package it.  Get tag v2026.01.05 (or newer) with
   git clone --branch v2026.01.05 https://git.kernel.org/pub/scm/fs/xfs/xfstests-dev.git
 and pass it: make fstests FSTESTS=/path/to/xfstests-dev (a clone or a .tar.gz of one)"
-    SOURCE=$DEFAULT_SOURCE
+    fi
 fi
 [ -e "$SOURCE" ] || die "FSTESTS=$SOURCE does not exist"
 SOURCE=$(realpath "$SOURCE")
@@ -65,6 +74,14 @@ if [ -f "$SOURCE" ]; then
         want=$(awk -v f="$(basename "$SOURCE")" '$2 == f { print $1 }' "$sums")
         [ "$have" = "$want" ] ||
             die "$SOURCE: sha256 $have, but $sums says $want"
+        if [ "$SOURCE" = "$(realpath "$DEFAULT_SOURCE" 2>/dev/null)" ] &&
+           [ ! -e "$CACHED_SOURCE" ]; then
+            mkdir -p "$(dirname "$CACHED_SOURCE")"
+            cp "$SOURCE" "$CACHED_SOURCE.tmp" &&
+                grep " $(basename "$SOURCE")\$" "$sums" \
+                    > "$(dirname "$CACHED_SOURCE")/SHA256SUMS" &&
+                mv "$CACHED_SOURCE.tmp" "$CACHED_SOURCE"
+        fi
     else
         say "note: $SOURCE is not listed in a SHA256SUMS beside it; using it unchecked"
     fi
