@@ -97,13 +97,30 @@ void vfsd_creds_restore(const VfsdSavedCreds *old)
 
 /*
  * With FUSE_HANDLE_KILLPRIV_V2 the guest leaves clearing setuid/setgid on
- * write and truncate to us: the kernel does it for a writer without
- * CAP_FSETID, so the thread gives that capability up for the operation.
+ * write and truncate to us.  The host kernel clears them for a writer
+ * without CAP_FSETID, so the thread gives that capability up for the
+ * operation; and it keeps a setgid bit without group-execute (a
+ * mandatory-locking mark, not a privilege) for a writer in the file's
+ * group, which it judges by the thread's fsgid: as root's, the bit would
+ * go whoever wrote.  So the thread takes the caller's group too, and
+ * keeps our fsuid, so that no permission check changes.  The guest sends
+ * no supplementary groups here, and the daemon has none: a caller in the
+ * file's group through one of those loses the bit.  A caller whose group
+ * has no host id keeps the daemon's.
  */
-int vfsd_drop_fsetid(bool *dropped)
+int vfsd_kill_priv_begin(const VfsdCtx *ctx, VfsdKillPriv *saved)
 {
-    *dropped = false;
+    *saved = (VfsdKillPriv) { 0 };
+    if (ctx->gid != VFSD_NO_ID) {
+        saved->gid = syscall(SYS_setfsgid, ctx->gid);
+        saved->gid_set = true;
+        if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid) {
+            vfsd_kill_priv_end(saved);
+            return -EPERM;
+        }
+    }
     if (capng_get_caps_process() < 0) {
+        vfsd_kill_priv_end(saved);
         return -EPERM;
     }
     if (!capng_have_capability(CAPNG_EFFECTIVE, CAP_FSETID)) {
@@ -111,20 +128,22 @@ int vfsd_drop_fsetid(bool *dropped)
     }
     if (capng_update(CAPNG_DROP, CAPNG_EFFECTIVE, CAP_FSETID) < 0 ||
         capng_apply(CAPNG_SELECT_CAPS) < 0) {
+        vfsd_kill_priv_end(saved);
         return -EPERM;
     }
-    *dropped = true;
+    saved->fsetid_dropped = true;
     return 0;
 }
 
-void vfsd_restore_fsetid(bool dropped)
+void vfsd_kill_priv_end(const VfsdKillPriv *saved)
 {
-    if (!dropped) {
-        return;
-    }
-    if (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_FSETID) < 0 ||
-        capng_apply(CAPNG_SELECT_CAPS) < 0) {
+    if (saved->fsetid_dropped &&
+        (capng_update(CAPNG_ADD, CAPNG_EFFECTIVE, CAP_FSETID) < 0 ||
+         capng_apply(CAPNG_SELECT_CAPS) < 0)) {
         vfsd_err("cannot restore CAP_FSETID");
+    }
+    if (saved->gid_set) {
+        syscall(SYS_setfsgid, saved->gid);
     }
 }
 
@@ -137,7 +156,7 @@ void vfsd_restore_fsetid(bool dropped)
  * setxattr as it does too.  @fd is open on the file, or -1 to reach it
  * through the O_PATH fd of @inode; with no @inode, @fd is a regular file.
  *
- * It sits here, next to vfsd_drop_fsetid(), the other privilege a write
+ * It sits here, next to vfsd_kill_priv_begin(), the other privilege a write
  * takes away, so that fs-entry.c, fs-file.c and fs-xattr.c all reach it
  * below them rather than one operation file calling into another.
  */

@@ -19,8 +19,19 @@ typedef struct VfsdSavedCreds {
 bool vfsd_creds_init(char **err);
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old);
 void vfsd_creds_restore(const VfsdSavedCreds *old);
-int vfsd_drop_fsetid(bool *dropped);
-void vfsd_restore_fsetid(bool dropped);
+
+/*
+ * Around a write or truncate the guest asked to clear setuid/setgid for
+ * (FUSE_HANDLE_KILLPRIV_V2): the host kernel then clears them as it would
+ * for @ctx's caller.  vfsd_kill_priv_end() is safe after a failed begin.
+ */
+typedef struct VfsdKillPriv {
+    bool fsetid_dropped;
+    bool gid_set;
+    gid_t gid;                  /* the thread's fsgid before */
+} VfsdKillPriv;
+int vfsd_kill_priv_begin(const VfsdCtx *ctx, VfsdKillPriv *saved);
+void vfsd_kill_priv_end(const VfsdKillPriv *saved);
 /*
  * Where the host kernel would drop security.capability (a write, a
  * truncation, a change of owner), drop the name --xattrmap stores the

@@ -129,8 +129,12 @@ static bool add_entry(VfsdFs *fs, VfsdHandle *h, const VfsdDirSink *sink,
         /* A failure (e.g. a racing unlink) gives the entry no lookup */
         looked_up = vfsd_entry_lookup(fs, dir, d->d_name, &e) == 0;
         if (looked_up && h->list_start) {
-            h->list_min = MIN(h->list_min, MIN(e.entry_timeout,
-                                               e.attr_timeout));
+            /*
+             * Not its attribute timeout: a setuid file's is 0 (see
+             * vfsd_fs_attr_timeout()), and its name is as stable as
+             * any other
+             */
+            h->list_min = MIN(h->list_min, e.entry_timeout);
         }
     }
     sink->add(sink->opaque, &de, looked_up ? &e : NULL);

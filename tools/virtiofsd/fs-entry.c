@@ -64,7 +64,7 @@ int vfsd_op_getattr(VfsdFs *fs, uint64_t nodeid, VfsdAttr *attr,
     }
     /* The guest may touch what the size it learns covers */
     vfsd_dax_size_seen(fs, inode, attr->size);
-    *timeout = vfsd_fs_timeout(fs, &attr->ctime);
+    *timeout = vfsd_fs_attr_timeout(fs, attr);
     return 0;
 }
 
@@ -85,7 +85,7 @@ int vfsd_op_statx(VfsdFs *fs, uint64_t nodeid, int sync_flags,
     if (sx->mask & STATX_SIZE) {
         vfsd_dax_size_seen(fs, inode, sx->attr.size);
     }
-    *timeout = vfsd_fs_timeout(fs, &sx->attr.ctime);
+    *timeout = vfsd_fs_attr_timeout(fs, &sx->attr);
     return 0;
 }
 
@@ -95,10 +95,12 @@ static int proc_name(const VfsdInode *inode, char *buf, size_t len)
     return 0;
 }
 
-static int setattr_size(VfsdFs *fs, VfsdInode *inode, const VfsdSetattr *in)
+static int setattr_size(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *inode,
+                        const VfsdSetattr *in)
 {
     g_autoptr(VfsdHandle) h = NULL;
-    bool kill = false, dropped = false;
+    VfsdKillPriv kp = { 0 };
+    bool kill = false;
     int fd = -1, ret;
 
     if (inode->type != S_IFREG) {
@@ -124,7 +126,7 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode, const VfsdSetattr *in)
         (in->valid & VFSD_SET_KILL_SUIDGID)) {
         kill = true;
     }
-    ret = kill ? vfsd_drop_fsetid(&dropped) : 0;
+    ret = kill ? vfsd_kill_priv_begin(ctx, &kp) : 0;
     if (ret == 0) {
         ret = vfsd_drop_mapped_capability(fs, inode, fd);
     }
@@ -136,7 +138,7 @@ static int setattr_size(VfsdFs *fs, VfsdInode *inode, const VfsdSetattr *in)
         }
         vfsd_dax_truncate_end(fs, inode->dev, inode->ino, inode->fd);
     }
-    vfsd_restore_fsetid(dropped);
+    vfsd_kill_priv_end(&kp);
 
     if (!h || fd != h->fd) {
         vfsd_fd_close(fs, fd);
@@ -205,7 +207,7 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         }
     }
     if (valid & VFSD_SET_SIZE) {
-        ret = setattr_size(fs, inode, in);
+        ret = setattr_size(fs, ctx, inode, in);
         if (ret < 0) {
             return ret;
         }

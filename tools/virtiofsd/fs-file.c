@@ -114,21 +114,22 @@ static void fill_opened(VfsdFs *fs, uint64_t fh, VfsdOpened *out)
  * Around an open with O_TRUNC in @flags of the host file (@dev, @ino),
  * which @fd can fstat: no DAX mapping may cover what the truncate cuts,
  * whichever of our inodes of the file it was made through, and with
- * @kill_priv the setuid/setgid bits go, as the guest's
- * FUSE_OPEN_KILL_SUIDGID asks.  Returns 0 or -errno; after a success,
+ * @kill_priv the setuid/setgid bits go as for @ctx's caller, as the
+ * guest's FUSE_OPEN_KILL_SUIDGID asks.  Returns 0 or -errno; after a success,
  * open_trunc_end() follows the open, whatever its result.
  */
-static int open_trunc_begin(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
-                            int flags, bool kill_priv, bool *dropped)
+static int open_trunc_begin(VfsdFs *fs, const VfsdCtx *ctx, dev_t dev,
+                            ino_t ino, int fd, int flags, bool kill_priv,
+                            VfsdKillPriv *kp)
 {
     int ret;
 
-    *dropped = false;
+    *kp = (VfsdKillPriv) { 0 };
     if (!(flags & O_TRUNC)) {
         return 0;
     }
     if (kill_priv) {
-        ret = vfsd_drop_fsetid(dropped);
+        ret = vfsd_kill_priv_begin(ctx, kp);
         if (ret < 0) {
             return ret;
         }
@@ -138,9 +139,9 @@ static int open_trunc_begin(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
 }
 
 static void open_trunc_end(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
-                           int flags, bool dropped)
+                           int flags, const VfsdKillPriv *kp)
 {
-    vfsd_restore_fsetid(dropped);
+    vfsd_kill_priv_end(kp);
     if (flags & O_TRUNC) {
         /* Refused, or another writer already grew it: map cut ranges back */
         vfsd_dax_truncate_end(fs, dev, ino, fd);
@@ -166,7 +167,7 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
     int f = open_flags(fs, flags);
-    bool dropped = false;
+    VfsdKillPriv kp;
     int fd, ret;
 
     if (!inode) {
@@ -179,15 +180,15 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         vfsd_guest_error("too many open files, open refused");
         return -ENFILE;
     }
-    ret = open_trunc_begin(fs, inode->dev, inode->ino, inode->fd, f,
+    ret = open_trunc_begin(fs, ctx, inode->dev, inode->ino, inode->fd, f,
                            (fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
-                           kill_suidgid, &dropped);
+                           kill_suidgid, &kp);
     if (ret < 0) {
         vfsd_fd_release(fs);
         return ret;
     }
     fd = vfsd_reopen(fs, inode, f);
-    open_trunc_end(fs, inode->dev, inode->ino, inode->fd, f, dropped);
+    open_trunc_end(fs, inode->dev, inode->ino, inode->fd, f, &kp);
     if (fd < 0) {
         vfsd_fd_release(fs);
         return fd;
@@ -197,7 +198,6 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         vfsd_fd_close(fs, fd);
         return ret;
     }
-    (void)ctx;
     fill_opened(fs, vfsd_handle_new(fs, fd, f, inode, false), out);
     return 0;
 }
@@ -212,12 +212,12 @@ int vfsd_op_open(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
  * truncate a file CREATE opened), so the file is truncated as an OPEN
  * with O_TRUNC would: no DAX mapping may cover the cut range meanwhile.
  */
-static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
-                         int flags, bool kill_priv)
+static int open_existing(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
+                         const char *name, int flags, bool kill_priv)
 {
     char procname[32];
     struct stat st;
-    bool dropped = false;
+    VfsdKillPriv kp;
     int pfd, fd, err;
 
     pfd = openat(dir->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
@@ -230,8 +230,8 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
         err = S_ISDIR(st.st_mode) ? EISDIR :
               S_ISLNK(st.st_mode) ? ELOOP : ENXIO;
     } else {
-        err = -open_trunc_begin(fs, st.st_dev, st.st_ino, pfd, flags,
-                                kill_priv, &dropped);
+        err = -open_trunc_begin(fs, ctx, st.st_dev, st.st_ino, pfd, flags,
+                                kill_priv, &kp);
         if (err) {
             close(pfd);
             errno = err;
@@ -240,7 +240,7 @@ static int open_existing(VfsdFs *fs, VfsdInode *dir, const char *name,
         snprintf(procname, sizeof(procname), "%d", pfd);
         fd = openat(fs->proc_self_fd, procname, flags | O_CLOEXEC);
         err = errno;
-        open_trunc_end(fs, st.st_dev, st.st_ino, pfd, flags, dropped);
+        open_trunc_end(fs, st.st_dev, st.st_ino, pfd, flags, &kp);
         close(pfd);
         errno = err;
         return fd;
@@ -335,7 +335,7 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
              * Its transient O_PATH fd is accounted: the caller's second
              * reservation is not used before its lookup.
              */
-            fd = open_existing(fs, dir, name,
+            fd = open_existing(fs, ctx, dir, name,
                                f | (flags & O_TRUNC) | O_NONBLOCK,
                                kill_priv);
         }
@@ -476,13 +476,14 @@ ssize_t vfsd_op_read(VfsdFs *fs, uint64_t fh, uint64_t offset,
     return n;
 }
 
-ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
-                      uint32_t size, bool kill_suidgid, VfsdBuf *in)
+ssize_t vfsd_op_write(VfsdFs *fs, const VfsdCtx *ctx, uint64_t fh,
+                      uint64_t offset, uint32_t size, bool kill_suidgid,
+                      VfsdBuf *in)
 {
     g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, false);
     struct iovec iov[VFSD_MAX_IOV];
     g_autofree void *bounce = NULL;
-    bool dropped = false;
+    VfsdKillPriv kp = { 0 };
     ssize_t n;
     int niov, ret;
 
@@ -508,7 +509,7 @@ ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
         return ret;
     }
     if ((fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) && kill_suidgid) {
-        ret = vfsd_drop_fsetid(&dropped);
+        ret = vfsd_kill_priv_begin(ctx, &kp);
         if (ret < 0) {
             return ret;
         }
@@ -520,13 +521,13 @@ ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
     } else {
         bounce = g_malloc(size);
         if (!vfsd_buf_read(in, bounce, size)) {
-            vfsd_restore_fsetid(dropped);
+            vfsd_kill_priv_end(&kp);
             return -EIO;
         }
         n = pwrite(h->fd, bounce, size, offset);
     }
     ret = n < 0 ? -errno : n;
-    vfsd_restore_fsetid(dropped);
+    vfsd_kill_priv_end(&kp);
     if (n > 0) {
         vfsd_dax_guest_grew(fs, h->inode);
     }

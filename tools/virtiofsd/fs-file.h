@@ -26,8 +26,9 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                    VfsdOpened *out);
 ssize_t vfsd_op_read(VfsdFs *fs, uint64_t fh, uint64_t offset,
                      uint32_t size, VfsdBuf *out);
-ssize_t vfsd_op_write(VfsdFs *fs, uint64_t fh, uint64_t offset,
-                      uint32_t size, bool kill_suidgid, VfsdBuf *in);
+ssize_t vfsd_op_write(VfsdFs *fs, const VfsdCtx *ctx, uint64_t fh,
+                      uint64_t offset, uint32_t size, bool kill_suidgid,
+                      VfsdBuf *in);
 int vfsd_op_flush(VfsdFs *fs, uint64_t fh, uint64_t lock_owner);
 /* @flock_unlock: the file's flock() lock goes with it */
 int vfsd_op_release(VfsdFs *fs, uint64_t fh, bool flock_unlock,

@@ -95,6 +95,24 @@ double vfsd_fs_timeout(VfsdFs *fs, const struct timespec *ctime)
 }
 
 /*
+ * How long the guest may trust @attr.  With FUSE_HANDLE_KILLPRIV_V2 the
+ * setuid and setgid bits of a regular file go on the host when a guest
+ * user writes it, but the guest keeps its own copy of the mode across a
+ * write (it only drops size and times; Linux 6.12 and 7.2 alike), and a
+ * stat() would show the bits for as long as the attributes are trusted.
+ * Such files are rare enough to have their attributes asked for each
+ * time (fstests generic/355).
+ */
+double vfsd_fs_attr_timeout(VfsdFs *fs, const VfsdAttr *attr)
+{
+    if ((fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
+        S_ISREG(attr->mode) && (attr->mode & (S_ISUID | S_ISGID))) {
+        return 0;
+    }
+    return vfsd_fs_timeout(fs, &attr->ctime);
+}
+
+/*
  * For a name in @parent: the name is as stable as the directory that
  * holds it (a name appears, goes or moves by changing the directory)
  * and the inode it names.  @parent's ctime comes from the host now; if
@@ -289,7 +307,7 @@ int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
     vfsd_dax_size_seen(fs, inode, stx.stx_size);
     e->attr.submount = fs->opts->announce_submounts &&
                        inode->mnt_id != parent->mnt_id;
-    e->attr_timeout = vfsd_fs_timeout(fs, &e->attr.ctime);
+    e->attr_timeout = vfsd_fs_attr_timeout(fs, &e->attr);
     e->entry_timeout = vfsd_fs_entry_timeout(fs, parent, &e->attr.ctime);
     return 0;
 }

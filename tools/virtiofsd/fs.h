@@ -51,6 +51,7 @@ bool vfsd_handle_restore(VfsdFs *fs, uint64_t fh, int fd, int flags,
 /* fs.c: FUSE_DESTROY and disconnect */
 void vfsd_fs_reset(VfsdFs *fs);
 double vfsd_fs_timeout(VfsdFs *fs, const struct timespec *ctime);
+double vfsd_fs_attr_timeout(VfsdFs *fs, const VfsdAttr *attr);
 double vfsd_fs_entry_timeout(VfsdFs *fs, VfsdInode *parent,
                              const struct timespec *child_ctime);
 

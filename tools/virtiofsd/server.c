@@ -897,7 +897,7 @@ static void do_write(VfsdReq *r)
     if (!get_arg(r, &in, sizeof(in))) {
         return;
     }
-    n = vfsd_op_write(r->fs, in.fh, in.offset, in.size,
+    n = vfsd_op_write(r->fs, &r->ctx, in.fh, in.offset, in.size,
                       in.write_flags & FUSE_WRITE_KILL_SUIDGID, r->in);
     if (n < 0) {
         reply_err(r, n);

@@ -448,6 +448,149 @@ static void test_killpriv(TestFs *t, gconstpointer data)
     g_assert_cmpuint(st.st_mode & 07777, ==, 06755);
 }
 
+/*
+ * A setgid bit without group-execute marks a file for mandatory locking,
+ * and the host keeps it when a member of the file's group truncates or
+ * writes (fstests generic/193); everyone else loses it, and setuid goes
+ * whoever writes.  With KILLPRIV_V2 the guest leaves this to us, so the
+ * caller's group must decide, not the daemon's.
+ */
+static void test_killpriv_group(TestFs *t, gconstpointer data)
+{
+    static const struct {
+        mode_t mode;
+        gid_t caller_gid;
+        mode_t after;
+    } cases[] = {
+        { 02644, 1234, 02644 },
+        { 02644, 4321, 0644 },
+        { 06644, 1234, 02644 },
+        { 02754, 1234, 0754 },
+    };
+    enum { BY_OPEN, BY_SETATTR, BY_WRITE, N_WAYS };
+    uint64_t fh, ino = test_create(t, FUSE_ROOT_ID, "mark", O_RDWR, &fh);
+    struct fuse_in_header *h;
+    struct stat st;
+    unsigned int i, way;
+    TestReq *r;
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root");
+        return;
+    }
+    g_assert_cmpint(fchownat(t->dir_fd, "mark", 1234, 1234, 0), ==, 0);
+    for (way = 0; way < N_WAYS; way++) {
+        for (i = 0; i < G_N_ELEMENTS(cases); i++) {
+            g_assert_cmpint(test_write(t, ino, fh, 0, "data", 4), ==, 4);
+            g_assert_cmpint(fchmodat(t->dir_fd, "mark", cases[i].mode, 0),
+                            ==, 0);
+            switch (way) {
+            case BY_OPEN:
+                r = test_req_new(FUSE_OPEN, ino);
+                test_req_add(r, &(struct fuse_open_in){
+                                 .flags = O_WRONLY | O_TRUNC,
+                                 .open_flags = FUSE_OPEN_KILL_SUIDGID },
+                             sizeof(struct fuse_open_in));
+                break;
+            case BY_SETATTR:
+                r = test_req_new(FUSE_SETATTR, ino);
+                test_req_add(r, &(struct fuse_setattr_in){
+                                 .valid = FATTR_SIZE | FATTR_KILL_SUIDGID },
+                             sizeof(struct fuse_setattr_in));
+                break;
+            default:
+                r = test_req_new(FUSE_WRITE, ino);
+                test_req_add(r, &(struct fuse_write_in){
+                                 .fh = fh, .size = 1,
+                                 .write_flags = FUSE_WRITE_KILL_SUIDGID },
+                             sizeof(struct fuse_write_in));
+                test_req_add(r, "x", 1);
+                break;
+            }
+            h = (void *)r->data->data;
+            h->uid = 1234;
+            h->gid = cases[i].caller_gid;
+            g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+            g_assert_cmpint(fstatat(t->dir_fd, "mark", &st, 0), ==, 0);
+            if ((st.st_mode & 07777) != cases[i].after) {
+                g_test_message("way %u: mode %04o by gid %u left %04o",
+                               way, cases[i].mode, cases[i].caller_gid,
+                               st.st_mode & 07777);
+            }
+            g_assert_cmpuint(st.st_mode & 07777, ==, cases[i].after);
+        }
+    }
+    /* The thread acts in the daemon's group again */
+    g_assert_cmpint(mkdir_req(t, FUSE_ROOT_ID, "mine", 0, NULL), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "mine", &st, 0), ==, 0);
+    g_assert_cmpuint(st.st_gid, ==, getegid());
+}
+
+/*
+ * With KILLPRIV_V2 a guest user's write clears setuid/setgid on the host
+ * while the guest keeps the mode it cached (fstests generic/355): such a
+ * file's attributes are never cached, anything else's as the mode says.
+ */
+static void test_killpriv_attr_timeout(void)
+{
+    static const struct {
+        const char *name;
+        mode_t mode;
+        bool cached;
+    } files[] = {
+        { "plain", 0755, true },
+        { "suid", 04755, false },
+        { "sgid", 02644, false },
+        { "sgid-dir", 02755 | S_IFDIR, true },
+    };
+    VfsdOptions o = {
+        .fd = -1, .sandbox = VFSD_SANDBOX_NONE, .cache = VFSD_CACHE_ALWAYS,
+        .killpriv_v2 = true,
+    };
+    struct fuse_entry_out e;
+    struct fuse_attr_out ao;
+    unsigned int i, v2;
+    uint64_t want;
+    TestReq *r;
+    TestFs t;
+
+    for (v2 = 0; v2 < 2; v2++) {
+        test_fs_setup(&t, &o);
+        test_fs_init_session(&t, v2 ? FUSE_HANDLE_KILLPRIV_V2 : 0);
+        g_assert_cmpint(!!(t.fs.conn.flags & FUSE_HANDLE_KILLPRIV_V2), ==,
+                        v2);
+        for (i = 0; i < G_N_ELEMENTS(files); i++) {
+            if (S_ISDIR(files[i].mode)) {
+                g_assert_cmpint(mkdirat(t.dir_fd, files[i].name, 0755), ==,
+                                0);
+            } else {
+                close(openat(t.dir_fd, files[i].name, O_CREAT | O_WRONLY,
+                             0600));
+            }
+            g_assert_cmpint(fchmodat(t.dir_fd, files[i].name,
+                                     files[i].mode & 07777, 0), ==, 0);
+            want = !v2 || files[i].cached ? 86400 : 0;
+
+            r = test_req_new(FUSE_LOOKUP, FUSE_ROOT_ID);
+            test_req_add_str(r, files[i].name);
+            g_assert_cmpint(test_send(&t, r, 4096, &e, sizeof(e), NULL), ==,
+                            0);
+            g_assert_cmpuint(e.attr.mode & 07777, ==, files[i].mode & 07777);
+            g_assert_cmpuint(e.entry_valid, ==, 86400);
+            g_assert_cmpuint(e.attr_valid, ==, want);
+            g_assert_cmpuint(e.attr_valid_nsec, ==, 0);
+
+            r = test_req_new(FUSE_GETATTR, e.nodeid);
+            test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                         sizeof(struct fuse_getattr_in));
+            g_assert_cmpint(test_send(&t, r, 4096, &ao, sizeof(ao), NULL),
+                            ==, 0);
+            g_assert_cmpuint(ao.attr_valid, ==, want);
+        }
+        test_fs_teardown(&t);
+    }
+}
+
 static void test_readdir(TestFs *t, gconstpointer data)
 {
     struct fuse_open_out o;
@@ -3127,6 +3270,7 @@ int main(int argc, char **argv)
     ADD("dirs-and-names", test_dirs_and_names);
     ADD("attrs", test_attrs);
     ADD("killpriv-v2", test_killpriv);
+    ADD("killpriv-v2/group", test_killpriv_group);
     ADD("readdir", test_readdir);
     ADD("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD("xattr", test_xattr);
@@ -3177,6 +3321,8 @@ int main(int argc, char **argv)
                     test_errno_supp_group);
     g_test_add_func("/virtiofsd/ops/errno/killpriv-dax",
                     test_errno_killpriv_dax);
+    g_test_add_func("/virtiofsd/ops/killpriv-v2/attr-timeout",
+                    test_killpriv_attr_timeout);
     g_test_add_func("/virtiofsd/ops/readonly", test_readonly);
     g_test_add_func("/virtiofsd/ops/security-label", test_security_label);
     g_test_add_func("/virtiofsd/ops/posix-acl", test_posix_acl);

@@ -180,17 +180,19 @@ static bool call_clone_process(pid_t parent)
 }
 
 /*
- * What a write with FUSE_WRITE_KILL_SUIDGID does around it: libcap-ng
- * reads the capability sets with prctl() where /proc is out of reach
+ * What a write with FUSE_WRITE_KILL_SUIDGID does around it: the caller's
+ * fsgid, and libcap-ng reads the capability sets with prctl() where /proc
+ * is out of reach
  */
 static bool call_drop_fsetid(pid_t parent)
 {
-    bool dropped;
+    VfsdCtx ctx = { .uid = 1000, .gid = 1000 };
+    VfsdKillPriv kp;
 
-    if (vfsd_drop_fsetid(&dropped) < 0) {
+    if (vfsd_kill_priv_begin(&ctx, &kp) < 0) {
         return false;
     }
-    vfsd_restore_fsetid(dropped);
+    vfsd_kill_priv_end(&kp);
     return true;
 }
 
