@@ -16,6 +16,8 @@ QEMU_BASE ?= $(DEFAULT_BASE)
 # $(BUILD)/guest-NAME.  make check also runs some suites on the matrix's
 # other kernels, from GUEST_DIR_BOOKWORM, _TRIXIE, _SID.
 GUEST_KERNEL ?= trixie
+# make check runs some suites on the other kernels too; 0: not
+CHECK_KERNELS ?= 1
 ifeq ($(origin GUEST_DIR),undefined)
 GUEST_DIR := $(BUILD)/guest$(if $(filter trixie,$(GUEST_KERNEL)),,-$(GUEST_KERNEL))
 endif
@@ -62,7 +64,7 @@ help:
 	@echo "make port-base QEMU_BASE=X  git am -3 the series onto base X to port it"
 	@echo "QEMU_BASE=X          any target on upstream base X (bases/X/) instead of $(DEFAULT_BASE)"
 	@echo "GUEST_KERNEL=NAME    guest kernel of Debian bookworm (6.1), trixie (6.12, default) or sid"
-	@echo "make guest-matrix    build the other kernels' guests (make check CHECK_KERNELS=1 runs on them)"
+	@echo "make guest-matrix    build the other kernels' guests (make check runs on them; CHECK_KERNELS=0: not)"
 
 deps:
 	@$(TOP)/mk/deps.sh build guest
@@ -98,7 +100,7 @@ demo: qemu guest
 # of the suite's time: about 2 minutes cold, README "fstests").
 # On another base (QEMU_BASE=X) check runs the suites of mk/check.py's
 # EVERY_BASE, which need neither clang nor upstream QEMU.
-check: qemu guest $(if $(and $(CHECK_KERNELS),$(filter $(DEFAULT_BASE),$(QEMU_BASE))),guest-matrix)
+check: qemu guest $(if $(and $(filter-out 0,$(CHECK_KERNELS)),$(filter $(DEFAULT_BASE),$(QEMU_BASE))),guest-matrix)
 ifeq ($(QEMU_BASE),$(DEFAULT_BASE))
 	@$(TOP)/mk/deps.sh fuzz || true
 	@$(TOP)/mk/deps.sh upstream || true
