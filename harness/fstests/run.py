@@ -32,6 +32,15 @@ configurations: per test its status in each, and "ours alone" where the
 Rust daemon passed and ours did not.  harness/fstests/known.tsv explains
 failures (ours alone, and those both daemons share).
 
+The test and scratch shares are file systems of their own, --share-size
+each (default 8G): sparse ext4 images in OUT/CONFIG, loop-mounted in a
+mount namespace private to the run, which goes with it.  fstests' fill
+tests (generic/027, 213, 224...) then fill those and not the host's
+file system.  That needs root (as the daemons do); otherwise, or with
+--share-size=0, the shares are plain directories, said on the log.
+A share that is a whole file system is also what our daemon's
+--inode-file-handles=prefer needs to hold inodes by handle.
+
 --gate (CI): exit 1 when a test that passed on the Rust daemon did not
 pass on ours in some configuration (unless known.tsv explains it for
 exactly those configurations), or when a configuration passed nothing.
@@ -164,15 +173,90 @@ def daemon_cmd(kind, sock, shared, cache, extra):
             f"--cache={cache}"] + extra
 
 
+# Set by main(): whether the shares are bounded file systems, and how large
+SHARE_SIZE = None
+NS_MARK = "VFSDAX_FSTESTS_PRIVATE_MOUNTS"
+
+
+def private_mounts(size):
+    """Makes the shares bounded file systems of SIZE, if this run may: it
+    runs itself again in a mount namespace of its own (unshare(1)
+    execs in place: same process, same signals), so that the loop mounts
+    are seen by nothing else and go when it ends, whatever happens."""
+    global SHARE_SIZE
+    if size in ("", "0"):
+        log("the test and scratch shares are directories on the host's "
+            "file system (--share-size=0)")
+        return
+    if os.environ.get(NS_MARK) == str(os.getpid()):
+        SHARE_SIZE = size
+        log(f"the test and scratch shares are ext4 file systems of {size} "
+            "each, mounted for this run only")
+        return
+    missing = [t for t in ("unshare", "mkfs.ext4", "mount", "umount")
+               if not shutil.which(t)]
+    if os.geteuid() != 0 or missing:
+        log("warning: the test and scratch shares are directories on the "
+            "host's file system, which fill tests can fill: "
+            + ("bounded ones need root" if os.geteuid() != 0 else
+               "bounded ones need " + ", ".join(missing)))
+        return
+    env = dict(os.environ, **{NS_MARK: str(os.getpid())})
+    os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private",
+                           sys.executable, os.path.abspath(__file__)]
+               + sys.argv[1:], env)
+
+
+def mount_share(path):
+    """PATH becomes a fresh ext4 of SHARE_SIZE (a sparse image beside it)."""
+    if not SHARE_SIZE:
+        return
+    img = path + ".img"
+    if os.path.ismount(path):
+        subprocess.run(["umount", path], check=True)
+    if os.path.exists(img):
+        os.remove(img)
+    try:
+        subprocess.run(["truncate", "-s", SHARE_SIZE, img], check=True,
+                       capture_output=True, text=True)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", img], check=True,
+                       capture_output=True, text=True)
+        subprocess.run(["mount", "-o", "loop", img, path], check=True,
+                       capture_output=True, text=True)
+    except subprocess.CalledProcessError as e:
+        raise SetupError(f"cannot make {path} a {SHARE_SIZE} file system: "
+                         f"{' '.join(e.cmd)}: {e.stderr.strip()}")
+    st = os.statvfs(path)
+    size = st.f_blocks * st.f_frsize
+    if not os.path.ismount(path) or size > os.path.getsize(img):
+        raise SetupError(f"{path} is not the {SHARE_SIZE} file system just "
+                         f"made ({size} bytes)")
+
+
+def unmount_share(path):
+    """Drops PATH's file system and its image: what the tests left there
+    is not part of the results, and an image may have grown to its size."""
+    if not SHARE_SIZE:
+        return
+    if os.path.ismount(path):
+        subprocess.run(["umount", path], check=False)
+    if os.path.exists(path + ".img"):
+        os.remove(path + ".img")
+
+
 def prepare_run(cdir, root, tests, fresh):
     """CDIR's shares: test/ and scratch/ for the daemon under test, run/
     for the harness (a copy of the fstests tree, the list, the script)."""
     if fresh and os.path.isdir(cdir):
+        for d in ("test", "scratch"):
+            unmount_share(os.path.join(cdir, d))
         shutil.rmtree(cdir)
     run = os.path.join(cdir, "run")
     for d in (os.path.join(cdir, "test"), os.path.join(cdir, "scratch"), run,
               os.path.join(cdir, "logs")):
         os.makedirs(d, exist_ok=True)
+    for d in ("test", "scratch"):
+        mount_share(os.path.join(cdir, d))
     if not os.path.isdir(os.path.join(run, "fstests")):
         # The guest's fstests writes beside itself (results, local
         # files of some tests): each run writes into its own copy.
@@ -410,6 +494,8 @@ def run_config(name, args, root, tests):
                 ln for ln in tail(gout, 40).splitlines()
                 if ln.startswith("vm: error:"))[:300])
     wall = time.time() - t0
+    for d in ("test", "scratch"):
+        unmount_share(os.path.join(cdir, d))
     if args.resume:
         # The time and guests of the runs this one resumed count too
         try:
@@ -577,12 +663,17 @@ def main():
                    help="run the configurations at the same time")
     p.add_argument("--resume", action="store_true",
                    help="keep OUT/CONFIG's results and run only the rest")
+    p.add_argument("--share-size", default="8G",
+                   help="size of the test and of the scratch share's own "
+                   "file system (default 8G; 0: plain directories)")
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--gate", action="store_true",
                    help="exit 1 if a test that passed on the Rust daemon "
                    "did not pass on ours")
     args = p.parse_args()
     names = args.config or list(CONFIGS)
+    if not args.report_only:
+        private_mounts(args.share_size)
     signal.signal(signal.SIGTERM, end_guests)
     signal.signal(signal.SIGINT, end_guests)
     os.makedirs(args.out, exist_ok=True)
@@ -620,6 +711,10 @@ def main():
     except SetupError as e:
         print(f"fstests: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        for n in names:
+            for d in ("test", "scratch"):
+                unmount_share(os.path.join(args.out, n, d))
     print(open(os.path.join(args.out, "report.md")).read().split("\n## Tests that failed")[0])
     log(f"report: {os.path.join(args.out, 'report.md')}")
     if args.gate:
