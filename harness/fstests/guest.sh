@@ -33,6 +33,9 @@ done
 # Per-test dmesg checks read the kernel log from here on
 dmesg -c >/dev/null 2>&1
 hostname fstests-guest
+# The lock tests (generic/131...) talk to themselves over TCP
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up 2>/dev/null ||
+    echo "fstests-guest: warning: no loopback interface (lock tests fail)"
 
 echo "fstests-guest: $(uname -r), $(nproc) vCPUs, $(awk '/MemTotal/ {print $2}' /proc/meminfo) kB"
 chroot $R /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
