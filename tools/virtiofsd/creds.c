@@ -114,9 +114,14 @@ int vfsd_kill_priv_begin(const VfsdCtx *ctx, VfsdKillPriv *saved)
     if (ctx->gid != VFSD_NO_ID) {
         saved->gid = syscall(SYS_setfsgid, ctx->gid);
         saved->gid_set = true;
+        /*
+         * A daemon that may not change its group (no CAP_SETGID) writes
+         * in its own, as before: a worse guess at the caller's group
+         * than it could make, not a reason to fail the write.
+         */
         if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid) {
-            vfsd_kill_priv_end(saved);
-            return -EPERM;
+            syscall(SYS_setfsgid, saved->gid);
+            saved->gid_set = false;
         }
     }
     if (capng_get_caps_process() < 0) {
