@@ -610,6 +610,18 @@ def report(out, names):
         md.append(f"  - `{res[first][t][2][:160]}`")
     if not common:
         md.append("None.")
+    md += ["", "## Failed on the Rust daemon only", ""]
+    rust_only = [t for t in tests
+                 if res.get("rust", {}).get(t, ("pass",))[0] in ("fail", "timeout")
+                 and any(t in res[n] for n in ours_names)
+                 and all(res[n][t][0] == "pass" for n in ours_names
+                         if t in res[n])]
+    for t in rust_only:
+        k = known.get(t)
+        md.append(f"- **{t}**: {k[1] if k else 'not yet explained'}")
+        md.append(f"  - rust: `{res['rust'][t][2][:160]}`")
+    if not rust_only:
+        md.append("None." if "rust" in names else "(no Rust run)")
     md += ["", "## Tests that failed somewhere, or whose results differ", "",
            "| test | " + " | ".join(names) + " | ours alone |",
            "| --- |" + " --- |" * (len(names) + 1)]

@@ -26,12 +26,14 @@
 #include <grp.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <linux/fs.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -937,6 +939,48 @@ static void dump(const char *path, const char *prefix)
     free(names);
 }
 
+/*
+ * The attribute queries of lsattr and xfs_io's stat (FS_IOC_GETFLAGS,
+ * FS_IOC_FSGETXATTR) on a file and on a directory, then setting a flag
+ * as chattr +d does.  After the user's part, so that the numbers of the
+ * calls before stay what the lists of expected differences say.
+ */
+static void fileattr_cases(void)
+{
+    static const char *const paths[] = { "fa", "." };
+    unsigned int i;
+
+    put("fa", "attributes\n", 0644);
+    for (i = 0; i < 2; i++) {
+        int fd = open(paths[i], O_RDONLY);
+        struct fsxattr fsx;
+        int flags = 0;
+        long r;
+
+        if (fd < 0) {
+            printf("setup: %s: %s\n", paths[i], strerror(errno));
+            exit(2);
+        }
+        errno = 0;
+        r = ioctl(fd, FS_IOC_GETFLAGS, &flags);
+        report(K_VAL, r < 0 ? -1 : flags, errno, "ioctl %s FS_IOC_GETFLAGS",
+               paths[i]);
+        memset(&fsx, 0, sizeof(fsx));
+        errno = 0;
+        r = ioctl(fd, FS_IOC_FSGETXATTR, &fsx);
+        report(K_VAL, r < 0 ? -1L : (long)fsx.fsx_xflags, errno,
+               "ioctl %s FS_IOC_FSGETXATTR xflags", paths[i]);
+        report(K_VAL, r < 0 ? -1L : (long)fsx.fsx_projid, errno,
+               "ioctl %s FS_IOC_FSGETXATTR projid", paths[i]);
+        if (i == 0) {
+            flags |= FS_NODUMP_FL;
+            CALL(K_ZERO, ioctl(fd, FS_IOC_SETFLAGS, &flags),
+                 "ioctl %s FS_IOC_SETFLAGS +nodump", paths[i]);
+        }
+        close(fd);
+    }
+}
+
 int main(int argc, char **argv)
 {
     pid_t pid;
@@ -980,6 +1024,7 @@ int main(int argc, char **argv)
         printf("setup: the unprivileged part failed\n");
         return 2;
     }
+    fileattr_cases();
 
     dump(".", "");
     printf("end\n");

@@ -10,9 +10,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -623,6 +625,43 @@ int vfsd_op_lseek(VfsdFs *fs, uint64_t fh, uint64_t offset, uint32_t whence,
     }
     *result = r;
     return 0;
+}
+
+/*
+ * One of the two read-only attribute queries on @fh's fd.  Only regular
+ * files and directories are ever opened for the guest, but the command
+ * is checked against the type all the same: on a device node the same
+ * number would mean whatever its driver makes of it.
+ */
+static int get_fileattr(VfsdFs *fs, uint64_t fh, bool is_dir,
+                        unsigned long cmd, void *out)
+{
+    g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, is_dir);
+
+    if (!h) {
+        return -EBADF;
+    }
+    if (h->inode->type != S_IFREG && h->inode->type != S_IFDIR) {
+        return -ENOTTY;
+    }
+    return ioctl(h->fd, cmd, out) < 0 ? -errno : 0;
+}
+
+int vfsd_op_get_flags(VfsdFs *fs, uint64_t fh, bool is_dir, uint32_t *flags)
+{
+    /* The kernel reads and writes an int, whatever the command's size */
+    int v = 0;
+    int ret = get_fileattr(fs, fh, is_dir, FS_IOC_GETFLAGS, &v);
+
+    *flags = v;
+    return ret;
+}
+
+int vfsd_op_get_fsxattr(VfsdFs *fs, uint64_t fh, bool is_dir,
+                        struct fsxattr *fsx)
+{
+    memset(fsx, 0, sizeof(*fsx));
+    return get_fileattr(fs, fh, is_dir, FS_IOC_FSGETXATTR, fsx);
 }
 
 ssize_t vfsd_op_copy_file_range(VfsdFs *fs, uint64_t fh_in, uint64_t off_in,

@@ -12,6 +12,8 @@
 #include "fs-types.h"
 #include "buf.h"
 
+struct fsxattr;
+
 /*
  * They return 0 or a byte count on success, a negative errno on failure.
  * @kill_suidgid: the guest asks that the setuid and setgid bits go, as
@@ -42,6 +44,14 @@ int vfsd_op_lseek(VfsdFs *fs, uint64_t fh, uint64_t offset, uint32_t whence,
 ssize_t vfsd_op_copy_file_range(VfsdFs *fs, uint64_t fh_in, uint64_t off_in,
                                 uint64_t fh_out, uint64_t off_out,
                                 uint64_t len, uint64_t flags);
+/*
+ * The attributes lsattr shows (FS_IOC_GETFLAGS) and those xfs_io's stat
+ * shows (FS_IOC_FSGETXATTR) of an open file or directory, as the host's
+ * file system has them
+ */
+int vfsd_op_get_flags(VfsdFs *fs, uint64_t fh, bool is_dir, uint32_t *flags);
+int vfsd_op_get_fsxattr(VfsdFs *fs, uint64_t fh, bool is_dir,
+                        struct fsxattr *fsx);
 /* GETLK answers with the lock in the way, type F_UNLCK if none */
 int vfsd_op_getlk(VfsdFs *fs, uint64_t fh, const VfsdLock *lk,
                   VfsdLock *out);

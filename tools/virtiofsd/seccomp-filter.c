@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <glib.h>
+#include <linux/fs.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -22,6 +23,15 @@
 #include <unistd.h>
 
 #include "seccomp-filter.h"
+
+/*
+ * The ioctl() commands in use: the two read-only attribute queries that
+ * FUSE_IOCTL serves (server.c).  Any other number is a device's or a file
+ * system's own command, never ours to run.
+ */
+static const unsigned long ioctl_allowed[] = {
+    FS_IOC_GETFLAGS, FS_IOC_FSGETXATTR,
+};
 
 /*
  * What clone() must share for a thread: anything less makes a process,
@@ -285,6 +295,12 @@ static int add_rules(scmp_filter_ctx ctx, unsigned int needs)
         ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
                                SCMP_A0(SCMP_CMP_MASKED_EQ, VFSD_THREAD_FLAGS,
                                        VFSD_THREAD_FLAGS));
+    }
+    /* The kernel reads the command as an int: compare its 32 bits only */
+    for (i = 0; i < G_N_ELEMENTS(ioctl_allowed) && ret == 0; i++) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                               SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu,
+                                       ioctl_allowed[i]));
     }
     for (i = 0; i < G_N_ELEMENTS(prctl_allowed) && ret == 0; i++) {
         ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,

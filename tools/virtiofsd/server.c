@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/fs.h>
 #include <string.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -1225,6 +1226,81 @@ static void do_lseek(VfsdReq *r)
 }
 
 /*
+ * IOCTL, for the two queries Linux's FUSE sends to read a file's
+ * attributes for lsattr (FS_IOC_GETFLAGS) and for FS_IOC_FSGETXATTR
+ * (xfs_io's stat, project ids): it opens the file, asks, and releases it.
+ * They are answered by the host's file system.  Everything else, setting
+ * those attributes included, gets ENOTTY, the answer for a command a file
+ * does not know, which is also what the guest makes of ENOSYS: any other
+ * command number would run host kernel code the guest picks, with the
+ * daemon's privileges, and most are device commands a share's files never
+ * take (a guest's isatty() on a shared file sends TCGETS here).
+ */
+/* The size of the answer to IOCTL @cmd if we serve it, else 0 */
+static size_t ioctl_answer_size(uint32_t cmd, uint32_t flags)
+{
+    /* The retry protocol of unrestricted ioctls is CUSE's, not virtio-fs' */
+    if (flags & FUSE_IOCTL_UNRESTRICTED) {
+        return 0;
+    }
+    switch (cmd) {
+    case FS_IOC_GETFLAGS:
+    case FS_IOC32_GETFLAGS:
+        /* The same query from a 64-bit or a 32-bit guest kernel */
+        return sizeof(uint32_t);
+    case FS_IOC_FSGETXATTR:
+        return sizeof(struct fsxattr);
+    default:
+        return 0;
+    }
+}
+
+static void do_ioctl(VfsdReq *r)
+{
+    static gint logged_other;
+    struct fuse_ioctl_in in;
+    struct fuse_ioctl_out out = { 0 };
+    union {
+        uint32_t flags;
+        struct fsxattr fsx;
+    } attr;
+    bool is_dir;
+    size_t len;
+    int ret;
+
+    if (!get_arg(r, &in, sizeof(in))) {
+        return;
+    }
+    len = ioctl_answer_size(in.cmd, in.flags);
+    if (!len) {
+        if (g_atomic_int_compare_and_exchange(&logged_other, 0, 1)) {
+            vfsd_info("the guest sent IOCTL command 0x%x (flags 0x%x), which "
+                      "we do not serve: it gets ENOTTY (logged once)",
+                      in.cmd, in.flags);
+        }
+        reply_err(r, -ENOTTY);
+        return;
+    }
+    if (in.out_size < len) {
+        vfsd_guest_error("IOCTL 0x%x: %u bytes of room for a %zu-byte answer",
+                         in.cmd, in.out_size, len);
+        reply_err(r, -EINVAL);
+        return;
+    }
+    is_dir = in.flags & FUSE_IOCTL_DIR;
+    if (in.cmd == FS_IOC_FSGETXATTR) {
+        ret = vfsd_op_get_fsxattr(r->fs, in.fh, is_dir, &attr.fsx);
+    } else {
+        ret = vfsd_op_get_flags(r->fs, in.fh, is_dir, &attr.flags);
+    }
+    if (ret < 0) {
+        reply_err(r, ret);
+    } else {
+        reply_full(r, 0, &out, sizeof(out), &attr, len);
+    }
+}
+
+/*
  * The largest count COPY_FILE_RANGE's 32-bit reply can carry, less what
  * would make it a count the guest's page cache cannot take as a whole:
  * the guest asks for no more (fs/fuse/file.c), and loops for the rest.
@@ -1573,8 +1649,8 @@ typedef struct VfsdOp {
 
 /*
  * Every opcode we serve, and how.  Names come from opnames.c, which the
- * layers below this one use too.  An opcode without a row (BMAP, IOCTL,
- * POLL...) gets ENOSYS: the guest has fallbacks.
+ * layers below this one use too.  An opcode without a row (BMAP, POLL...)
+ * gets ENOSYS: the guest has fallbacks.
  */
 static const VfsdOp ops[VFSD_OPCODE_LIMIT] = {
     [FUSE_INIT] = { do_init, VFSD_OP_BEFORE_INIT },
@@ -1620,6 +1696,7 @@ static const VfsdOp ops[VFSD_OPCODE_LIMIT] = {
     [FUSE_ACCESS] = { do_access },
     [FUSE_FALLOCATE] = { do_fallocate },
     [FUSE_LSEEK] = { do_lseek },
+    [FUSE_IOCTL] = { do_ioctl },
     [FUSE_COPY_FILE_RANGE] = { do_copy_file_range32 },
     [FUSE_COPY_FILE_RANGE_64] = { do_copy_file_range64 },
     [FUSE_SYNCFS] = { do_syncfs },

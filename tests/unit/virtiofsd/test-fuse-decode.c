@@ -168,7 +168,7 @@ static void test_header_length_lies(TestFs *t, gconstpointer data)
 static void test_unknown_opcodes(TestFs *t, gconstpointer data)
 {
     static const uint32_t ops[] = {
-        FUSE_BMAP, FUSE_IOCTL, FUSE_POLL, 54, 0, 7, 19, 200,
+        FUSE_BMAP, FUSE_POLL, 54, 0, 7, 19, 200,
         FUSE_INIT_BSWAP_RESERVED, UINT32_MAX,
     };
     unsigned int i;

@@ -780,6 +780,155 @@ static void test_xattr_symlink(TestFs *t, gconstpointer data)
     close(fd);
 }
 
+/* FUSE_IOCTL with @cmd and @flags on @fh; the reply's data in @data */
+static int ioctl_req(TestFs *t, uint64_t nodeid, uint64_t fh, uint32_t cmd,
+                     uint32_t flags, uint32_t out_size, void *data,
+                     size_t data_size, size_t *data_len)
+{
+    struct fuse_ioctl_in in = {
+        .fh = fh, .cmd = cmd, .flags = flags, .out_size = out_size,
+    };
+    struct {
+        struct fuse_ioctl_out out;
+        uint8_t data[64];
+    } rep;
+    size_t len = 0;
+    TestReq *r = test_req_new(FUSE_IOCTL, nodeid);
+    int ret;
+
+    test_req_add(r, &in, sizeof(in));
+    ret = test_send(t, r, 4096, &rep, sizeof(rep), &len);
+    if (ret == 0) {
+        g_assert_cmpuint(len, >=, sizeof(rep.out));
+        g_assert_cmpint(rep.out.result, ==, 0);
+        g_assert_cmpuint(rep.out.flags, ==, 0);
+        len -= sizeof(rep.out);
+        g_assert_cmpuint(len, <=, data_size);
+        memcpy(data, rep.data, len);
+        *data_len = len;
+    }
+    return ret;
+}
+
+/*
+ * The host's own answer to an attribute query on @name, errno included:
+ * the guest must see exactly that
+ */
+static int host_fileattr(TestFs *t, const char *name, unsigned long cmd,
+                         void *out)
+{
+    int fd = openat(t->dir_fd, name, O_RDONLY);
+    int ret;
+
+    g_assert_cmpint(fd, >=, 0);
+    ret = ioctl(fd, cmd, out) < 0 ? -errno : 0;
+    close(fd);
+    return ret;
+}
+
+/*
+ * IOCTL answers the two attribute queries Linux's fileattr code sends
+ * (lsattr's flags, FS_IOC_FSGETXATTR) as the host has them, for a file
+ * and a directory; every other command, and setting, gets ENOTTY.
+ */
+static void test_ioctl_fileattr(TestFs *t, gconstpointer data)
+{
+    uint64_t fh, fhd, ino = test_create(t, FUSE_ROOT_ID, "a", O_RDWR, &fh);
+    int host_flags = 0, want_flags;
+    uint32_t flags;
+    struct fsxattr fsx, host_fsx;
+    uint8_t buf[64];
+    size_t len;
+    int ret, host_ret;
+    TestReq *r;
+
+    /* A flag the test set, if the host's file system takes it */
+    if (host_fileattr(t, "a", FS_IOC_GETFLAGS, &host_flags) == 0) {
+        int fd = openat(t->dir_fd, "a", O_RDONLY);
+
+        host_flags |= FS_NODUMP_FL;
+        if (ioctl(fd, FS_IOC_SETFLAGS, &host_flags) < 0) {
+            g_test_message("the host cannot set nodump: %s", strerror(errno));
+        }
+        close(fd);
+    }
+    host_ret = host_fileattr(t, "a", FS_IOC_GETFLAGS, &want_flags);
+    g_test_message("host FS_IOC_GETFLAGS: %d, flags 0x%x", host_ret,
+                   want_flags);
+    ret = ioctl_req(t, ino, fh, FS_IOC_GETFLAGS, 0, sizeof(flags), &flags,
+                    sizeof(flags), &len);
+    g_assert_cmpint(ret, ==, host_ret);
+    if (!ret) {
+        g_assert_cmpuint(len, ==, sizeof(flags));
+        g_assert_cmphex(flags, ==, (uint32_t)want_flags);
+    }
+    /* As a 32-bit guest kernel numbers it */
+    ret = ioctl_req(t, ino, fh, FS_IOC32_GETFLAGS, FUSE_IOCTL_32BIT,
+                    sizeof(flags), &flags, sizeof(flags), &len);
+    g_assert_cmpint(ret, ==, host_ret);
+    if (!ret) {
+        g_assert_cmphex(flags, ==, (uint32_t)want_flags);
+    }
+
+    memset(&host_fsx, 0, sizeof(host_fsx));
+    host_ret = host_fileattr(t, "a", FS_IOC_FSGETXATTR, &host_fsx);
+    ret = ioctl_req(t, ino, fh, FS_IOC_FSGETXATTR, 0, sizeof(fsx), &fsx,
+                    sizeof(fsx), &len);
+    g_assert_cmpint(ret, ==, host_ret);
+    if (!ret) {
+        g_assert_cmpuint(len, ==, sizeof(fsx));
+        g_assert_cmpmem(&fsx, sizeof(fsx), &host_fsx, sizeof(host_fsx));
+    }
+
+    /* A directory, by its own kind of handle */
+    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    {
+        struct fuse_open_out oo;
+
+        g_assert_cmpint(test_send(t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+        fhd = oo.fh;
+    }
+    host_ret = host_fileattr(t, ".", FS_IOC_GETFLAGS, &want_flags);
+    ret = ioctl_req(t, FUSE_ROOT_ID, fhd, FS_IOC_GETFLAGS, FUSE_IOCTL_DIR,
+                    sizeof(flags), &flags, sizeof(flags), &len);
+    g_assert_cmpint(ret, ==, host_ret);
+    if (!ret) {
+        g_assert_cmphex(flags, ==, (uint32_t)want_flags);
+    }
+    /* A handle of the other kind, or none */
+    g_assert_cmpint(ioctl_req(t, ino, fh, FS_IOC_GETFLAGS, FUSE_IOCTL_DIR,
+                              4, buf, sizeof(buf), &len), ==, -EBADF);
+    g_assert_cmpint(ioctl_req(t, FUSE_ROOT_ID, fhd, FS_IOC_GETFLAGS, 0,
+                              4, buf, sizeof(buf), &len), ==, -EBADF);
+    g_assert_cmpint(ioctl_req(t, ino, 12345, FS_IOC_FSGETXATTR, 0,
+                              sizeof(fsx), buf, sizeof(buf), &len), ==,
+                    -EBADF);
+    /* Less room than the answer */
+    g_assert_cmpint(ioctl_req(t, ino, fh, FS_IOC_FSGETXATTR, 0,
+                              sizeof(fsx) - 1, buf, sizeof(buf), &len), ==,
+                    -EINVAL);
+    g_assert_cmpint(ioctl_req(t, ino, fh, FS_IOC_GETFLAGS, 0, 0, buf,
+                              sizeof(buf), &len), ==, -EINVAL);
+
+    /* Setting, a terminal's command, the unrestricted protocol: ENOTTY */
+    g_assert_cmpint(ioctl_req(t, ino, fh, FS_IOC_SETFLAGS, 0, 0, buf,
+                              sizeof(buf), &len), ==, -ENOTTY);
+    g_assert_cmpint(ioctl_req(t, ino, fh, FS_IOC_FSSETXATTR, 0, 0, buf,
+                              sizeof(buf), &len), ==, -ENOTTY);
+    g_assert_cmpint(ioctl_req(t, ino, fh, TCGETS, 0, 60, buf, sizeof(buf),
+                              &len), ==, -ENOTTY);
+    g_assert_cmpint(ioctl_req(t, ino, fh, FS_IOC_GETFLAGS,
+                              FUSE_IOCTL_UNRESTRICTED, 4, buf, sizeof(buf),
+                              &len), ==, -ENOTTY);
+
+    /* Truncated */
+    r = test_req_new(FUSE_IOCTL, ino);
+    test_req_add(r, &fh, sizeof(fh));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -EINVAL);
+}
+
 static void test_fallocate_lseek_copy(TestFs *t, gconstpointer data)
 {
     uint64_t fh, fh2, ino = test_create(t, FUSE_ROOT_ID, "a", O_RDWR, &fh);
@@ -3276,6 +3425,7 @@ int main(int argc, char **argv)
     ADD("xattr", test_xattr);
     ADD("xattr-symlink", test_xattr_symlink);
     ADD("fallocate-lseek-copy", test_fallocate_lseek_copy);
+    ADD("ioctl-fileattr", test_ioctl_fileattr);
     ADD("statx", test_statx);
     ADD("copy-file-range-64", test_copy_file_range_64);
     ADD("locks", test_locks);
@@ -3298,6 +3448,7 @@ int main(int argc, char **argv)
     ADD_FH("xattr", test_xattr);
     ADD_FH("xattr-symlink", test_xattr_symlink);
     ADD_FH("fallocate-lseek-copy", test_fallocate_lseek_copy);
+    ADD_FH("ioctl-fileattr", test_ioctl_fileattr);
     ADD_FH("statx", test_statx);
     ADD_FH("copy-file-range-64", test_copy_file_range_64);
     ADD_FH("locks", test_locks);

@@ -18,10 +18,12 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <linux/fs.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -194,6 +196,34 @@ static bool call_drop_fsetid(pid_t parent)
     }
     vfsd_kill_priv_end(&kp);
     return true;
+}
+
+/* On the child's stdout, a pipe: the kernel's ENOTTY once it ran */
+static bool call_ioctl(unsigned long cmd)
+{
+    int v;
+
+    return syscall(SYS_ioctl, STDOUT_FILENO, cmd, &v) < 0 && errno == ENOTTY;
+}
+
+static bool call_ioctl_getflags(pid_t parent)
+{
+    return call_ioctl(FS_IOC_GETFLAGS);
+}
+
+static bool call_ioctl_fsgetxattr(pid_t parent)
+{
+    return call_ioctl(FS_IOC_FSGETXATTR);
+}
+
+static bool call_ioctl_setflags(pid_t parent)
+{
+    return call_ioctl(FS_IOC_SETFLAGS);
+}
+
+static bool call_ioctl_tcgets(pid_t parent)
+{
+    return call_ioctl(TCGETS);
 }
 
 static bool call_prctl_set_name(pid_t parent)
@@ -536,6 +566,15 @@ static void test_prctl(void)
     check_kill(false, call_prctl_ambient_raise);
 }
 
+/* The two attribute queries FUSE_IOCTL serves, and no other command */
+static void test_ioctl(void)
+{
+    check_allow(false, call_ioctl_getflags);
+    check_allow(false, call_ioctl_fsgetxattr);
+    check_kill(false, call_ioctl_setflags);
+    check_kill(false, call_ioctl_tcgets);
+}
+
 /* Under the default action, what options make of a call */
 static void check_opts(const char *opts, Call call, bool allowed)
 {
@@ -611,6 +650,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/seccomp/tgkill", test_tgkill);
     g_test_add_func("/virtiofsd/seccomp/clone", test_clone);
     g_test_add_func("/virtiofsd/seccomp/prctl", test_prctl);
+    g_test_add_func("/virtiofsd/seccomp/ioctl", test_ioctl);
     g_test_add_func("/virtiofsd/seccomp/handles", test_handles);
     return g_test_run();
 }
