@@ -780,6 +780,18 @@ static void test_xattr_symlink(TestFs *t, gconstpointer data)
     close(fd);
 }
 
+/* A handle of the shared directory itself, as OPENDIR gives the guest */
+static uint64_t opendir_root(TestFs *t)
+{
+    TestReq *r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
+    struct fuse_open_out oo;
+
+    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
+                 sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
+    return oo.fh;
+}
+
 /* FUSE_IOCTL with @cmd and @flags on @fh; the reply's data in @data */
 static int ioctl_req(TestFs *t, uint64_t nodeid, uint64_t fh, uint32_t cmd,
                      uint32_t flags, uint32_t out_size, void *data,
@@ -881,15 +893,7 @@ static void test_ioctl_fileattr(TestFs *t, gconstpointer data)
     }
 
     /* A directory, by its own kind of handle */
-    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
-    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
-                 sizeof(struct fuse_open_in));
-    {
-        struct fuse_open_out oo;
-
-        g_assert_cmpint(test_send(t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
-        fhd = oo.fh;
-    }
+    fhd = opendir_root(t);
     host_ret = host_fileattr(t, ".", FS_IOC_GETFLAGS, &want_flags);
     ret = ioctl_req(t, FUSE_ROOT_ID, fhd, FS_IOC_GETFLAGS, FUSE_IOCTL_DIR,
                     sizeof(flags), &flags, sizeof(flags), &len);
@@ -1260,15 +1264,7 @@ static void test_copy_file_range_64(TestFs *t, gconstpointer data)
     in.fh_in = fh;
     in.fh_out = 12345;
     g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EBADF);
-    r = test_req_new(FUSE_OPENDIR, FUSE_ROOT_ID);
-    test_req_add(r, &(struct fuse_open_in){ .flags = O_RDONLY },
-                 sizeof(struct fuse_open_in));
-    {
-        struct fuse_open_out oo;
-
-        g_assert_cmpint(test_send(t, r, 4096, &oo, sizeof(oo), NULL), ==, 0);
-        fhd = oo.fh;
-    }
+    fhd = opendir_root(t);
     in.fh_out = fhd;
     g_assert_cmpint(copy64_req(t, ino, &in, &copied), ==, -EBADF);
     /* Read-only destination: the host's EBADF */
