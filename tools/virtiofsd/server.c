@@ -1225,17 +1225,6 @@ static void do_lseek(VfsdReq *r)
     }
 }
 
-/*
- * IOCTL, for the two queries Linux's FUSE sends to read a file's
- * attributes for lsattr (FS_IOC_GETFLAGS) and for FS_IOC_FSGETXATTR
- * (xfs_io's stat, project ids): it opens the file, asks, and releases it.
- * They are answered by the host's file system.  Everything else, setting
- * those attributes included, gets ENOTTY, the answer for a command a file
- * does not know, which is also what the guest makes of ENOSYS: any other
- * command number would run host kernel code the guest picks, with the
- * daemon's privileges, and most are device commands a share's files never
- * take (a guest's isatty() on a shared file sends TCGETS here).
- */
 /* The size of the answer to IOCTL @cmd if we serve it, else 0 */
 static size_t ioctl_answer_size(uint32_t cmd, uint32_t flags)
 {
@@ -1255,6 +1244,17 @@ static size_t ioctl_answer_size(uint32_t cmd, uint32_t flags)
     }
 }
 
+/*
+ * IOCTL, for the two queries Linux's FUSE sends to read a file's
+ * attributes for lsattr (FS_IOC_GETFLAGS) and for FS_IOC_FSGETXATTR
+ * (xfs_io's stat, project ids): it opens the file, asks, and releases it.
+ * They are answered by the host's file system.  Everything else, setting
+ * those attributes included, gets ENOTTY, the answer for a command a file
+ * does not know, which is also what the guest makes of ENOSYS: any other
+ * command number would run host kernel code the guest picks, with the
+ * daemon's privileges, and most are device commands a share's files never
+ * take (a guest's isatty() on a shared file sends TCGETS here).
+ */
 static void do_ioctl(VfsdReq *r)
 {
     static gint logged_other;
