@@ -295,7 +295,15 @@ SUITES = [
          "tests/unit/virtiofsd/test-xattrmap-fs"),
     unit("virtiofsd: vhost-user transport against a fake front-end",
          "tests/unit/virtiofsd/test-vhost-queue"),
-    unit("virtiofsd: namespace sandbox", "tests/unit/virtiofsd/test-sandbox"),
+    unit("virtiofsd: sandboxes, and a taken-over daemon reaches nothing "
+         "beyond the share", "tests/unit/virtiofsd/test-sandbox"),
+    # The real daemon, started as libvirt starts it: what each of its
+    # processes holds, seen from the host
+    Suite("virtiofsd: no fd outside the share, CAP_DAC_READ_SEARCH in the "
+          "broker alone, each sandbox",
+          ["bash", os.path.join(TOP, "harness", "tests", "contained.sh")],
+          needs=[VIRTIOFSD], ninja=["tools/virtiofsd/virtiofsd"],
+          timeout=120),
     unit("virtiofsd: seccomp actions stop a forbidden call",
          "tests/unit/virtiofsd/test-seccomp"),
     unit("libvhost-user: shared memory requests",
@@ -394,6 +402,14 @@ SUITES = [
     # past the bound fail with ENFILE, by handle all of them work
     many_inodes("fds", "inodes by fd"),
     many_inodes("handles", "by file handle"),
+    # The usual case at full size: a share that is a directory of a
+    # larger file system, every option at its default
+    Suite("guest: 200,000 stats of a directory share under "
+          "--rlimit-nofile=20000, the defaults",
+          ["bash", os.path.join(TOP, "harness", "tests", "many-inodes.sh"),
+           "--timeout", "870", "defaults"],
+          env={"FILES": "200000", "NOFILE": "20000"},
+          needs=[QEMU, INITRAMFS], timeout=900),
     # --posix-acl with --uid-map/--gid-map: ids, umask, ACLs end to end
     guest("guest: our virtiofsd with POSIX ACLs and id maps",
           "acl-idmap.sh", timeout=300),
@@ -414,8 +430,8 @@ SUITES = [
     # prefer holds inodes by handle only on a share that is a whole file
     # system (a handle opens any inode of its file system): there, with
     # Landlock in each sandbox mode; elsewhere by fd, saying why
-    guest("guest: file handles only on a whole file system, Landlock with "
-          "them", "whole-fs-share.sh", timeout=300),
+    guest("guest: file handles on any share through the broker, Landlock "
+          "with them", "handles-any-share.sh", timeout=300),
     # Needs the device's cache window (cache-size)
     guest("guest: our virtiofsd with DAX, window I/O, truncate",
           "virtiofsd.sh"),

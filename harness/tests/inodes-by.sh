@@ -23,7 +23,7 @@ mode=$1
 test=$2
 shift 2
 case $mode in
-handle) opt=--inode-file-handles=mandatory ;;
+handle) opt='--inode-file-handles=mandatory --inode-fd-cache=0' ;;
 fd) opt=--inode-file-handles=never ;;
 *) echo "$0: mode '$mode' is neither handle nor fd" >&2; exit 2 ;;
 esac

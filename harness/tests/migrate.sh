@@ -13,9 +13,10 @@
 #   file-handles   the same with --migration-mode=file-handles on both
 #                  ends (the destination opens each inode by handle)
 #   file-handles-refused  the source sends handles, the destination runs
-#                  with the defaults: on a share that is part of a file
-#                  system it holds no CAP_DAC_READ_SEARCH and opens no
-#                  handle, so the migration fails and the source goes on
+#                  with --inode-file-handles=never: it starts no broker
+#                  (the process that alone may open handles), so it
+#                  cannot tell which file a handle names, the migration
+#                  fails and the source goes on
 #   from-rust      the Rust virtiofsd on the source, ours on the
 #                  destination: ours refuses the Rust daemon's stream
 #                  (another format), the migration fails cleanly and the
@@ -58,6 +59,7 @@ file-handles)
     ;;
 file-handles-refused)
     daemon_args="--posix-lock --flock --migration-mode=file-handles"
+    dest_args="--posix-lock --flock --inode-file-handles=never"
     expect=failed
     extra=(--expect-error "as this daemon opens none (start it with --migration-mode=file-handles")
     ;;

@@ -33,6 +33,7 @@ typedef struct VfsdDaxInode VfsdDaxInode;
 
 typedef struct VfsdFs VfsdFs;
 typedef struct VfsdMig VfsdMig;
+typedef struct VfsdBroker VfsdBroker;
 
 /*
  * A host inode the guest knows by nodeid.  It is held by an O_PATH fd, so
@@ -40,18 +41,30 @@ typedef struct VfsdMig VfsdMig;
  * under us; (dev, ino, mnt_id) identifies it.
  *
  * With --inode-file-handles it may be held by a file handle instead: then
- * @fd is open only while a request, an open file or a DAX mapping uses the
- * inode (@fd_users > 0), so that the inodes the guest merely remembers
- * hold no fd (inode.c).
+ * @fd is open while a request, an open file or a DAX mapping uses the
+ * inode (@fd_users > 0), and a while after (the idle list), so that the
+ * inodes the guest merely remembers hold no fd (inode.c).
  */
 typedef struct VfsdInode {
     VfsdFs *fs;
     uint64_t nodeid;
-    int fd;                     /* -1 while a handle inode has no user */
-    struct file_handle *handle; /* NULL: held by @fd for its lifetime */
-    int mount_fd;               /* what open_by_handle_at() needs */
+    int fd;                     /* -1 while a handle inode has no fd */
+    /*
+     * NULL: held by @fd for its lifetime.  Else the inode's handle, to
+     * tell it from a later file with its number, and the number the
+     * broker opens it by (broker.c): this process cannot open handles.
+     */
+    struct file_handle *handle;
+    uint64_t broker_id;
     GMutex fd_lock;
     unsigned int fd_users;      /* under fd_lock; handle inodes only */
+    /*
+     * A handle inode whose fd no user needs keeps it a while, on
+     * VfsdInodeStore.idle (under its idle_lock), so that an inode in
+     * use again soon is not opened through the broker again.
+     */
+    GList idle_link;
+    bool idle;                  /* under VfsdInodeStore.idle_lock */
     dev_t dev;
     ino_t ino;
     uint64_t mnt_id;
@@ -89,6 +102,14 @@ typedef struct VfsdInodeStore {
     uint64_t next_nodeid;
     VfsdInode *root;
     gint lost;                  /* lost inodes in by_nodeid */
+    /*
+     * Handle inodes with an fd and no user, least recently used first,
+     * each holding a reference: at most idle_max.  Lock order: an
+     * inode's fd_lock, then idle_lock.
+     */
+    GMutex idle_lock;
+    GQueue idle;
+    unsigned int idle_max;
 } VfsdInodeStore;
 
 /* An open file or directory: the guest's fh */
@@ -186,13 +207,12 @@ struct VfsdFs {
 
     /*
      * --inode-file-handles: whether new inodes are held by handle, and
-     * one fd per mount for open_by_handle_at() (int mount id -> fd + 1)
+     * the process that opens them (NULL: none, so no handles)
      */
     bool use_handles;
-    GMutex mounts_lock;
-    GHashTable *mount_fds;
+    VfsdBroker *broker;
     gint handles_made;          /* inodes held by handle */
-    gint handles_opened;        /* open_by_handle_at() calls */
+    gint handles_opened;        /* opened through the broker */
 
     VfsdDax *dax;               /* NULL without a DAX window */
     VfsdStats *stats;           /* NULL without --stats */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fs.h"
+#include "broker.h"
 #include "dax.h"
 #include "fd.h"
 #include "inode.h"
@@ -62,6 +63,15 @@ bool vfsd_fs_init(VfsdFs *fs, const VfsdOptions *opts, int root_fd,
     if (!vfsd_inodes_set_root(fs, root_fd)) {
         *err = g_strdup("the shared directory is not a directory");
         return false;
+    }
+    if (vfsd_options_open_by_handle(opts)) {
+        g_autofree char *why = NULL;
+
+        fs->broker = vfsd_broker_spawn(root_fd, proc_self_fd, opts->seccomp,
+                                       &why);
+        if (!fs->broker) {
+            vfsd_info("no process to open file handles: %s", why);
+        }
     }
     return vfsd_inodes_handles_init(fs, root_fd, err);
 }
@@ -178,6 +188,8 @@ void vfsd_fs_cleanup(VfsdFs *fs)
     }
     vfsd_inodes_destroy(fs);
     vfsd_inodes_handles_cleanup(fs);
+    vfsd_broker_free(fs->broker);
+    fs->broker = NULL;
     g_hash_table_destroy(fs->handles);
     g_mutex_clear(&fs->handles_lock);
     g_mutex_clear(&fs->umask_lock);

@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "inode.h"
 #include "fd.h"
 #include "log.h"
@@ -43,18 +44,25 @@ void vfsd_inodes_init(VfsdInodeStore *st)
     st->next_nodeid = FUSE_ROOT_ID + 1;
     st->root = NULL;
     st->lost = 0;
+    g_mutex_init(&st->idle_lock);
+    g_queue_init(&st->idle);
+    st->idle_max = 0;
 }
 
 /*
  * Inodes held by file handle: the O_PATH fd is opened from the handle by
- * the first user and closed by the last, so that an inode only the
- * guest's cache remembers costs no fd.  A user is whoever took the inode
- * with vfsd_inode_get() or vfsd_inode_ref(); the table's own reference is
- * not one.
+ * the first user, through the broker, and kept after the last one on the
+ * idle list, so that an inode only the guest's cache remembers costs no
+ * fd once the list has moved on.  A user is whoever took the inode with
+ * vfsd_inode_get() or vfsd_inode_ref(); the table's own reference is not
+ * one.  fds_open counts the fds of inodes with users, not idle ones:
+ * those are the daemon's cache, bounded by idle_max on its own.
  */
 static int inode_fd_hold(VfsdInode *inode)
 {
     VfsdFs *fs = inode->fs;
+    VfsdInodeStore *st = &fs->inodes;
+    bool was_idle = false;
     int fd, ret = 0;
 
     if (!inode->handle) {
@@ -64,12 +72,20 @@ static int inode_fd_hold(VfsdInode *inode)
     if (inode->fd_users == 0) {
         if (!vfsd_fd_reserve(fs)) {
             ret = -ENFILE;
+        } else if (inode->fd >= 0) {
+            /* Idle, or taken off the list by an eviction not yet done */
+            g_mutex_lock(&st->idle_lock);
+            if (inode->idle) {
+                g_queue_unlink(&st->idle, &inode->idle_link);
+                inode->idle = false;
+                was_idle = true;
+            }
+            g_mutex_unlock(&st->idle_lock);
         } else {
-            fd = open_by_handle_at(inode->mount_fd, inode->handle,
-                                   O_PATH | O_CLOEXEC);
+            fd = vfsd_broker_open(fs->broker, inode->broker_id);
             if (fd < 0) {
                 /* ESTALE for a file deleted meanwhile: the guest's answer */
-                ret = -errno;
+                ret = fd;
                 vfsd_fd_release(fs);
             } else {
                 inode->fd = fd;
@@ -81,21 +97,88 @@ static int inode_fd_hold(VfsdInode *inode)
         inode->fd_users++;
     }
     g_mutex_unlock(&inode->fd_lock);
+    if (was_idle) {
+        /* The list's reference; the caller holds another */
+        g_atomic_int_add(&inode->refcount, -1);
+    }
     return ret;
+}
+
+static void inode_drop(VfsdInode *inode);
+
+/* Closes the fd of @inode, taken off the idle list, unless used again */
+static void inode_idle_close(VfsdInode *inode)
+{
+    g_mutex_lock(&inode->fd_lock);
+    if (inode->fd_users == 0 && !inode->idle && inode->fd >= 0) {
+        close(inode->fd);
+        inode->fd = -1;
+    }
+    g_mutex_unlock(&inode->fd_lock);
+    inode_drop(inode);
 }
 
 static void inode_fd_let_go(VfsdInode *inode)
 {
+    VfsdInodeStore *st = &inode->fs->inodes;
+    VfsdInode *victim = NULL;
+    GList *head;
+
     if (!inode->handle) {
         return;
     }
     g_mutex_lock(&inode->fd_lock);
     g_assert(inode->fd_users > 0);
     if (--inode->fd_users == 0) {
-        vfsd_fd_close(inode->fs, inode->fd);
-        inode->fd = -1;
+        vfsd_fd_release(inode->fs);
+        g_mutex_lock(&st->idle_lock);
+        if (st->idle_max) {
+            g_atomic_int_inc(&inode->refcount);
+            g_queue_push_tail_link(&st->idle, &inode->idle_link);
+            inode->idle = true;
+            if (st->idle.length > st->idle_max) {
+                head = g_queue_pop_head_link(&st->idle);
+                victim = head->data;
+                victim->idle = false;
+            }
+        } else {
+            close(inode->fd);
+            inode->fd = -1;
+        }
+        g_mutex_unlock(&st->idle_lock);
     }
     g_mutex_unlock(&inode->fd_lock);
+    /* Not under our fd_lock: it takes the victim's */
+    if (victim) {
+        inode_idle_close(victim);
+    }
+}
+
+/*
+ * The guest forgot @inode: its fd goes now rather than when the idle
+ * list gets to it.  The caller holds a reference, so this never drops
+ * the last one.
+ */
+static void inode_idle_cancel(VfsdInode *inode)
+{
+    VfsdInodeStore *st = &inode->fs->inodes;
+    bool was_idle;
+
+    if (!inode->handle) {
+        return;
+    }
+    g_mutex_lock(&inode->fd_lock);
+    g_mutex_lock(&st->idle_lock);
+    was_idle = inode->idle;
+    if (was_idle) {
+        g_queue_unlink(&st->idle, &inode->idle_link);
+        inode->idle = false;
+    }
+    g_mutex_unlock(&st->idle_lock);
+    g_mutex_unlock(&inode->fd_lock);
+    if (was_idle) {
+        inode_idle_close(inode);
+    }
 }
 
 /* Another user of an inode the caller uses, so its fd is open already */
@@ -124,9 +207,14 @@ static void inode_drop(VfsdInode *inode)
     g_mutex_clear(&inode->fd_lock);
     /* Plain data, and nothing of dax.c holds the inode any more */
     g_free(inode->dax);
-    /* A handle inode's fd went with its last user; a lost one has none */
+    /* A lost inode has no fd; an idle handle inode's is not accounted */
     if (!inode->handle && inode->fd >= 0) {
         vfsd_fd_close(inode->fs, inode->fd);
+    } else if (inode->fd >= 0) {
+        close(inode->fd);
+    }
+    if (inode->handle) {
+        vfsd_broker_forget(inode->fs->broker, inode->broker_id);
     }
     g_free(inode->handle);
     g_free(inode);
@@ -251,42 +339,6 @@ int vfsd_inode_plock_fd(VfsdInode *inode, uint64_t owner, int fallback,
     return ret;
 }
 
-/*
- * The fd open_by_handle_at() needs for handles of mount @mnt_id, opened
- * from @fd, an inode of that mount, the first time the mount is seen.
- * The guest reaches a mount first through its root (its parent is in
- * another mount, or it is the shared directory), so what is kept is the
- * mount's root, which cannot go away while the mount is there.  It must
- * be a real open (the kernel takes no O_PATH fd there), so only a
- * directory is opened: a mount whose root is another file (a bind-mounted
- * file) gets no handles.  -1 with errno set when there is none.
- */
-static int mount_fd_of(VfsdFs *fs, int mnt_id, int fd)
-{
-    char name[32];
-    gpointer v;
-    int mfd;
-
-    g_mutex_lock(&fs->mounts_lock);
-    v = g_hash_table_lookup(fs->mount_fds, GINT_TO_POINTER(mnt_id));
-    if (v) {
-        mfd = GPOINTER_TO_INT(v) - 1;
-    } else {
-        /* The daemon's own, as the root's: not the guest's to account */
-        snprintf(name, sizeof(name), "%d", fd);
-        mfd = openat(fs->proc_self_fd, name,
-                     O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC);
-        if (mfd >= 0) {
-            g_hash_table_insert(fs->mount_fds, GINT_TO_POINTER(mnt_id),
-                                GINT_TO_POINTER(mfd + 1));
-        } else if (errno == ENOTDIR) {
-            errno = EOPNOTSUPP;
-        }
-    }
-    g_mutex_unlock(&fs->mounts_lock);
-    return mfd;
-}
-
 /* The handle of @fd, or NULL with errno set */
 static struct file_handle *handle_of(int fd, int *mnt_id)
 {
@@ -303,32 +355,43 @@ static struct file_handle *handle_of(int fd, int *mnt_id)
 }
 
 /*
- * With --inode-file-handles, the handle for a new inode: NULL to hold it
- * by fd (prefer, on a file system without handles), or an error.
+ * With --inode-file-handles, the handle of @fd: NULL to hold it by fd
+ * (prefer, on a file system without handles), or an error.
  */
 static int inode_make_handle(VfsdFs *fs, int fd, struct file_handle **fh,
-                             int *mount_fd)
+                             int *mnt_id)
 {
-    int mnt_id, err;
-
-    *fh = NULL;
-    if (!fs->use_handles) {
+    *fh = handle_of(fd, mnt_id);
+    if (*fh) {
         return 0;
     }
-    *fh = handle_of(fd, &mnt_id);
-    if (*fh) {
-        *mount_fd = mount_fd_of(fs, mnt_id, fd);
-        if (*mount_fd >= 0) {
-            return 0;
-        }
-        g_free(*fh);
-        *fh = NULL;
-    }
-    err = errno;
     if (fs->opts->inode_file_handles == VFSD_INODE_FH_MANDATORY) {
         vfsd_guest_error("no file handle for an inode (%s), and "
-                         "--inode-file-handles=mandatory", strerror(err));
-        return -err;
+                         "--inode-file-handles=mandatory", strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+/*
+ * A new inode held by handle is given to the broker, which alone will
+ * open it again: -errno where it cannot take it (mandatory refuses the
+ * inode, prefer holds it by fd, @fh freed).
+ */
+static int inode_register(VfsdFs *fs, int fd, int mnt_id,
+                          struct file_handle **fh, uint64_t *broker_id)
+{
+    int ret = vfsd_broker_register(fs->broker, fs->proc_self_fd, fd, mnt_id,
+                                   broker_id);
+
+    if (ret == 0) {
+        return 0;
+    }
+    g_clear_pointer(fh, g_free);
+    if (fs->opts->inode_file_handles == VFSD_INODE_FH_MANDATORY) {
+        vfsd_guest_error("the broker cannot hold an inode (%s), and "
+                         "--inode-file-handles=mandatory", strerror(-ret));
+        return ret;
     }
     return 0;
 }
@@ -359,7 +422,7 @@ static int inode_same_file(VfsdInode *inode, const struct file_handle *fh)
         return 1;
     }
     g_mutex_lock(&inode->fd_lock);
-    pinned = inode->fd_users > 0;
+    pinned = inode->fd_users > 0 || inode->fd >= 0;     /* or idle */
     g_mutex_unlock(&inode->fd_lock);
     if (pinned) {
         return 1;
@@ -375,8 +438,9 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     VfsdInodeStore *st = &fs->inodes;
     VfsdInode key, *inode, *fresh;
     g_autofree struct file_handle *fh = NULL;
-    bool have_fh = false;
-    int mount_fd = -1, ret, same;
+    bool have_fh = false, registered = false;
+    uint64_t broker_id = 0;
+    int ret, same, mnt_id = 0;
 
     key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
     key.ino = stx->stx_ino;
@@ -387,23 +451,31 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     for (;;) {
         inode = g_hash_table_lookup(st->by_key, &key);
         same = inode ? inode_same_file(inode, have_fh ? fh : NULL) : 0;
-        if (have_fh || !fs->use_handles || same > 0) {
+        if (!fs->use_handles || same > 0 || (have_fh && !fh) ||
+            registered) {
             break;
         }
         /*
          * A new inode needs its handle, and so does a known one held by
-         * handle alone: made without the table's lock (a system call must
-         * not run under it).  Most lookups are of known inodes with an fd.
+         * handle alone; a new one is then given to the broker.  Both
+         * without the table's lock (a system call must not run under
+         * it), so the table may have changed meanwhile: look again.
+         * Most lookups are of known inodes with an fd, idle or in use.
          */
         g_mutex_unlock(&st->lock);
-        ret = inode_make_handle(fs, fd, &fh, &mount_fd);
+        if (!have_fh) {
+            ret = inode_make_handle(fs, fd, &fh, &mnt_id);
+            have_fh = true;
+        } else {
+            ret = inode_register(fs, fd, mnt_id, &fh, &broker_id);
+            registered = true;
+        }
         if (ret < 0) {
             vfsd_fd_close(fs, fd);
             g_free(fresh);
             errno = -ret;
             return NULL;
         }
-        have_fh = true;
         g_mutex_lock(&st->lock);
     }
     if (inode && same <= 0) {
@@ -418,10 +490,25 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
         inode->nlookup++;
         g_atomic_int_inc(&inode->refcount);
         if (inode->handle) {
-            /* A handle inode nobody uses takes over our fd, reserved */
+            /*
+             * A handle inode nobody uses takes over our fd, reserved,
+             * or keeps its idle one, which our reservation then counts
+             */
             g_mutex_lock(&inode->fd_lock);
             if (inode->fd_users++ == 0) {
-                inode->fd = fd;
+                g_mutex_lock(&st->idle_lock);
+                if (inode->idle) {
+                    g_queue_unlink(&st->idle, &inode->idle_link);
+                    inode->idle = false;
+                    /* The list's reference: the table holds another */
+                    g_atomic_int_add(&inode->refcount, -1);
+                }
+                g_mutex_unlock(&st->idle_lock);
+                if (inode->fd < 0) {
+                    inode->fd = fd;
+                } else {
+                    close(fd);
+                }
                 fd = -1;
             }
             g_mutex_unlock(&inode->fd_lock);
@@ -437,7 +524,9 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
         fd = -1;
         if (fh) {
             inode->handle = g_steal_pointer(&fh);
-            inode->mount_fd = mount_fd;
+            inode->broker_id = broker_id;
+            inode->idle_link.data = inode;
+            broker_id = 0;
             inode->fd_users = 1;
             g_atomic_int_inc(&fs->handles_made);
         }
@@ -456,6 +545,10 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
 
     if (fd >= 0) {
         vfsd_fd_close(fs, fd);
+    }
+    if (broker_id) {
+        /* Registered for an inode that turned out to be known */
+        vfsd_broker_forget(fs->broker, broker_id);
     }
     g_free(fresh);
     return inode;
@@ -496,6 +589,7 @@ void vfsd_inode_forget(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup)
     g_mutex_unlock(&st->lock);
 
     if (drop) {
+        inode_idle_cancel(inode);
         inode_drop(inode);
     }
 }
@@ -522,6 +616,7 @@ void vfsd_inodes_forget_all(VfsdFs *fs)
     g_mutex_unlock(&st->lock);
 
     for (i = 0; i < dead->len; i++) {
+        inode_idle_cancel(g_ptr_array_index(dead, i));
         inode_drop(g_ptr_array_index(dead, i));
     }
     g_ptr_array_free(dead, true);
@@ -533,6 +628,23 @@ void vfsd_inodes_destroy(VfsdFs *fs)
     VfsdInode *root = st->root;
 
     vfsd_inodes_forget_all(fs);
+    /* Those a request let go of after the guest forgot them */
+    for (;;) {
+        VfsdInode *inode = NULL;
+        GList *head;
+
+        g_mutex_lock(&st->idle_lock);
+        head = g_queue_pop_head_link(&st->idle);
+        if (head) {
+            inode = head->data;
+            inode->idle = false;
+        }
+        g_mutex_unlock(&st->idle_lock);
+        if (!inode) {
+            break;
+        }
+        inode_idle_close(inode);
+    }
     if (root) {
         g_mutex_lock(&st->lock);
         inode_unhash(st, root);
@@ -543,6 +655,7 @@ void vfsd_inodes_destroy(VfsdFs *fs)
     g_hash_table_destroy(st->by_nodeid);
     g_hash_table_destroy(st->by_key);
     g_mutex_clear(&st->lock);
+    g_mutex_clear(&st->idle_lock);
 }
 
 /* The root is never forgotten: the guest cannot send FORGET for it */
@@ -576,62 +689,88 @@ bool vfsd_inodes_set_root(VfsdFs *fs, int fd)
     return true;
 }
 
+/* Whether the broker opens the shared directory (@root_fd) by handle */
+static int handles_work(VfsdFs *fs, int root_fd)
+{
+    struct statx stx;
+    uint64_t id;
+    int ret, fd;
+
+    ret = vfsd_statx(root_fd, &stx);
+    if (ret == 0) {
+        ret = vfsd_broker_register(fs->broker, fs->proc_self_fd, root_fd,
+                                   stx.stx_mnt_id, &id);
+    }
+    if (ret < 0) {
+        return ret;
+    }
+    fd = vfsd_broker_open(fs->broker, id);
+    vfsd_broker_forget(fs->broker, id);
+    if (fd < 0) {
+        return fd;
+    }
+    close(fd);
+    return 0;
+}
+
 /*
  * --inode-file-handles: whether the daemon can hold inodes by handle, as
- * tried on the shared directory (@root_fd) with the capabilities it
- * kept.  Opening a handle needs CAP_DAC_READ_SEARCH: without it prefer
- * means fds, mandatory refuses.  A shared directory whose file system
- * has no handles refuses mandatory; prefer still tries each inode, as
- * the mounts below may have them.
+ * tried on the shared directory (@root_fd) through the broker, which
+ * exists only where the daemon had CAP_DAC_READ_SEARCH to give it:
+ * without, prefer means fds, mandatory refuses.  A shared directory
+ * whose file system has no handles refuses mandatory; prefer still
+ * tries each inode, as the mounts below may have them.  Idle handle
+ * inodes keep up to --inode-fd-cache fds (a quarter of the guest's by
+ * default, at most half), taken from its share.
  */
 bool vfsd_inodes_handles_init(VfsdFs *fs, int root_fd, char **err)
 {
     VfsdInodeFh mode = fs->opts->inode_file_handles;
-    g_autofree struct file_handle *fh = NULL;
-    int mnt_id, mfd, fd;
+    int ret;
 
-    g_mutex_init(&fs->mounts_lock);
-    fs->mount_fds = g_hash_table_new(NULL, NULL);
     if (mode == VFSD_INODE_FH_NEVER) {
         vfsd_info("inodes are held by fds (--inode-file-handles=never)");
         return true;
     }
-    fh = handle_of(root_fd, &mnt_id);
-    if (!fh) {
+    if (!fs->broker) {
+        if (mode == VFSD_INODE_FH_MANDATORY) {
+            *err = g_strdup("--inode-file-handles=mandatory: file handles "
+                            "cannot be opened here (they need "
+                            "CAP_DAC_READ_SEARCH)");
+            return false;
+        }
+        vfsd_info("file handles cannot be opened here (they need "
+                  "CAP_DAC_READ_SEARCH): inodes are held by fds");
+        return true;
+    }
+    ret = handles_work(fs, root_fd);
+    if (ret == -EOPNOTSUPP || ret == -ENOTSUP) {
         if (mode == VFSD_INODE_FH_MANDATORY) {
             *err = g_strdup_printf("--inode-file-handles=mandatory: the "
                                    "shared directory has no file handles "
-                                   "(%s)", strerror(errno));
+                                   "(%s)", strerror(-ret));
             return false;
         }
         vfsd_info("the shared directory has no file handles (%s): its "
-                  "inodes are held by fds", strerror(errno));
-    } else {
-        mfd = mount_fd_of(fs, mnt_id, root_fd);
-        if (mfd < 0) {
-            *err = g_strdup_printf("cannot open the shared directory (%s)",
-                                   strerror(errno));
+                  "inodes are held by fds", strerror(-ret));
+    } else if (ret < 0) {
+        if (mode == VFSD_INODE_FH_MANDATORY) {
+            *err = g_strdup_printf("--inode-file-handles=mandatory: "
+                                   "cannot open a file handle (%s)",
+                                   strerror(-ret));
             return false;
         }
-        fd = open_by_handle_at(mfd, fh, O_PATH | O_CLOEXEC);
-        if (fd < 0) {
-            if (mode == VFSD_INODE_FH_MANDATORY) {
-                *err = g_strdup_printf("--inode-file-handles=mandatory: "
-                                       "cannot open a file handle (%s; it "
-                                       "needs CAP_DAC_READ_SEARCH)",
-                                       strerror(errno));
-                return false;
-            }
-            vfsd_info("cannot open file handles (%s; they need "
-                      "CAP_DAC_READ_SEARCH): inodes are held by fds",
-                      strerror(errno));
-            return true;
-        }
-        close(fd);
+        vfsd_info("cannot open file handles (%s): inodes are held by fds",
+                  strerror(-ret));
+        return true;
     }
     fs->use_handles = true;
+    fs->inodes.idle_max = fs->opts->inode_fd_cache < 0 ? fs->fds_max / 4 :
+                          MIN(fs->opts->inode_fd_cache, fs->fds_max / 2);
+    fs->fds_max -= fs->inodes.idle_max;
     vfsd_info("inodes are held by file handles where the file system "
-              "has them");
+              "has them, opened by a process of their own; up to %u "
+              "unused ones keep their fd", fs->inodes.idle_max);
     return true;
 }
 
@@ -646,19 +785,7 @@ void vfsd_inodes_report(VfsdFs *fs)
 
 void vfsd_inodes_handles_cleanup(VfsdFs *fs)
 {
-    GHashTableIter it;
-    gpointer v;
-
-    if (!fs->mount_fds) {
-        return;
-    }
     vfsd_inodes_report(fs);
-    g_hash_table_iter_init(&it, fs->mount_fds);
-    while (g_hash_table_iter_next(&it, NULL, &v)) {
-        close(GPOINTER_TO_INT(v) - 1);
-    }
-    g_hash_table_destroy(fs->mount_fds);
-    g_mutex_clear(&fs->mounts_lock);
 }
 
 GPtrArray *vfsd_inodes_snapshot(VfsdFs *fs)

@@ -91,8 +91,8 @@ static void warn_fd_bound(void)
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 1000000) {
         vfsd_warn("inodes are held by fds and RLIMIT_NOFILE is %llu: a "
                   "guest that knows more inodes than that gets ENFILE "
-                  "(raise the hard limit, or share a whole file system, or "
-                  "--inode-file-handles=mandatory)",
+                  "(raise the hard limit, or run as root with "
+                  "--sandbox=namespace, where inodes are held by handle)",
                   (unsigned long long)rl.rlim_cur);
     }
 }
@@ -249,10 +249,9 @@ int main(int argc, char **argv)
     VfsdOptions opts;
     VfsdFs fs;
     g_autofree char *err = NULL;
-    g_autofree char *why = NULL;
     int conn = -1, lfd, root_fd, proc_fd;
     mode_t caller_umask;
-    bool ok, in_userns, whole_fs;
+    bool ok, in_userns;
 
     if (!vfsd_options_parse(&opts, argc, argv, &err)) {
         fprintf(stderr, "virtiofsd: error: %s\n", err);
@@ -262,6 +261,8 @@ int main(int argc, char **argv)
     if (answer_and_exit(&opts, argv[0])) {
         return 0;
     }
+    /* Before anything of ours is open: what is there was inherited */
+    vfsd_close_inherited(opts.socket_path ? -1 : opts.fd);
     vfsd_log_init(opts.syslog, opts.log_level);
     in_userns = setup_id_mapping(&opts);
 
@@ -308,39 +309,39 @@ int main(int argc, char **argv)
         die("cannot change to /proc/self/fd");
     }
     /*
-     * open_by_handle_at() with CAP_DAC_READ_SEARCH opens any inode of
-     * the file system, and no sandbox (namespace, chroot, Landlock) can
-     * bound it to a subtree: prefer handles only where they reach no
-     * further than the share.
+     * Inodes held by handle need Landlock off outside the namespace
+     * sandbox (see vfsd_landlock_restrict()), where it is what keeps the
+     * host's /proc from the daemon: there prefer means fds.
      */
-    whole_fs = vfsd_options_open_by_handle(&opts) &&
-               vfsd_share_whole_fs(root_fd, proc_fd, &why);
-    if (opts.inode_file_handles == VFSD_INODE_FH_PREFER && !whole_fs) {
-        vfsd_info("--inode-file-handles=prefer: inodes are held by fds, as "
-                  "the shared directory is not a whole file system (%s) "
-                  "and a daemon taken over could open the rest of it by "
-                  "handle; --inode-file-handles=mandatory uses handles "
-                  "anyway", why);
+    if (opts.inode_file_handles == VFSD_INODE_FH_PREFER &&
+        opts.sandbox != VFSD_SANDBOX_NAMESPACE) {
+        vfsd_info("--inode-file-handles=prefer: inodes are held by fds "
+                  "outside --sandbox=namespace, so that Landlock can "
+                  "confine the daemon; --inode-file-handles=mandatory "
+                  "uses handles without it");
         opts.inode_file_handles = VFSD_INODE_FH_NEVER;
-        warn_fd_bound();
     }
-    if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop,
-                                vfsd_options_open_by_handle(&opts), &err)) {
+    /*
+     * Before the capabilities go: the broker that opens file handles
+     * takes CAP_DAC_READ_SEARCH with it, and this process keeps none.
+     */
+    if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
         die(err);
     }
-    if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
+    if (!fs.use_handles) {
+        warn_fd_bound();
+    }
+    if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop, false,
+                                &err)) {
         die(err);
     }
     /*
      * Everything the daemon opens outside the shared directory it has
-     * opened by now; nothing it serves may reach further.  A file
-     * opened by handle on a share that is a whole file system lies
-     * beneath it whatever the sandbox: Landlock can hold there too.
+     * opened by now; nothing it serves may reach further.
      */
     if (!vfsd_landlock_restrict(opts.sandbox,
-                                (fs.use_handles ||
-                                 opts.migration_mode ==
-                                 VFSD_MIG_FILE_HANDLES) && !whole_fs,
+                                fs.use_handles ||
+                                opts.migration_mode == VFSD_MIG_FILE_HANDLES,
                                 root_fd, proc_fd, &err)) {
         die(err);
     }

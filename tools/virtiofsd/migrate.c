@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "migrate.h"
+#include "broker.h"
 #include "dax.h"
 #include "fd.h"
 #include "fs.h"
@@ -763,54 +764,59 @@ static bool valid_type(uint32_t t)
 }
 
 /*
- * The inode under @path and/or @handle, checked: an O_PATH fd or -errno.
- * @mount_fd: the shared directory opened for real (open_by_handle_at()
- * does not take an O_PATH fd), or a negative errno.
+ * The inode under @path, checked against @handle when there is one: an
+ * O_PATH fd or -errno.
  */
-static int find_inode(VfsdFs *fs, int mount_fd, uint32_t flags,
-                      const char *path,
-                      int handle_type, const uint8_t *hbytes, uint32_t hlen,
-                      const char **why)
+static int find_inode(VfsdFs *fs, const char *path, int handle_type,
+                      const uint8_t *hbytes, uint32_t hlen, const char **why)
 {
-    g_autofree struct file_handle *fh = NULL;
-    int fd;
+    int fd = open_beneath(fs, path);
 
-    if (hlen) {
-        fh = g_malloc0(sizeof(*fh) + hlen);
-        fh->handle_bytes = hlen;
-        fh->handle_type = handle_type;
-        memcpy(fh->f_handle, hbytes, hlen);
-    }
-    if (flags & MIG_INODE_PATH) {
-        fd = open_beneath(fs, path);
-        *why = "cannot open its path";
-        if (fd >= 0 && fh) {
-            g_autofree struct file_handle *mine = handle_of(fd);
+    *why = "cannot open its path";
+    if (fd >= 0 && hlen) {
+        g_autofree struct file_handle *mine = handle_of(fd);
 
-            /* Someone replaced the file under its path */
-            if (!mine || mine->handle_type != fh->handle_type ||
-                mine->handle_bytes != hlen ||
-                memcmp(mine->f_handle, fh->f_handle, hlen)) {
-                close(fd);
-                *why = "its path leads to another file (file handles differ)";
-                return -ESTALE;
-            }
+        /* Someone replaced the file under its path */
+        if (!mine || mine->handle_type != handle_type ||
+            mine->handle_bytes != hlen ||
+            memcmp(mine->f_handle, hbytes, hlen)) {
+            close(fd);
+            *why = "its path leads to another file (file handles differ)";
+            return -ESTALE;
         }
-        return fd;
     }
+    return fd;
+}
+
+/*
+ * The file a handle alone names, as the broker identifies it on the
+ * shared directory's mount (this process cannot open handles): its key
+ * and type, to be looked for beneath the shared directory.
+ */
+static int identify_handle(VfsdFs *fs, int handle_type,
+                           const uint8_t *hbytes, uint32_t hlen, MigKey *k,
+                           mode_t *type, const char **why)
+{
+    uint64_t ino;
+    dev_t dev;
+    int ret;
+
     *why = "cannot open its file handle";
-    if (mount_fd < 0) {
-        return mount_fd;
-    }
-    if (!vfsd_options_open_by_handle(fs->opts)) {
-        /* Neither the capability nor the system call: say what to do */
+    if (!fs->broker) {
+        /* Neither the capability nor the broker: say what to do */
         *why = "cannot open its file handle, as this daemon opens none "
                "(start it with --migration-mode=file-handles, as the "
-               "source)";
+               "source, and with CAP_DAC_READ_SEARCH)";
         return -EPERM;
     }
-    fd = open_by_handle_at(mount_fd, fh, O_PATH | O_CLOEXEC);
-    return fd < 0 ? -errno : fd;
+    ret = vfsd_broker_identify(fs->broker, handle_type, hbytes, hlen, &dev,
+                               &ino, type);
+    if (ret == 0) {
+        k->dev = dev;
+        k->ino = ino;
+        k->mnt_id = fs->inodes.root->mnt_id;
+    }
+    return ret;
 }
 
 /*
@@ -842,27 +848,25 @@ static bool restore_one(VfsdFs *fs, uint64_t nodeid, uint64_t nlookup,
 }
 
 /*
- * A record that names its file by handle alone, opened but not yet
- * shown to be a file of the shared directory
+ * A record that names its file by handle alone, identified but not yet
+ * found beneath the shared directory
  */
 typedef struct MigPending {
     MigInode mi;                /* path: where the search found it */
     uint64_t nodeid, nlookup;
     uint32_t type;
-    int fd;
-    struct statx stx;
+    MigKey key;
 } MigPending;
 
 /*
  * A file handle is a name for any file of a file system, and the stream
  * comes from a source a guest may have taken over: a handle decodes to
- * whatever file it names, in the shared directory or not.  So a file
- * opened by handle alone is only restored once a path beneath the shared
- * directory leads to it (the one /proc gives, or one a search of the
- * shared directory finds, for files the kernel gives no path to); and it
- * is decoded on the shared directory's mount, which is where the source
- * sends handles alone from.  Anything else is treated as a file that
- * cannot be found.
+ * whatever file it names, in the shared directory or not.  So this
+ * process never opens one: the broker says which file it names on the
+ * shared directory's mount (where the source sends handles alone from),
+ * and the file is restored only where a search of the shared directory
+ * finds it, opened by that path.  Anything else is treated as a file
+ * that cannot be found.
  */
 static bool restore_pending(VfsdFs *fs, GPtrArray *pending,
                             GHashTable *wanted, char **err)
@@ -872,19 +876,33 @@ static bool restore_pending(VfsdFs *fs, GPtrArray *pending,
     if (!pending->len) {
         return true;
     }
-    vfsd_info("migration: %u files named by handle have no path in /proc, "
-              "searching the shared directory", pending->len);
+    vfsd_info("migration: %u files named by handle alone, searching the "
+              "shared directory", pending->len);
     find_paths_by_walk(fs, wanted);
     for (i = 0; i < pending->len; i++) {
         MigPending *p = g_ptr_array_index(pending, i);
-        int fd = p->fd;
+        struct statx stx = { 0 };
+        MigKey found;
+        int fd = -ENOENT;
 
-        p->fd = -1;
-        if (!p->mi.path) {
-            vfsd_fd_close(fs, fd);
-            fd = -ENOENT;
+        if (p->mi.path && !vfsd_fd_reserve(fs)) {
+            fd = -ENFILE;
+        } else if (p->mi.path) {
+            fd = open_beneath(fs, p->mi.path);
+            if (fd >= 0 && vfsd_statx(fd, &stx) == 0) {
+                found = key_of_statx(&stx);
+            }
+            /* Renamed again since the search: as good as not found */
+            if (fd >= 0 && (!mig_key_equal(&found, &p->key) ||
+                            (stx.stx_mode & S_IFMT) != p->type)) {
+                close(fd);
+                fd = -ENOENT;
+            }
+            if (fd < 0) {
+                vfsd_fd_release(fs);
+            }
         }
-        if (!restore_one(fs, p->nodeid, p->nlookup, p->type, fd, &p->stx,
+        if (!restore_one(fs, p->nodeid, p->nlookup, p->type, fd, &stx,
                          "its file handle names no file under the shared "
                          "directory", NULL, err)) {
             return false;
@@ -900,30 +918,26 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
                                                          mig_key_equal,
                                                          g_free, NULL);
     uint64_t count, i;
-    char root[PATH_MAX];
-    bool have_root, ok = false;
+    bool ok = false;
     unsigned int j;
-    int mount_fd;
 
     if (!vfsd_mig_get_count(r, MIG_INODE_MIN, &count)) {
         *err = g_strdup("bad inode count");
         return false;
     }
-    have_root = share_path(fs, root, sizeof(root));
-    mount_fd = vfsd_reopen(fs, fs->inodes.root, O_RDONLY | O_DIRECTORY);
     for (i = 0; i < count; i++) {
         uint64_t nodeid = vfsd_mig_get_u64(r);
         uint64_t nlookup = vfsd_mig_get_u64(r);
         uint32_t type = vfsd_mig_get_u32(r);
         uint32_t flags = vfsd_mig_get_u32(r);
         g_autofree char *path = NULL;
-        g_autofree char *where = NULL;
         const uint8_t *p, *hbytes = NULL;
         uint32_t len, hlen = 0;
         int htype = 0, fd;
         const char *why = NULL;
         struct statx stx;
         MigPending *pd;
+        mode_t found;
         MigKey k;
 
         if (flags & MIG_INODE_PATH) {
@@ -951,12 +965,32 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
         if (!flags) {
             fd = -ENOENT;
             why = "the source found no path to it";
+        } else if (!(flags & MIG_INODE_PATH)) {
+            fd = identify_handle(fs, htype, hbytes, hlen, &k, &found, &why);
+            if (fd == 0 && found != type) {
+                fd = -ESTALE;
+                why = "its file handle names a file of another type";
+            }
+            if (fd == 0 && !g_hash_table_contains(wanted, &k)) {
+                pd = g_new0(MigPending, 1);
+                pd->nodeid = nodeid;
+                pd->nlookup = nlookup;
+                pd->type = type;
+                pd->key = k;
+                g_ptr_array_add(pending, pd);
+                g_hash_table_insert(wanted, g_memdup2(&k, sizeof(k)),
+                                    &pd->mi);
+                continue;
+            }
+            if (fd == 0) {
+                fd = -EEXIST;
+                why = "another nodeid has the same file";
+            }
         } else if (!vfsd_fd_reserve(fs)) {
             fd = -ENFILE;
             why = "too many open files";
         } else {
-            fd = find_inode(fs, mount_fd, flags, path, htype, hbytes, hlen,
-                            &why);
+            fd = find_inode(fs, path, htype, hbytes, hlen, &why);
             if (fd < 0) {
                 vfsd_fd_release(fs);
             }
@@ -966,22 +1000,6 @@ static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
             vfsd_fd_close(fs, fd);
             fd = -ESTALE;
             why = "its path leads to a file of another type";
-        }
-        if (fd >= 0 && !(flags & MIG_INODE_PATH)) {
-            k = key_of_statx(&stx);
-            where = have_root ? path_from_proc(fs, fd, &k, root) : NULL;
-            if (!where) {
-                pd = g_new0(MigPending, 1);
-                pd->nodeid = nodeid;
-                pd->nlookup = nlookup;
-                pd->type = type;
-                pd->fd = fd;
-                pd->stx = stx;
-                g_ptr_array_add(pending, pd);
-                g_hash_table_insert(wanted, g_memdup2(&k, sizeof(k)),
-                                    &pd->mi);
-                continue;
-            }
         }
         if (!restore_one(fs, nodeid, nlookup, type, fd, &stx, why, path,
                          err)) {
@@ -997,14 +1015,8 @@ out:
     for (j = 0; j < pending->len; j++) {
         MigPending *pd = g_ptr_array_index(pending, j);
 
-        if (pd->fd >= 0) {
-            vfsd_fd_close(fs, pd->fd);
-        }
         g_free(pd->mi.path);
         g_free(pd);
-    }
-    if (mount_fd >= 0) {
-        close(mount_fd);
     }
     return ok;
 }

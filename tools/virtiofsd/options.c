@@ -94,8 +94,11 @@ void vfsd_options_usage(const char *prog)
            "                            fd limit (needs CAP_DAC_READ_SEARCH;\n"
            "                            prefer: fds where the file system or\n"
            "                            the privileges do not allow handles,\n"
-           "                            or the share is not a whole file\n"
-           "                            system, which handles would expose)\n"
+           "                            and outside --sandbox=namespace;\n"
+           "                            a process of their own opens them)\n"
+           "  --inode-fd-cache=N        inodes held by handle that keep their\n"
+           "                            fd once unused (default: a quarter\n"
+           "                            of the fd limit; 0: none)\n"
            "  --modcaps=[+-]CAP[:[+-]CAP...]  add (+) or drop (-)\n"
            "                            capabilities, e.g. +sys_admin:-chown\n"
            "  --readonly                refuse every change\n"
@@ -555,6 +558,7 @@ enum {
     OPT_LOG_LEVEL,
     OPT_DAX_POLICY,
     OPT_DAX_UNMAP_DELAY,
+    OPT_INODE_FD_CACHE,
     OPT_TAG,
     OPT_CACHE_SIZE,
     OPT_ADAPTIVE_TIMEOUTS,
@@ -643,6 +647,7 @@ static const struct {
     { "--watch-truncate", OPT_WATCH_TRUNCATE },
     { "--stats", OPT_STATS },
     { "--dax-unmap-delay", OPT_DAX_UNMAP_DELAY },
+    { "--inode-fd-cache", OPT_INODE_FD_CACHE },
     { "--tag", OPT_TAG },
     { "--cache-size", OPT_CACHE_SIZE },
     { "--adaptive-timeouts", OPT_ADAPTIVE_TIMEOUTS },
@@ -788,6 +793,13 @@ static bool apply_number(VfsdOptions *o, int id, const char *val, char **err)
         /* 0: the limit stays as it is, as with the Rust daemon */
         o->rlimit_nofile = n;
         o->rlimit_keep = n == 0;
+        return true;
+    case OPT_INODE_FD_CACHE:
+        if (!parse_u64(val, &n, INT_MAX)) {
+            *err = g_strdup_printf("invalid --inode-fd-cache '%s'", val);
+            return false;
+        }
+        o->inode_fd_cache = n;
         return true;
     case OPT_DAX_UNMAP_DELAY:
         if (!parse_u64(val, &n, VFSD_MAX_DAX_UNMAP_DELAY)) {
@@ -937,6 +949,7 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     /* The Rust daemon's defaults since 1.14 */
     o->announce_submounts = true;
     o->inode_file_handles = VFSD_INODE_FH_PREFER;
+    o->inode_fd_cache = -1;
 
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i];

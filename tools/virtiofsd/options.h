@@ -127,6 +127,7 @@ typedef struct VfsdOptions {
     VfsdIdMap gid_map;
     unsigned int thread_pool_size;
     uint64_t rlimit_nofile;     /* 0: raise it to the hard limit */
+    int64_t inode_fd_cache;     /* -1: a quarter of the fd limit */
     bool rlimit_keep;           /* --rlimit-nofile=0: leave it alone */
     VfsdLogLevel log_level;
     bool syslog;

@@ -80,11 +80,44 @@ static void stop_daemon(int sig)
 }
 
 /*
- * The parent of the namespace sandbox: the process libvirt started and
- * watches, holding no privilege, living exactly as long as the daemon and
- * ending the way it does.
+ * Copies what the daemon writes to its stderr (@log) to ours until every
+ * writer has closed it.
  */
-static G_NORETURN void supervise(pid_t child, const sigset_t *old_mask)
+static void relay_log(int log)
+{
+    char buf[4096];
+    ssize_t n, w, off;
+
+    for (;;) {
+        n = read(log, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        for (off = 0; off < n; off += w) {
+            w = write(STDERR_FILENO, buf + off, n - off);
+            if (w < 0 && errno == EINTR) {
+                w = 0;
+            } else if (w < 0) {
+                break;          /* nowhere to log: drain and drop */
+            }
+        }
+    }
+    close(log);
+}
+
+/*
+ * The parent of the sandbox: the process libvirt started and watches,
+ * holding no privilege, living exactly as long as the daemon and ending
+ * the way it does.  It keeps the daemon's stderr, and relays to it what
+ * the daemon writes to the pipe it has instead (@log): a log file is a
+ * descriptor outside the shared directory, which the process that
+ * parses guest requests must not hold.
+ */
+static G_NORETURN void supervise(pid_t child, int log,
+                                 const sigset_t *old_mask)
 {
     sigset_t set;
     int status, sig = 0;
@@ -97,6 +130,7 @@ static G_NORETURN void supervise(pid_t child, const sigset_t *old_mask)
         /* The daemon is confined either way; we only wait */
         vfsd_warn("the sandbox's parent keeps its capabilities");
     }
+    relay_log(log);
     while (waitpid(child, &status, 0) < 0) {
         if (errno != EINTR) {
             _exit(1);
@@ -182,6 +216,64 @@ static bool mount_nodev(const char *dir)
 }
 
 /*
+ * Forks; only the child returns, as the daemon, and the parent
+ * supervises it.  The child's stdin reads nothing and its stdout and
+ * stderr go to the parent, so that it holds none of the descriptors it
+ * was started with there.  @what names the sandbox, for errors.
+ */
+static bool fork_supervised(const char *what, char **err)
+{
+    const char *step = "creating pipes";
+    sigset_t old_mask;
+    int alive[2] = { -1, -1 }, logp[2] = { -1, -1 }, none[2] = { -1, -1 };
+    pid_t pid;
+
+    if (pipe2(alive, O_CLOEXEC) < 0 || pipe2(logp, O_CLOEXEC) < 0 ||
+        pipe2(none, O_CLOEXEC) < 0) {
+        goto fail;
+    }
+    /* A stop signal waits until each side has its handler */
+    block_stop_signals(&old_mask);
+    pid = fork();
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old_mask, NULL);
+        step = "fork";
+        goto fail;
+    }
+    if (pid > 0) {
+        close(alive[0]);
+        close(logp[1]);
+        close(none[0]);
+        close(none[1]);
+        supervise(pid, logp[0], &old_mask);
+    }
+    close(alive[1]);
+    close(logp[0]);
+    step = "asking to die with the parent";
+    if (!die_with_parent(alive[0])) {
+        goto fail;
+    }
+    close(alive[0]);
+    alive[0] = -1;
+    step = "replacing stdin, stdout and stderr";
+    close(none[1]);
+    none[1] = -1;
+    if (dup2(none[0], STDIN_FILENO) < 0 || dup2(logp[1], STDOUT_FILENO) < 0 ||
+        dup2(logp[1], STDERR_FILENO) < 0) {
+        goto fail;
+    }
+    close(none[0]);
+    close(logp[1]);
+    handle_stop_signals(stop_daemon);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    return true;
+
+fail:
+    *err = g_strdup_printf("%s: %s failed: %s", what, step, strerror(errno));
+    return false;
+}
+
+/*
  * New mount, pid and net namespaces.  The calling process forks: the
  * child is the daemon, pid 1 of the new pid namespace (it sees no other
  * process, and nothing of the host's survives it), in a net namespace
@@ -193,9 +285,6 @@ static bool mount_nodev(const char *dir)
 static bool enter_namespace(const char *dir, int *proc_fd, char **err)
 {
     const char *step;
-    sigset_t old_mask;
-    int alive[2];
-    pid_t pid;
 
     if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET) < 0) {
         *err = g_strdup_printf("--sandbox=namespace: cannot create mount, "
@@ -205,32 +294,9 @@ static bool enter_namespace(const char *dir, int *proc_fd, char **err)
                                strerror(errno));
         return false;
     }
-    step = "creating a pipe";
-    if (pipe2(alive, O_CLOEXEC) < 0) {
-        goto fail;
+    if (!fork_supervised("--sandbox=namespace", err)) {
+        return false;
     }
-    /* A stop signal waits until each side has its handler */
-    block_stop_signals(&old_mask);
-    pid = fork();
-    if (pid < 0) {
-        sigprocmask(SIG_SETMASK, &old_mask, NULL);
-        close(alive[0]);
-        close(alive[1]);
-        step = "fork into the new pid namespace";
-        goto fail;
-    }
-    if (pid > 0) {
-        close(alive[0]);
-        supervise(pid, &old_mask);
-    }
-    close(alive[1]);
-    step = "asking to die with the parent";
-    if (!die_with_parent(alive[0])) {
-        goto fail;
-    }
-    close(alive[0]);
-    handle_stop_signals(stop_daemon);
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
 
     /* Nothing we do here may propagate back to the host */
     step = "making the mounts private";
@@ -242,9 +308,18 @@ static bool enter_namespace(const char *dir, int *proc_fd, char **err)
      * would be the parent's: the daemon's own procfs, which the fd below
      * keeps alive once the old root is gone.
      */
+    /*
+     * Read-only, and with only the processes' directories where the
+     * kernel can (subset=pid, Linux 5.8): no /proc/sys, whose files root
+     * may write (core_pattern runs a program as the host's root).
+     */
     step = "mounting /proc for the new pid namespace";
-    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              NULL) < 0) {
+    if (mount("proc", "/proc", "proc",
+              MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+              "subset=pid") < 0 &&
+        (errno != EINVAL ||
+         mount("proc", "/proc", "proc",
+               MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) < 0)) {
         goto fail;
     }
     step = "opening /proc/self/fd";
@@ -304,7 +379,8 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
     case VFSD_SANDBOX_NAMESPACE:
         return enter_namespace(shared_dir, proc_fd, err);
     case VFSD_SANDBOX_CHROOT:
-        if (!open_proc_self_fd(proc_fd, err)) {
+        if (!fork_supervised("--sandbox=chroot", err) ||
+            !open_proc_self_fd(proc_fd, err)) {
             return false;
         }
         if (chroot(shared_dir) < 0 || chdir("/") < 0) {
@@ -313,7 +389,8 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
         }
         return true;
     case VFSD_SANDBOX_NONE:
-        return open_proc_self_fd(proc_fd, err);
+        return fork_supervised("--sandbox=none", err) &&
+               open_proc_self_fd(proc_fd, err);
     }
     return false;
 }
@@ -374,139 +451,35 @@ bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
            write_proc("gid_map", gid_line, err);
 }
 
-/* mountinfo writes space, tab, newline and backslash as \ooo */
-static void mountinfo_unescape(char *s)
+void vfsd_close_inherited(int keep)
 {
-    char *d = s;
+    int fd;
 
-    while (*s) {
-        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-            s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-            *d++ = (s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0');
-            s += 4;
-        } else {
-            *d++ = *s++;
+    /*
+     * One call where the kernel has close_range() (5.9); else each fd up
+     * to the limit, which is what there is to close
+     */
+    if (keep < 3) {
+        if (syscall(SYS_close_range, 3, ~0U, 0) == 0) {
+            return;
         }
+    } else if ((keep == 3 || syscall(SYS_close_range, 3, keep - 1, 0) == 0) &&
+               syscall(SYS_close_range, keep + 1, ~0U, 0) == 0) {
+        return;
     }
-    *d = '\0';
-}
-
-static bool path_beneath(const char *path, const char *top)
-{
-    size_t n = strlen(top);
-
-    return !strcmp(top, "/") ||
-           (!strncmp(path, top, n) && (path[n] == '\0' || path[n] == '/'));
-}
-
-/* All of a /proc file (their sizes are not known in advance) */
-static bool read_all(int fd, char **text)
-{
-    g_autoptr(GString) buf = g_string_new(NULL);
-    char chunk[4096];
-    ssize_t n;
-
-    while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            return false;
-        }
-        g_string_append_len(buf, chunk, n);
-    }
-    *text = g_string_free(g_steal_pointer(&buf), false);
-    return true;
-}
-
-/* A mountinfo line's mount id, root and mount point, unescaped in place */
-static bool mountinfo_fields(char *line, uint64_t *id, char **root,
-                             char **point)
-{
-    char *f[5], *save = NULL;
-    int i;
-
-    for (i = 0; i < 5; i++) {
-        f[i] = strtok_r(i ? NULL : line, " ", &save);
-        if (!f[i]) {
-            return false;
-        }
-    }
-    *id = g_ascii_strtoull(f[0], NULL, 10);
-    mountinfo_unescape(f[3]);
-    mountinfo_unescape(f[4]);
-    *root = f[3];
-    *point = f[4];
-    return true;
-}
-
-bool vfsd_share_whole_fs(int root_fd, int proc_fd, char **why)
-{
-    g_autofree char *text = NULL, *top = NULL;
-    g_auto(GStrv) lines = NULL;
-    struct statx stx;
-    uint64_t id;
-    char *root, *point;
-    int fd, i;
-
-    if (statx(root_fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) < 0 ||
-        !(stx.stx_mask & STATX_MNT_ID) ||
-        !(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) {
-        *why = g_strdup("its mount cannot be told (statx)");
-        return false;
-    }
-    if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT)) {
-        *why = g_strdup("it is a directory inside a mount");
-        return false;
-    }
-    fd = openat(proc_fd, "../mountinfo", O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || !read_all(fd, &text)) {
-        *why = g_strdup_printf("/proc/self/mountinfo cannot be read (%s)",
-                               strerror(errno));
-        if (fd >= 0) {
+    for (fd = 3; fd < sysconf(_SC_OPEN_MAX); fd++) {
+        if (fd != keep) {
             close(fd);
         }
-        return false;
     }
-    close(fd);
-    lines = g_strsplit(text, "\n", -1);
-    for (i = 0; lines[i]; i++) {
-        g_autofree char *line = g_strdup(lines[i]);
-
-        if (mountinfo_fields(line, &id, &root, &point) &&
-            id == stx.stx_mnt_id) {
-            if (strcmp(root, "/")) {
-                *why = g_strdup_printf("its mount shows %s of its file "
-                                       "system", root);
-                return false;
-            }
-            top = g_strdup(point);
-        }
-    }
-    if (!top) {
-        *why = g_strdup("its mount is not in /proc/self/mountinfo");
-        return false;
-    }
-    /* Files on mounts below it are held by handle too */
-    for (i = 0; lines[i]; i++) {
-        g_autofree char *line = g_strdup(lines[i]);
-
-        if (mountinfo_fields(line, &id, &root, &point) &&
-            path_beneath(point, top) && strcmp(root, "/")) {
-            *why = g_strdup_printf("the mount on %s shows %s of its file "
-                                   "system", point, root);
-            return false;
-        }
-    }
-    return true;
 }
 
 /*
  * What a passthrough server needs, before --modcaps.  CAP_DAC_READ_SEARCH
  * is not among them: CAP_DAC_OVERRIDE covers the permission checks, and
  * what it adds is open_by_handle_at(), which opens any inode of the file
- * system (outside the shared directory too): it is kept only for those
- * who open by handle.
+ * system (outside the shared directory too): only the broker keeps it
+ * (broker.c).
  */
 static const int default_caps[] = {
     CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_SETGID,

@@ -37,20 +37,18 @@ bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
                        char **err);
 
 /*
- * Whether file handles reach nothing beyond the shared directory
- * (@root_fd): it is the root of a whole file system, and so is every
- * mount below it (/proc/self/mountinfo, beside @proc_fd).  Otherwise a
- * daemon taken over could open any inode of a file system the share
- * shows only part of, by handle, whatever its sandbox; @why says which
- * mount.  Not a bound on a mount made later below the share.
+ * Closes every fd the daemon was started with but its stdin, stdout,
+ * stderr and @keep (-1: none): a descriptor of the host's (a log file,
+ * a directory, /dev) reaches beyond the shared directory, and
+ * open_by_handle_at(), fchmod() or fchown() through it would too.
  */
-bool vfsd_share_whole_fs(int root_fd, int proc_fd, char **why);
+void vfsd_close_inherited(int keep);
 
 /*
  * Keeps the capabilities a passthrough server needs, with @add added and
  * @drop taken away (--modcaps; bit N is capability N), and drops the
- * rest.  CAP_DAC_READ_SEARCH is among those needed only if
- * @open_by_handle (vfsd_options_open_by_handle()).  An added capability
+ * rest.  CAP_DAC_READ_SEARCH is among those kept only if @open_by_handle
+ * (the daemon never asks: its broker opens handles).  An added capability
  * the process does not hold is an error.
  */
 bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, bool open_by_handle,

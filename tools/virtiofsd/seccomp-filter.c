@@ -125,11 +125,9 @@ static const struct {
     { SCMP_SYS(name_to_handle_at), VFSD_SECCOMP_NAME_HANDLES, 0 },
     /*
      * With CAP_DAC_READ_SEARCH this opens any inode of the file system,
-     * outside the shared directory too: only for those who open by
-     * handle.  Refused with EPERM, the kernel's own answer without the
-     * capability, rather than killed: a destination reads handle-only
-     * inode records from the source's stream, whatever its own options,
-     * and such a stream must fail the migration, not end the daemon.
+     * outside the shared directory too: only the broker calls it
+     * (broker.c), never the daemon.  Refused with EPERM, the kernel's
+     * own answer without the capability, rather than killed.
      */
     { SCMP_SYS(open_by_handle_at), VFSD_SECCOMP_OPEN_HANDLES, EPERM },
     /*
@@ -149,7 +147,7 @@ unsigned int vfsd_seccomp_needs(const VfsdOptions *opts)
         needs |= VFSD_SECCOMP_SYSLOG;
     }
     if (vfsd_options_open_by_handle(opts)) {
-        needs |= VFSD_SECCOMP_OPEN_HANDLES | VFSD_SECCOMP_NAME_HANDLES;
+        needs |= VFSD_SECCOMP_NAME_HANDLES;
     }
     if (opts->migration_verify_handles || !opts->no_migration) {
         needs |= VFSD_SECCOMP_NAME_HANDLES;

@@ -3,8 +3,11 @@
  *
  * LOOKUP of names the daemon has not seen (a new inode each), LOOKUP of
  * names it knows, and GETATTR, through the whole request path but with
- * no guest: with --inode-file-handles=never (an O_PATH fd per inode) and
- * mandatory (a handle per inode, opened for each request).  Each figure
+ * no guest: with --inode-file-handles=never (an O_PATH fd per inode),
+ * mandatory with --inode-fd-cache=0 (a handle per inode, opened through
+ * the broker for each request: "handles-broker"), and mandatory with an
+ * fd cache that holds them all (idle fds, "handles-cached": the default
+ * while the guest uses fewer inodes than the cache).  Each figure
  * is the median, min and max of the per-request time over ROUNDS rounds
  * of N requests, each round in a fresh scratch directory (TMPDIR).
  *
@@ -50,7 +53,8 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* One round: ns per request of each operation */
-static void round_once(VfsdInodeFh mode, unsigned int n, double *ns)
+static void round_once(VfsdInodeFh mode, unsigned int cache, unsigned int n,
+                       double *ns)
 {
     g_autofree uint64_t *ino = g_new(uint64_t, n);
     struct fuse_attr_out out;
@@ -69,6 +73,7 @@ static void round_once(VfsdInodeFh mode, unsigned int n, double *ns)
         fprintf(stderr, "bench-inodes: no file handles here\n");
         exit(1);
     }
+    t.fs.inodes.idle_max = cache;
     test_fs_init_session(&t, 0);
     for (i = 0; i < n; i++) {
         snprintf(name, sizeof(name), "f%u", i);
@@ -111,10 +116,12 @@ int main(int argc, char **argv)
 {
     static const struct {
         VfsdInodeFh mode;
+        bool cached;
         const char *name;
     } modes[] = {
-        { VFSD_INODE_FH_NEVER, "fds" },
-        { VFSD_INODE_FH_MANDATORY, "handles" },
+        { VFSD_INODE_FH_NEVER, false, "fds" },
+        { VFSD_INODE_FH_MANDATORY, false, "handles-broker" },
+        { VFSD_INODE_FH_MANDATORY, true, "handles-cached" },
     };
     unsigned int n = argc > 1 ? atoi(argv[1]) : 10000;
     unsigned int rounds = argc > 2 ? atoi(argv[2]) : 5;
@@ -126,7 +133,10 @@ int main(int argc, char **argv)
         return 2;
     }
     vfsd_log_init(false, VFSD_LOG_ERROR);
-    /* The fd mode holds one fd per inode: N must fit in the fd limit */
+    /*
+     * The fd mode holds one fd per inode, the cached one an idle fd each
+     * (never both at once): N must fit in the fd limit
+     */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < n + 1024) {
         rl.rlim_cur = MIN(rl.rlim_max, n + 1024);
         if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < n + 1024) {
@@ -139,7 +149,8 @@ int main(int argc, char **argv)
         g_autofree double *ns = g_new(double, rounds * OP_COUNT);
 
         for (r = 0; r < rounds; r++) {
-            round_once(modes[m].mode, n, ns + r * OP_COUNT);
+            round_once(modes[m].mode, modes[m].cached ? n : 0, n,
+                       ns + r * OP_COUNT);
         }
         for (op = 0; op < OP_COUNT; op++) {
             g_autofree double *v = g_new(double, rounds);

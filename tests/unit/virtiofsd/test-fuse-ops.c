@@ -259,6 +259,11 @@ static void test_dirs_and_names(TestFs *t, gconstpointer data)
     char buf[64];
     size_t len;
 
+    /*
+     * No idle fds by handle: an unlinked child's would keep the removed
+     * directory's inode alive, as an fd does, and ESTALE is the case
+     */
+    t->fs.inodes.idle_max = 0;
     g_assert_cmpint(mkdir_req(t, FUSE_ROOT_ID, "d", 0, &dir), ==, 0);
     ino = test_create(t, dir, "a", O_RDWR, &fh);
     g_assert_cmpuint(test_lookup(t, dir, "a", NULL), ==, ino);
@@ -1747,6 +1752,8 @@ static void test_handles(TestFs *t, gconstpointer data)
     int before, opened, made, i;
     TestReq *r;
 
+    /* No idle fds: every request opens its inode (see test_handles_idle) */
+    t->fs.inodes.idle_max = 0;
     before = g_atomic_int_get(&t->fs.fds_open);
     made = g_atomic_int_get(&t->fs.handles_made);
     for (i = 0; i < 50; i++) {
@@ -1820,6 +1827,53 @@ static void test_handles(TestFs *t, gconstpointer data)
                  sizeof(struct fuse_getattr_in));
     g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==,
                     -ESTALE);
+}
+
+/*
+ * Handle inodes keep their fd a while after their last user (the idle
+ * list, idle_max of them): a request on a recent one opens nothing, one
+ * on an inode the list has let go opens it through the broker again,
+ * and none of it counts against the guest's fds.
+ */
+static void test_handles_idle(TestFs *t, gconstpointer data)
+{
+    struct fuse_attr_out out;
+    uint64_t ino[5];
+    char name[16];
+    int before, opened, i;
+    TestReq *r;
+
+    t->fs.inodes.idle_max = 2;
+    before = g_atomic_int_get(&t->fs.fds_open);
+    for (i = 0; i < 5; i++) {
+        snprintf(name, sizeof(name), "i%d", i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0600, 0), ==, 0);
+        ino[i] = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    }
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+    g_assert_cmpuint(t->fs.inodes.idle.length, ==, 2);
+
+    opened = g_atomic_int_get(&t->fs.handles_opened);
+    r = test_req_new(FUSE_GETATTR, ino[4]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.handles_opened), ==, opened);
+
+    r = test_req_new(FUSE_GETATTR, ino[0]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.handles_opened), ==, opened + 1);
+    g_assert_cmpuint(t->fs.inodes.idle.length, ==, 2);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.fds_open), ==, before);
+
+    /* A forgotten inode's idle fd goes at once */
+    r = test_req_new(FUSE_FORGET, ino[0]);
+    test_req_add(r, &(struct fuse_forget_in){ .nlookup = 1 },
+                 sizeof(struct fuse_forget_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    g_assert_cmpuint(t->fs.inodes.idle.length, ==, 1);
 }
 
 static void test_handles_startup(void)
@@ -3433,6 +3487,7 @@ int main(int argc, char **argv)
     ADD("tmpfile", test_tmpfile);
     ADD("forget", test_forget);
     ADD_FH("fds-and-stale", test_handles);
+    ADD_FH("idle-fds", test_handles_idle);
     ADD_FH("create-write-read", test_create_write_read);
     ADD_FH("create-trunc-existing", test_create_trunc_existing);
     ADD_FH("guest-credentials", test_guest_credentials);

@@ -18,6 +18,9 @@
 #include <glib/gstdio.h>
 #include <linux/landlock.h>
 #include <string.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -26,8 +29,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "broker.h"
+#include "fs.h"
 #include "log.h"
 #include "sandbox.h"
+#include "seccomp-filter.h"
 
 enum {
     SANDBOX_OK,
@@ -386,6 +392,306 @@ static void test_userns(void)
     g_assert_cmpint(WEXITSTATUS(status), ==, CAPS_OK);
 }
 
+/*
+ * A daemon its guest has taken over: whatever code runs in the serving
+ * process, it holds only what main.c leaves it (the same calls, in the
+ * same order: inherited fds closed, the namespace sandbox, the broker,
+ * the capabilities, Landlock and seccomp), and tries what a security
+ * review found open before the broker existed:
+ *
+ *   A  open_by_handle_at() through an fd the daemon was started with
+ *      (libvirt's log on stderr, fd 10 here), or through the share
+ *   B  the same through a mount made inside the share after start
+ *   C  the same through overlayfs with nfs_export=on inside the share
+ *
+ * and asks the broker for what it never registered.  Needs root, and
+ * overlayfs with nfs_export for C (a failure, naming it, if missing).
+ * The "host" side runs in a mount namespace of its own, so that its
+ * mounts never reach the machine's.
+ */
+typedef struct Takeover {
+    char *dir, *share, *outside;
+    struct file_handle *fh_secret;      /* a host file outside the share */
+    struct file_handle *fh_ovl;         /* a file of the overlay */
+} Takeover;
+
+static struct file_handle *handle_at(const char *path)
+{
+    struct file_handle *fh = g_malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+    int mnt_id;
+
+    fh->handle_bytes = MAX_HANDLE_SZ;
+    if (name_to_handle_at(AT_FDCWD, path, fh, &mnt_id, 0) < 0) {
+        g_free(fh);
+        return NULL;
+    }
+    return fh;
+}
+
+static bool wait_file(const char *dir_or_null, int dir_fd, const char *name)
+{
+    int i;
+
+    for (i = 0; i < 1000; i++) {
+        if (dir_or_null ? g_file_test(dir_or_null, G_FILE_TEST_EXISTS) :
+            faccessat(dir_fd, name, F_OK, 0) == 0) {
+            return true;
+        }
+        g_usleep(10000);
+    }
+    return false;
+}
+
+static void note(GString *out, const char *what, bool ok, const char *why)
+{
+    g_string_append_printf(out, "%s %s%s%s\n", what, ok ? "ok" : "FAIL",
+                           why ? ": " : "", why ? why : "");
+}
+
+/* open_by_handle_at() of @fh through @fd: refused with EPERM? */
+static void try_handle(GString *out, const char *what, int fd,
+                       struct file_handle *fh)
+{
+    int got = open_by_handle_at(fd, fh, O_PATH | O_CLOEXEC);
+    g_autofree char *why = NULL;
+
+    if (got >= 0) {
+        close(got);
+        note(out, what, false, "the file outside the share opened");
+    } else {
+        why = g_strdup_printf("%s", strerror(errno));
+        note(out, what, errno == EPERM, why);
+    }
+}
+
+/* The serving process, as main.c leaves it, then the attacks */
+static G_NORETURN void takeover_daemon(const Takeover *tk)
+{
+    g_autoptr(GString) out = g_string_new(NULL);
+    g_autofree char *err = NULL;
+    char *argv[] = { (char *)"virtiofsd", (char *)"--socket-path=/none",
+                     NULL, NULL };
+    VfsdOptions opts;
+    VfsdFs fs;
+    struct stat st;
+    struct statx a, b;
+    uint64_t id, vol_mnt;
+    int proc_fd, root_fd, real, vol, ovl, fd, i, ok;
+
+    argv[2] = g_strdup_printf("--shared-dir=%s", tk->share);
+    vfsd_close_inherited(-1);
+    if (!vfsd_options_parse(&opts, 3, argv, &err) ||
+        !vfsd_sandbox_enter(opts.sandbox, opts.shared_dir, &proc_fd, &err)) {
+        g_printerr("%s\n", err);
+        _exit(1);
+    }
+    root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root_fd < 0 || fchdir(proc_fd) < 0 ||
+        !vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err) ||
+        !vfsd_drop_capabilities(opts.caps_add, opts.caps_drop, false,
+                                &err) ||
+        !vfsd_landlock_restrict(opts.sandbox, fs.use_handles, root_fd,
+                                proc_fd, &err) ||
+        !vfsd_seccomp_install(opts.seccomp, vfsd_seccomp_needs(&opts),
+                              &err)) {
+        g_printerr("%s\n", err ? err : strerror(errno));
+        _exit(1);
+    }
+    /* Tell the host we are in, and wait for its mounts */
+    fd = openat(root_fd, "ready", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0 || !wait_file(NULL, root_fd, "go")) {
+        _exit(2);
+    }
+    close(fd);
+
+    note(out, "handles-held", fs.use_handles, "inodes by handle, broker up");
+    /* A: what the daemon was started with is gone, stderr is a pipe */
+    note(out, "A-inherited-fd10", fcntl(10, F_GETFD) < 0 && errno == EBADF,
+         NULL);
+    ok = fstat(2, &st) == 0 && S_ISFIFO(st.st_mode);
+    note(out, "A-stderr-pipe", ok, NULL);
+    capng_get_caps_process();
+    note(out, "A-no-dac-read-search",
+         !capng_have_capability(CAPNG_EFFECTIVE, CAP_DAC_READ_SEARCH) &&
+         !capng_have_capability(CAPNG_PERMITTED, CAP_DAC_READ_SEARCH), NULL);
+    real = openat(root_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    try_handle(out, "A-handle-through-share", real, tk->fh_secret);
+
+    /* B: the mount made after start is there, and opens nothing */
+    vol = openat(root_fd, "vol", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ok = vol >= 0 && statx(vol, "", AT_EMPTY_PATH, STATX_MNT_ID, &a) == 0 &&
+         statx(root_fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &b) == 0 &&
+         a.stx_mnt_id != b.stx_mnt_id;
+    note(out, "B-mount-propagated", ok, NULL);
+    vol_mnt = ok ? a.stx_mnt_id : 0;
+    try_handle(out, "B-handle-through-new-mount", vol, tk->fh_secret);
+    /* The broker: what the daemon holds, yes; anything else, no */
+    ok = vfsd_broker_register(fs.broker, proc_fd, vol, vol_mnt, &id) == 0;
+    fd = ok ? vfsd_broker_open(fs.broker, id) : -1;
+    ok = fd >= 0 && statx(fd, "", AT_EMPTY_PATH, STATX_INO, &b) == 0 &&
+         b.stx_ino == a.stx_ino;
+    note(out, "B-broker-opens-what-was-held", ok, NULL);
+    note(out, "B-broker-refuses-wrong-mount",
+         vfsd_broker_register(fs.broker, proc_fd, vol, vol_mnt + 1, &id) ==
+         -EINVAL, NULL);
+    for (i = 0, ok = 1; i < 1000 && ok; i++) {
+        fd = vfsd_broker_open(fs.broker, (1ULL << 40) + i);
+        ok = fd == -ENOENT;
+    }
+    note(out, "B-broker-refuses-unknown-ids", ok, NULL);
+
+    /* C: overlayfs that exports handles; the host wrote one of its */
+    ovl = openat(root_fd, "ovl", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    fd = openat(root_fd, "ovlhandle", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        struct file_handle *fh = g_malloc0(sizeof(*fh) + MAX_HANDLE_SZ);
+        ssize_t n = read(fd, fh, sizeof(*fh) + MAX_HANDLE_SZ);
+
+        if (n >= (ssize_t)sizeof(*fh) &&
+            fh->handle_bytes <= MAX_HANDLE_SZ &&
+            n == (ssize_t)(sizeof(*fh) + fh->handle_bytes)) {
+            ((Takeover *)tk)->fh_ovl = fh;
+        }
+        close(fd);
+    }
+    note(out, "C-overlay-there", ovl >= 0 && tk->fh_ovl, NULL);
+    if (ovl >= 0 && tk->fh_ovl) {
+        try_handle(out, "C-handle-through-overlay", ovl, tk->fh_ovl);
+        try_handle(out, "C-forged-through-overlay", ovl, tk->fh_secret);
+    }
+
+    fd = openat(root_fd, "result", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0 || write(fd, out->str, out->len) != (ssize_t)out->len) {
+        _exit(3);
+    }
+    _exit(0);
+}
+
+/* The host: mounts, starts the daemon, adds mounts under it, judges */
+static G_NORETURN void takeover_host(Takeover *tk)
+{
+    g_autofree char *ready = g_build_filename(tk->share, "ready", NULL);
+    g_autofree char *go = g_build_filename(tk->share, "go", NULL);
+    g_autofree char *result = g_build_filename(tk->share, "result", NULL);
+    g_autofree char *vol = g_build_filename(tk->share, "vol", NULL);
+    g_autofree char *ovl = g_build_filename(tk->share, "ovl", NULL);
+    g_autofree char *ovl_file = g_build_filename(ovl, "lowerfile", NULL);
+    g_autofree char *secret = g_build_filename(tk->outside, "secret", NULL);
+    g_autofree char *ovl_handle = g_build_filename(tk->share, "ovlhandle",
+                                                   NULL);
+    g_autofree char *opts = NULL, *text = NULL;
+    g_auto(GStrv) lines = NULL;
+    int status, fd, i, bad = 0;
+    pid_t pid;
+
+    if (unshare(CLONE_NEWNS) < 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        /* Shared, so that mounts below it reach the sandbox's slave */
+        mount(tk->share, tk->share, NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, tk->share, NULL, MS_SHARED, NULL) < 0) {
+        g_printerr("host mounts: %s\n", strerror(errno));
+        _exit(20);
+    }
+    tk->fh_secret = handle_at(secret);
+    /* libvirt's log on stderr is one such fd; this is another */
+    fd = open(secret, O_RDONLY);
+    if (!tk->fh_secret || fd < 0 || dup2(fd, 10) < 0) {
+        _exit(21);
+    }
+    pid = fork();
+    if (pid == 0) {
+        takeover_daemon(tk);
+    }
+    if (!wait_file(ready, -1, NULL)) {
+        g_printerr("the daemon never got ready\n");
+        kill(pid, SIGKILL);
+        _exit(22);
+    }
+    /* B */
+    if (mount(g_build_filename(tk->outside, "vol", NULL), vol, NULL,
+              MS_BIND, NULL) < 0) {
+        g_printerr("bind mount: %s\n", strerror(errno));
+    }
+    /* C */
+    opts = g_strdup_printf("lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/"
+                           "work,index=on,nfs_export=on", tk->outside,
+                           tk->outside, tk->outside);
+    if (mount("overlay", ovl, "overlay", 0, opts) < 0) {
+        g_printerr("overlayfs with nfs_export=on: %s: case C cannot "
+                   "run here\n", strerror(errno));
+    } else {
+        tk->fh_ovl = handle_at(ovl_file);
+    }
+    /* The daemon forked before this handle existed: it goes by file */
+    if ((tk->fh_ovl &&
+         !g_file_set_contents(ovl_handle, (const char *)tk->fh_ovl,
+                              sizeof(*tk->fh_ovl) + tk->fh_ovl->handle_bytes,
+                              NULL)) ||
+        !g_file_set_contents(go, "", 0, NULL)) {
+        _exit(23);
+    }
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0 ||
+        !g_file_get_contents(result, &text, NULL, NULL)) {
+        g_printerr("the daemon's side ended with status 0x%x\n", status);
+        _exit(24);
+    }
+    lines = g_strsplit(text, "\n", -1);
+    for (i = 0; lines[i] && *lines[i]; i++) {
+        g_printerr("  %s\n", lines[i]);
+        bad += strstr(lines[i], " ok") == NULL;
+    }
+    _exit(bad || i < 13 ? 25 : 0);
+}
+
+static void test_takeover(void)
+{
+    Takeover tk = { 0 };
+    g_autofree char *cmd = NULL;
+    const char *sub[] = { "share/vol", "share/ovl", "outside/vol",
+                          "outside/lower", "outside/upper", "outside/work" };
+    int status;
+    unsigned int i;
+    pid_t pid;
+
+    if (geteuid() != 0) {
+        g_test_fail_printf("needs root, for the sandbox and the mounts");
+        return;
+    }
+    tk.dir = g_dir_make_tmp("vfsd-takeover-XXXXXX", NULL);
+    g_assert_nonnull(tk.dir);
+    tk.share = g_build_filename(tk.dir, "share", NULL);
+    tk.outside = g_build_filename(tk.dir, "outside", NULL);
+    for (i = 0; i < G_N_ELEMENTS(sub); i++) {
+        g_autofree char *d = g_build_filename(tk.dir, sub[i], NULL);
+
+        g_assert_cmpint(g_mkdir_with_parents(d, 0700), ==, 0);
+    }
+    {
+        g_autofree char *f1 = g_build_filename(tk.outside, "secret", NULL);
+        g_autofree char *f2 = g_build_filename(tk.outside, "lower",
+                                               "lowerfile", NULL);
+
+        g_assert_true(g_file_set_contents(f1, "secret", -1, NULL));
+        g_assert_true(g_file_set_contents(f2, "lower", -1, NULL));
+    }
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        takeover_host(&tk);
+    }
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    cmd = g_strdup_printf("rm -rf '%s'", tk.dir);
+    g_assert_cmpint(system(cmd), ==, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        g_test_fail_printf("a taken-over daemon reached beyond the share "
+                           "(status 0x%x, see above)", status);
+    }
+    g_free(tk.dir);
+    g_free(tk.share);
+    g_free(tk.outside);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -394,6 +700,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/sandbox/modcaps", test_modcaps);
     g_test_add_func("/virtiofsd/sandbox/userns", test_userns);
     g_test_add_func("/virtiofsd/sandbox/handle-caps", test_handle_caps);
+    g_test_add_func("/virtiofsd/sandbox/takeover", test_takeover);
     g_test_add_data_func("/virtiofsd/sandbox/landlock-namespace",
                          GINT_TO_POINTER(VFSD_SANDBOX_NAMESPACE),
                          test_landlock);

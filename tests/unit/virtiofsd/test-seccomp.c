@@ -591,9 +591,10 @@ static void check_opts(const char *opts, Call call, bool allowed)
 
 /*
  * open_by_handle_at() with CAP_DAC_READ_SEARCH opens any inode of the
- * file system: only the options that open by handle let it through;
- * otherwise it is refused (EPERM, not the kill: a migration stream may
- * ask for it).  name_to_handle_at() goes with handles and migration.
+ * file system: the daemon's filter never lets it through, whatever the
+ * options (the broker opens handles, in a process of its own); it is
+ * refused with EPERM, not the kill.  name_to_handle_at() goes with
+ * handles and migration.
  */
 static void test_handles(void)
 {
@@ -615,11 +616,14 @@ static void test_handles(void)
     test_mount_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     g_assert_cmpint(test_mount_fd, >=, 0);
 
+    /* Unfiltered, as root, the file opens: the case is reached */
+    g_assert_true(call_open_by_handle(getpid()));
     /* The default, --inode-file-handles=prefer */
-    check_opts("", call_open_by_handle, true);
-    check_opts("--inode-file-handles=mandatory", call_open_by_handle, true);
+    check_opts("", call_open_by_handle_eperm, true);
+    check_opts("--inode-file-handles=mandatory", call_open_by_handle_eperm,
+               true);
     check_opts("--inode-file-handles=never --migration-mode=file-handles",
-               call_open_by_handle, true);
+               call_open_by_handle_eperm, true);
     check_opts("--inode-file-handles=never", call_open_by_handle_eperm,
                true);
     check_opts("--inode-file-handles=never --migration-verify-handles",

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# --inode-file-handles=prefer (the default) holds inodes by handle on any
+# share under --sandbox=namespace: a process of its own (the broker)
+# opens them, and only handles it made from fds the daemon held, so the
+# share need not be a whole file system.  One boot, five daemons of ours
+# (vm.py --extra-daemon), each with --rlimit-nofile=400, so that of the
+# 300 files the guest makes and then reads, most have lost their idle fd
+# (84 are kept) and are opened again from their handles:
+#
+#   row    share                                    the daemon must
+#   ns     a tmpfs of its own, --sandbox=namespace  hold inodes by handle,
+#   part   a directory of that tmpfs                open some through the
+#   bind   a tmpfs with a bind mount of part of     broker, restrict itself
+#          another file system below it             with Landlock, and keep
+#                                                   no CAP_DAC_READ_SEARCH
+#   chroot the same tmpfs, --sandbox=chroot         hold them by fd, saying
+#   none   the same tmpfs, --sandbox=none           why, Landlock on
+#
+# The guest creates, reads after dropping its caches (so the daemon needs
+# the inodes again), renames and removes on each.  Runs in a private mount
+# namespace (unshare -m): the host's mounts are not touched.
+# Extra arguments go to harness/vm.py.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+if [ -z "${HANDLES_UNSHARED:-}" ]; then
+    command -v unshare >/dev/null ||
+        { echo "FAIL: unshare(1) is needed (util-linux)"; exit 1; }
+    HANDLES_UNSHARED=1 exec unshare -m --propagation private "$0" "$@"
+fi
+. "$top/harness/tests/lib.sh"
+work=$(mktemp -d /tmp/vfsdax-handles.XXXXXX)
+trap 'umount -R "$work/whole" "$work/bindtop" 2>/dev/null || true; rm -rf "$work"' EXIT
+logs=$work/logs
+mkdir -p "$logs" "$work/main" "$work/whole" "$work/bindtop" "$work/other"
+mount -t tmpfs tmpfs "$work/whole"
+mount -t tmpfs tmpfs "$work/bindtop"
+mkdir -p "$work/whole/ns" "$work/whole/chroot" "$work/whole/none" \
+    "$work/whole/part" "$work/bindtop/below" "$work/other/dir"
+mount --bind "$work/other/dir" "$work/bindtop/below"
+
+rows=(ns part bind chroot none)
+lim=--rlimit-nofile=400
+declare -A args
+args[ns]="--socket-path=@SOCK@ --shared-dir=$work/whole $lim"
+args[part]="--socket-path=@SOCK@ --shared-dir=$work/whole/part $lim"
+args[bind]="--socket-path=@SOCK@ --shared-dir=$work/bindtop $lim"
+args[chroot]="--socket-path=@SOCK@ --shared-dir=$work/whole --sandbox=chroot $lim"
+args[none]="--socket-path=@SOCK@ --shared-dir=$work/whole --sandbox=none $lim"
+
+cat > "$work/guest.sh" <<'GUEST'
+. /lib/vfsdax.sh
+fact() { echo "fact $*"; }
+for r in ns part bind chroot none; do
+    mkdir -p /m/$r
+    mount -t virtiofs $r /m/$r || { fact $r-ops "mount failed"; continue; }
+    # ns, chroot and none share one tmpfs: each in a directory of its own
+    d=/m/$r
+    case $r in ns|chroot|none) d=/m/$r/$r ;; esac
+    [ $r = bind ] && d=/m/$r/below
+    i=0
+    mkdir -p $d/a/b && echo "data $r" > $d/a/b/f
+    while [ $i -lt 300 ]; do echo $i > $d/a/n$i; i=$((i + 1)); done
+    # The guest still knows the first files, whose fds the idle list let
+    # go: opening them opens their inodes again
+    sum=$(cat $d/a/n* | awk '{ s += $1 } END { print s }')
+    if [ "$sum" = 44850 ] &&
+       echo 3 > /proc/sys/vm/drop_caches && [ "$(cat $d/a/b/f)" = "data $r" ] &&
+       [ "$(cat $d/a/n7)" = 7 ] && ls -lR /m/$r > /dev/null &&
+       mv $d/a/b/f $d/a/g && rm $d/a/g && rm $d/a/n* && rmdir $d/a/b $d/a; then
+        fact $r-ops ok
+    else
+        fact $r-ops failed
+    fi
+    umount /m/$r
+done
+echo "guest done"
+GUEST
+
+rows_boot "$work" "$work/guest.sh" "$@"
+
+has() {  # row, fixed string: in its daemon's log
+    grep -qF "$2" "$logs/virtiofsd-$1.log" && echo yes || echo no
+}
+# "file handles: N inodes held by handle, M opened from one" at exit
+opened() {
+    sed -n 's/.*file handles: [0-9]* inodes held by handle, \([0-9]*\) opened from one.*/\1/p' \
+        "$logs/virtiofsd-$1.log" | head -n 1
+}
+for r in "${rows[@]}"; do
+    check "$r" "create, read after drop_caches, rename, remove" \
+        "$(sed -n "s/^fact $r-ops //p" "$work/out")" ok
+    check "$r" "Landlock" "$(has $r 'the file system is reachable beneath the shared directory only')" yes
+done
+for r in ns part bind; do
+    check "$r" "inodes by handle, through the broker" "$(has $r 'inodes are held by file handles where the file system has them, opened by a process of their own')" yes
+    n=$(opened $r)
+    check "$r" "inodes opened again from a handle (${n:-none})" "$([ "${n:-0}" -gt 0 ] && echo yes || echo no)" yes
+done
+for r in chroot none; do
+    check "$r" "fds, saying why" "$(has $r 'inodes are held by fds outside --sandbox=namespace')" yes
+    check "$r" "no inode held by handle" "$(has $r 'inodes held by handle')" no
+done
+[ $failed = 0 ] || exit 1
+echo "ok: prefer holds inodes by handle on any share in the namespace sandbox, by fd outside it, Landlock in every mode"
