@@ -12,7 +12,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "idmap.h"
 #include "options.h"
 
 /*
@@ -25,17 +24,6 @@
  */
 bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
                         int *proc_fd, char **err);
-/*
- * For an unprivileged --sandbox=namespace with --uid-map/--gid-map, as
- * the Rust virtiofsd does it: a new user namespace whose map is @uids and
- * @gids, in which the process is root.  An unprivileged process may only
- * map its own ids, one range each, of count 1; anything else is refused
- * (the Rust daemon calls newuidmap(1) for it).  Returns false with a
- * message in @err.
- */
-bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
-                       char **err);
-
 /*
  * Whether file handles reach nothing beyond the shared directory
  * (@root_fd): it is the root of a whole file system, and so is every
