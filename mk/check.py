@@ -427,6 +427,12 @@ SUITES = [
           "sandbox.sh", timeout=300),
     guest("guest: sandbox, escapes from the share with --sandbox=none",
           "sandbox.sh", "--sandbox-off", timeout=300),
+    # An ordinary user (uid 1000) runs QEMU and the daemon: our user
+    # namespace by default, and libvirt 10's session command line
+    # through newuidmap, both with the DAX window
+    guest("guest: unprivileged QEMU and virtiofsd with DAX, a user "
+          "namespace of the daemon's own, newuidmap", "unprivileged.sh",
+          timeout=300),
     # prefer holds inodes by handle only on a share that is a whole file
     # system (a handle opens any inode of its file system): there, with
     # Landlock in each sandbox mode; elsewhere by fd, saying why

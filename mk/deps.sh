@@ -12,7 +12,7 @@ declare -A PKGS=(
              libglib2.0-dev libpixman-1-dev libseccomp-dev libcap-ng-dev libfdt-dev
              zlib1g-dev libslirp-dev libaio-dev liburing-dev ccache dpkg-dev xz-utils
              debian-archive-keyring curl"
-    [guest]="seabios ipxe-qemu qemu-system-data busybox-static fio cpio kmod gdb"
+    [guest]="seabios ipxe-qemu qemu-system-data busybox-static fio cpio kmod gdb uidmap"
     [libvirt]="libvirt-daemon-system libvirt-clients"
     [fuzz]="clang libclang-rt-14-dev"
     [docs]="python3-sphinx"

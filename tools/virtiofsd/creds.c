@@ -54,6 +54,16 @@ static void drop_supp(const VfsdSavedCreds *old)
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
 {
     /*
+     * As in the Rust virtiofsd, the guest's root acts as the daemon: the
+     * same for a daemon that is root, and for one that is not (started
+     * by a user, or in the user namespace it made, where its own ids may
+     * be the only ones) the one identity it has for whoever owns the
+     * guest.
+     */
+    uid_t uid = ctx->uid == 0 ? geteuid() : ctx->uid;
+    gid_t gid = ctx->gid == 0 ? getegid() : ctx->gid;
+
+    /*
      * A guest id outside --uid-map/--gid-map has no host identity to act
      * as.  Borrowing one (say the overflow id) would hand files to
      * whoever owns it on the host.
@@ -72,14 +82,14 @@ int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
     if (ctx->supp_gid != VFSD_NO_ID && ctx->supp_gid != ctx->gid) {
         old->supp = syscall(SYS_setgroups, 1, &ctx->supp_gid) == 0;
     }
-    old->gid = syscall(SYS_setfsgid, ctx->gid);
-    if ((gid_t)syscall(SYS_setfsgid, -1) != ctx->gid) {
+    old->gid = syscall(SYS_setfsgid, gid);
+    if ((gid_t)syscall(SYS_setfsgid, -1) != gid) {
         syscall(SYS_setfsgid, old->gid);
         drop_supp(old);
         return -EPERM;
     }
-    old->uid = syscall(SYS_setfsuid, ctx->uid);
-    if ((uid_t)syscall(SYS_setfsuid, -1) != ctx->uid) {
+    old->uid = syscall(SYS_setfsuid, uid);
+    if ((uid_t)syscall(SYS_setfsuid, -1) != uid) {
         syscall(SYS_setfsuid, old->uid);
         syscall(SYS_setfsgid, old->gid);
         drop_supp(old);

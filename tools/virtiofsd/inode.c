@@ -762,6 +762,9 @@ bool vfsd_inodes_handles_init(VfsdFs *fs, int root_fd, char **err)
         }
         vfsd_info("cannot open file handles (%s): inodes are held by fds",
                   strerror(-ret));
+        /* In a user namespace, say: the capability there is not enough */
+        vfsd_broker_free(fs->broker);
+        fs->broker = NULL;
         return true;
     }
     fs->use_handles = true;

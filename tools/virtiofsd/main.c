@@ -25,6 +25,7 @@
 #include "options.h"
 #include "sandbox.h"
 #include "seccomp-filter.h"
+#include "userns.h"
 #include "vhost.h"
 
 #define VFSD_VERSION "1.0 (virtiofs-dax)"
@@ -214,26 +215,26 @@ static bool answer_and_exit(const VfsdOptions *opts, const char *prog)
 }
 
 /*
- * Unprivileged, --uid-map/--gid-map name the user namespace the sandbox
- * is made in, as in the Rust daemon: the kernel translates, so the daemon
- * must not as well.  As root the daemon gives the guest the same view by
- * translating itself (see idmap.c).  Returns whether the daemon now runs
- * in a user namespace of its own.
+ * Unprivileged, the namespace sandbox is made in a user namespace of the
+ * daemon's own, as in the Rust daemon; --uid-map/--gid-map are its maps:
+ * the kernel translates, so the daemon must not as well.  As root the
+ * daemon gives the guest the same view by translating itself (see
+ * idmap.c).  Returns whether the daemon now runs in a user namespace of
+ * its own.
  */
 static bool setup_id_mapping(VfsdOptions *opts)
 {
     g_autofree char *err = NULL;
 
-    if ((opts->uid_map.n || opts->gid_map.n) && geteuid() != 0) {
-        if (opts->sandbox != VFSD_SANDBOX_NAMESPACE) {
-            die("--uid-map/--gid-map without root need "
-                "--sandbox=namespace");
-        }
+    if (geteuid() != 0 && opts->sandbox == VFSD_SANDBOX_NAMESPACE) {
         if (!vfsd_userns_enter(&opts->uid_map, &opts->gid_map, &err)) {
             die(err);
         }
         opts->uid_map.n = opts->gid_map.n = 0;
         return true;
+    }
+    if ((opts->uid_map.n || opts->gid_map.n) && geteuid() != 0) {
+        die("--uid-map/--gid-map without root need --sandbox=namespace");
     }
     if ((vfsd_idmap_active(&opts->uid_map) ||
          vfsd_idmap_active(&opts->gid_map)) && geteuid() != 0) {

@@ -395,62 +395,6 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
     return false;
 }
 
-static bool write_proc(const char *file, const char *text, char **err)
-{
-    g_autofree char *path = g_strdup_printf("/proc/self/%s", file);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    ssize_t len = strlen(text);
-    bool ok;
-
-    ok = fd >= 0 && write(fd, text, len) == len;
-    if (!ok) {
-        *err = g_strdup_printf("--uid-map/--gid-map: cannot write %s: %s",
-                               path, strerror(errno));
-    }
-    if (fd >= 0) {
-        close(fd);
-    }
-    return ok;
-}
-
-/* The one range an unprivileged process may map: its own id, once */
-static bool own_range(const VfsdIdMap *m, uint32_t own, const char *opt,
-                      char **line, char **err)
-{
-    if (m->n != 1 || m->r[0].host != own || m->r[0].count != 1) {
-        *err = g_strdup_printf("%s without root: only :ID:%u:1: (our own "
-                               "id, once) can be mapped without "
-                               "newuidmap(1), which we do not use", opt,
-                               own);
-        return false;
-    }
-    *line = g_strdup_printf("%u %u 1\n", m->r[0].guest, own);
-    return true;
-}
-
-bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
-                       char **err)
-{
-    g_autofree char *uid_line = NULL;
-    g_autofree char *gid_line = NULL;
-    uid_t uid = geteuid();
-    gid_t gid = getegid();
-
-    if (!own_range(uids, uid, "--uid-map", &uid_line, err) ||
-        !own_range(gids, gid, "--gid-map", &gid_line, err)) {
-        return false;
-    }
-    if (unshare(CLONE_NEWUSER) < 0) {
-        *err = g_strdup_printf("--sandbox=namespace: cannot create a user "
-                               "namespace: %s", strerror(errno));
-        return false;
-    }
-    /* The kernel wants setgroups denied before an unprivileged gid_map */
-    return write_proc("setgroups", "deny", err) &&
-           write_proc("uid_map", uid_line, err) &&
-           write_proc("gid_map", gid_line, err);
-}
-
 void vfsd_close_inherited(int keep)
 {
     int fd;
@@ -521,7 +465,7 @@ bool vfsd_drop_capabilities(uint64_t add, uint64_t drop, bool open_by_handle,
             return false;
         }
     }
-    if (geteuid() != 0 && !add && !drop) {
+    if (!held && !add && !drop) {
         /* Nothing to drop; creations simply keep the daemon's ids */
         return true;
     }

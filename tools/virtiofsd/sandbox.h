@@ -12,7 +12,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "idmap.h"
 #include "options.h"
 
 /*
@@ -25,17 +24,6 @@
  */
 bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
                         int *proc_fd, char **err);
-/*
- * For an unprivileged --sandbox=namespace with --uid-map/--gid-map, as
- * the Rust virtiofsd does it: a new user namespace whose map is @uids and
- * @gids, in which the process is root.  An unprivileged process may only
- * map its own ids, one range each, of count 1; anything else is refused
- * (the Rust daemon calls newuidmap(1) for it).  Returns false with a
- * message in @err.
- */
-bool vfsd_userns_enter(const VfsdIdMap *uids, const VfsdIdMap *gids,
-                       char **err);
-
 /*
  * Closes every fd the daemon was started with but its stdin, stdout,
  * stderr and @keep (-1: none): a descriptor of the host's (a log file,

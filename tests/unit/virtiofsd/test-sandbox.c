@@ -16,9 +16,10 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <glib/gstdio.h>
+#include <grp.h>
 #include <linux/landlock.h>
-#include <string.h>
 #include <sched.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -34,6 +35,7 @@
 #include "log.h"
 #include "sandbox.h"
 #include "seccomp-filter.h"
+#include "userns.h"
 
 enum {
     SANDBOX_OK,
@@ -343,53 +345,302 @@ static void test_landlock(gconstpointer mode)
 }
 
 /*
- * Unprivileged --uid-map/--gid-map: user 4000 may map itself, once, and
- * is root in the namespace; any other range is refused with the reason.
+ * Becomes user @uid (group @gid, no other group), as an unprivileged
+ * daemon would be started.  Changing ids makes the process undumpable,
+ * which leaves its /proc files root's; the daemon, started as the user,
+ * is dumpable.
  */
-static G_NORETURN void userns_child(void)
+static bool become(uid_t uid, gid_t gid)
 {
-    g_autofree char *err = NULL;
-    VfsdIdMap u = { 0 }, g = { 0 };
-
-    /*
-     * Changing ids makes the process undumpable, which leaves its /proc
-     * files root's; the daemon, started as the user, is dumpable.
-     */
-    if (setresgid(4000, 4000, 4000) < 0 || setresuid(4000, 4000, 4000) < 0 ||
-        prctl(PR_SET_DUMPABLE, 1) < 0) {
-        _exit(CAPS_REFUSED);
-    }
-    g_assert_true(vfsd_idmap_add(&u, ":0:4000:1:", &err));
-    g_assert_true(vfsd_idmap_add(&g, ":0:4001:1:", &err));
-    if (vfsd_userns_enter(&u, &g, &err) || !strstr(err, "--gid-map")) {
-        _exit(CAPS_ACCEPTED);
-    }
-    g = u;
-    g_clear_pointer(&err, g_free);
-    if (!vfsd_userns_enter(&u, &g, &err)) {
-        g_printerr("%s\n", err);
-        _exit(CAPS_REFUSED);
-    }
-    _exit(geteuid() == 0 && getegid() == 0 ? CAPS_OK : CAPS_WRONG_SET);
+    return setgroups(0, NULL) == 0 && setresgid(gid, gid, gid) == 0 &&
+           setresuid(uid, uid, uid) == 0 && prctl(PR_SET_DUMPABLE, 1) == 0;
 }
 
-static void test_userns(void)
+/* The first line of /proc/self/@file, its fields one space apart */
+static char *proc_line(const char *file)
+{
+    g_autofree char *path = g_strdup_printf("/proc/self/%s", file);
+    g_autofree char *text = NULL;
+    g_auto(GStrv) words = NULL;
+    GString *line = g_string_new(NULL);
+    char **w;
+
+    if (g_file_get_contents(path, &text, NULL, NULL)) {
+        *strchrnul(text, '\n') = '\0';
+        words = g_strsplit_set(text, " \t", -1);
+        for (w = words; *w; w++) {
+            if (**w) {
+                g_string_append_printf(line, "%s%s", line->len ? " " : "",
+                                       *w);
+            }
+        }
+    }
+    return g_string_free(line, false);
+}
+
+static void run_as_child(void (*fn)(void))
 {
     int status;
     pid_t pid;
 
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        fn();
+        _exit(CAPS_OK);
+    }
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != CAPS_OK) {
+        g_error("child: status 0x%x", status);
+    }
+}
+
+/*
+ * Unprivileged --uid-map/--gid-map of the user's own ids: user 4000 maps
+ * itself, once, with no helper, and is root in the namespace.
+ */
+static void userns_own_child(void)
+{
+    g_autofree char *err = NULL;
+    VfsdIdMap u = { 0 }, g = { 0 };
+
+    g_assert_true(become(4000, 4000));
+    g_assert_true(vfsd_idmap_add(&u, ":0:4000:1:", &err));
+    g_assert_true(vfsd_idmap_add(&g, ":0:4000:1:", &err));
+    if (!vfsd_userns_enter(&u, &g, &err)) {
+        g_error("%s", err);
+    }
+    g_assert_cmpuint(geteuid(), ==, 0);
+    g_assert_cmpuint(getegid(), ==, 0);
+    g_assert_cmpstr(proc_line("uid_map"), ==, "0 4000 1");
+}
+
+static void test_userns(void)
+{
     if (geteuid() != 0) {
         g_test_skip("needs root to become user 4000");
         return;
     }
+    run_as_child(userns_own_child);
+}
+
+/*
+ * The default, with no map: as the Rust daemon, user 4000 is itself in
+ * a namespace of its own, where it holds what the namespace sandbox
+ * needs, and that sandbox is then built as for root.
+ */
+static void userns_default_child(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("vfsd-userns-XXXXXX", NULL);
+    g_autofree char *err = NULL;
+    VfsdIdMap none = { 0 };
+    struct statvfs sv;
+    int proc_fd, status;
+    pid_t pid;
+
+    g_assert_nonnull(dir);
+    g_assert_cmpint(chown(dir, 4000, 4000), ==, 0);
+    g_assert_true(become(4000, 4000));
+    if (!vfsd_userns_enter(&none, &none, &err)) {
+        g_error("%s", err);
+    }
+    g_assert_cmpuint(geteuid(), ==, 4000);
+    g_assert_cmpuint(getegid(), ==, 4000);
+    g_assert_cmpstr(proc_line("uid_map"), ==, "4000 4000 1");
+    g_assert_cmpstr(proc_line("gid_map"), ==, "4000 4000 1");
+    g_assert_cmpstr(proc_line("setgroups"), ==, "deny");
     pid = fork();
     g_assert_cmpint(pid, >=, 0);
     if (pid == 0) {
-        userns_child();
+        if (!vfsd_sandbox_enter(VFSD_SANDBOX_NAMESPACE, dir, &proc_fd,
+                                &err)) {
+            g_printerr("%s\n", err);
+            _exit(SANDBOX_NOT_ENTERED);
+        }
+        /* pid 1 of its own namespace, its procfs, on the share, nodev */
+        if (getpid() != 1 || faccessat(proc_fd, "../status", R_OK, 0) < 0 ||
+            statvfs("/", &sv) < 0 || !(sv.f_flag & ST_NODEV)) {
+            _exit(SANDBOX_NO_NODEV);
+        }
+        _exit(SANDBOX_OK);
     }
     g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-    g_assert_true(WIFEXITED(status));
-    g_assert_cmpint(WEXITSTATUS(status), ==, CAPS_OK);
+    g_rmdir(dir);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != SANDBOX_OK) {
+        g_error("the namespace sandbox in the user namespace: status 0x%x",
+                status);
+    }
+}
+
+static void test_userns_default(void)
+{
+    if (geteuid() != 0) {
+        g_test_skip("needs root to become user 4000");
+        return;
+    }
+    run_as_child(userns_default_child);
+}
+
+/* Without newuidmap(1), a map it would write is refused, naming it */
+static void userns_no_helper_child(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("vfsd-nohelper-XXXXXX", NULL);
+    g_autofree char *err = NULL;
+    VfsdIdMap u = { 0 }, none = { 0 };
+
+    g_assert_true(vfsd_idmap_add(&u, ":0:4000:1:", &err));
+    g_assert_true(vfsd_idmap_add(&u, ":1:200000:10:", &err));
+    g_setenv("PATH", dir, true);
+    g_assert_true(become(4000, 4000));
+    g_assert_false(vfsd_userns_enter(&u, &none, &err));
+    g_rmdir(dir);
+    g_assert_nonnull(strstr(err, "--uid-map"));
+    g_assert_nonnull(strstr(err, "newuidmap(1)"));
+    g_assert_nonnull(strstr(err, "not installed"));
+}
+
+static void test_userns_no_helper(void)
+{
+    if (geteuid() != 0) {
+        g_test_skip("needs root to become user 4000");
+        return;
+    }
+    run_as_child(userns_no_helper_child);
+}
+
+static char *subid_file(const char *text)
+{
+    g_autoptr(GError) gerr = NULL;
+    char *path = NULL;
+    int fd = g_file_open_tmp("vfsd-subid-XXXXXX", &path, &gerr);
+
+    g_assert_no_error(gerr);
+    close(fd);
+    g_assert_true(g_file_set_contents(path, text, -1, NULL));
+    return path;
+}
+
+static bool cover(const char *file, const char *spec, char **err)
+{
+    VfsdIdMap m = { 0 };
+
+    g_clear_pointer(err, g_free);
+    g_assert_true(vfsd_idmap_add(&m, spec, err));
+    return vfsd_userns_subids_cover(file, "alice", 1000, &m, "--uid-map",
+                                    err);
+}
+
+/*
+ * What newuidmap(1) will allow, told before it runs: the user's own id
+ * once, or ids within its /etc/subuid lines (by name or by uid, adjoining
+ * lines joined).  The refusals name the user and what it has.
+ */
+static void test_userns_subids(void)
+{
+    g_autofree char *none = subid_file("bob:100000:65536\n");
+    g_autofree char *mine = subid_file("# comment\nbob:100000:65536\n"
+                                       "alice:200000:1000\n"
+                                       "1000:201000:1000\nbad line\n");
+    g_autofree char *err = NULL;
+
+    g_assert_true(cover(none, ":0:1000:1:", &err));
+    g_assert_false(cover(none, ":0:200000:10:", &err));
+    g_assert_nonnull(strstr(err, "user alice has no subordinate uids in"));
+    g_assert_nonnull(strstr(err, none));
+    g_assert_nonnull(strstr(err, "usermod --add-subuids"));
+    g_assert_false(cover("/nonexistent/subuid", ":0:200000:10:", &err));
+    g_assert_nonnull(strstr(err, "cannot be read"));
+
+    g_assert_true(cover(mine, ":0:200000:1000:", &err));
+    g_assert_true(cover(mine, ":0:201999:1:", &err));
+    /* Across the line by name and the line by uid */
+    g_assert_true(cover(mine, ":0:200500:1000:", &err));
+    g_assert_false(cover(mine, ":0:201500:1000:", &err));
+    g_assert_nonnull(strstr(err, "host uids 201500-202499 are not all "
+                                 "subordinate uids of user alice"));
+    g_assert_nonnull(strstr(err, "200000-200999, 201000-201999"));
+    g_assert_false(cover(mine, ":0:100000:1:", &err));
+    g_unlink(none);
+    g_unlink(mine);
+}
+
+/*
+ * newuidmap(1) and newgidmap(1) themselves, as libvirt's session mode
+ * uses them (the user's id for root, then its subordinate ids): user
+ * nobody, given subordinate ids in a mount namespace of the test's own
+ * (so the host's /etc is left alone), becomes root of a namespace with
+ * both ranges; without a line there, it is refused naming the user.
+ */
+static void userns_helper_child(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("vfsd-subids-XXXXXX", NULL);
+    g_autofree char *sub = g_build_filename(dir, "sub", NULL);
+    g_autofree char *empty = g_build_filename(dir, "empty", NULL);
+    g_autofree char *err = NULL;
+    VfsdIdMap u = { 0 }, g = { 0 };
+    int status;
+    pid_t pid;
+
+    g_assert_nonnull(dir);
+    g_assert_true(g_file_set_contents(sub, "nobody:200000:65536\n", -1,
+                                      NULL));
+    g_assert_true(g_file_set_contents(empty, "", -1, NULL));
+    g_assert_cmpint(chmod(dir, 0755), ==, 0);
+    g_assert_true(vfsd_idmap_add(&u, ":0:65534:1:", &err));
+    g_assert_true(vfsd_idmap_add(&u, ":1:200000:65536:", &err));
+    g_assert_true(vfsd_idmap_add(&g, ":0:65534:1:", &err));
+    g_assert_true(vfsd_idmap_add(&g, ":1:200000:65536:", &err));
+    g_assert_cmpint(unshare(CLONE_NEWNS), ==, 0);
+    g_assert_cmpint(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), ==,
+                    0);
+
+    /* No line for nobody: refused before newuidmap runs */
+    g_assert_cmpint(mount(empty, "/etc/subuid", NULL, MS_BIND, NULL), ==,
+                    0);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        g_assert_true(become(65534, 65534));
+        g_assert_false(vfsd_userns_enter(&u, &g, &err));
+        g_assert_nonnull(strstr(err, "--uid-map=:1:200000:65536:: user "
+                                     "nobody has no subordinate uids"));
+        _exit(CAPS_OK);
+    }
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_cmpint(status, ==, 0);
+    g_assert_cmpint(umount("/etc/subuid"), ==, 0);
+
+    g_assert_cmpint(mount(sub, "/etc/subuid", NULL, MS_BIND, NULL), ==, 0);
+    g_assert_cmpint(mount(sub, "/etc/subgid", NULL, MS_BIND, NULL), ==, 0);
+    g_assert_true(become(65534, 65534));
+    if (!vfsd_userns_enter(&u, &g, &err)) {
+        g_error("%s", err);
+    }
+    g_assert_cmpuint(geteuid(), ==, 0);
+    g_assert_cmpstr(proc_line("uid_map"), ==, "0 65534 1");
+    g_assert_cmpstr(proc_line("gid_map"), ==, "0 65534 1");
+    /* The second range: 1-65536 are ids here, 65537 is none */
+    g_assert_cmpint(setresuid(65537, 65537, 65537), ==, -1);
+    g_assert_cmpint(errno, ==, EINVAL);
+    g_assert_cmpint(setresgid(65536, 65536, 65536), ==, 0);
+    g_assert_cmpint(setresuid(1, 1, 1), ==, 0);
+}
+
+static void test_userns_helper(void)
+{
+    g_autofree char *newuidmap = g_find_program_in_path("newuidmap");
+    g_autofree char *newgidmap = g_find_program_in_path("newgidmap");
+
+    if (geteuid() != 0) {
+        g_test_skip("needs root to bind-mount /etc/subuid privately");
+        return;
+    }
+    if (!newuidmap || !newgidmap) {
+        g_test_fail_printf("newuidmap/newgidmap are not installed "
+                           "(apt-get install uidmap)");
+        return;
+    }
+    run_as_child(userns_helper_child);
 }
 
 /*
@@ -699,6 +950,11 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/sandbox/nodev", test_nodev);
     g_test_add_func("/virtiofsd/sandbox/modcaps", test_modcaps);
     g_test_add_func("/virtiofsd/sandbox/userns", test_userns);
+    g_test_add_func("/virtiofsd/sandbox/userns-default", test_userns_default);
+    g_test_add_func("/virtiofsd/sandbox/userns-no-helper",
+                    test_userns_no_helper);
+    g_test_add_func("/virtiofsd/sandbox/userns-subids", test_userns_subids);
+    g_test_add_func("/virtiofsd/sandbox/userns-helper", test_userns_helper);
     g_test_add_func("/virtiofsd/sandbox/handle-caps", test_handle_caps);
     g_test_add_func("/virtiofsd/sandbox/takeover", test_takeover);
     g_test_add_data_func("/virtiofsd/sandbox/landlock-namespace",
