@@ -43,6 +43,7 @@
 
 enum {
     BROKER_REGISTER = 1,        /* fds: the inode, and its mount's once */
+                                /* no reply: an open says how it went */
     BROKER_OPEN,
     BROKER_FORGET,              /* no reply */
     BROKER_IDENTIFY,
@@ -82,7 +83,8 @@ struct VfsdBroker {
 /* The broker's own state, in its process */
 typedef struct BrokerEntry {
     uint64_t mnt_id;
-    struct file_handle *fh;
+    struct file_handle *fh;     /* NULL: registering failed with @err */
+    int err;
 } BrokerEntry;
 
 typedef struct BrokerState {
@@ -139,34 +141,32 @@ static int do_register(BrokerState *s, const BrokerMsg *m, int *fds,
     size_t size;
     int mnt_id, ret;
 
-    if (nfds < 1 || g_hash_table_contains(s->entries, &m->id)) {
-        return -EINVAL;
+    if (nfds < 1 || g_hash_table_contains(s->entries, &m->id) ||
+        g_hash_table_size(s->entries) >= BROKER_MAX_HANDLES) {
+        return -ENOSPC;         /* nothing kept: an open gets ENOENT */
     }
-    if (g_hash_table_size(s->entries) >= BROKER_MAX_HANDLES) {
-        return -ENOSPC;
-    }
+    e = g_new0(BrokerEntry, 1);
+    e->mnt_id = m->mnt_id;
+    g_hash_table_insert(s->entries, g_memdup2(&m->id, sizeof(m->id)), e);
     fh->handle_bytes = MAX_HANDLE_SZ;
     if (name_to_handle_at(fds[0], "", fh, &mnt_id, AT_EMPTY_PATH) < 0) {
+        e->err = errno;
         return -errno;
     }
     if ((uint64_t)mnt_id != m->mnt_id) {
+        e->err = EINVAL;
         return -EINVAL;
     }
     if (mount_fd(s, m->mnt_id) < 0) {
-        if (nfds < 2) {
-            return -EINVAL;
-        }
-        ret = add_mount(s, m->mnt_id, fds[1]);
+        ret = nfds < 2 ? -EINVAL : add_mount(s, m->mnt_id, fds[1]);
         if (ret < 0) {
+            e->err = -ret;
             return ret;
         }
         fds[1] = -1;            /* kept */
     }
-    e = g_new(BrokerEntry, 1);
-    e->mnt_id = m->mnt_id;
     size = sizeof(*fh) + fh->handle_bytes;
     e->fh = g_realloc(g_steal_pointer(&fh), size);
-    g_hash_table_insert(s->entries, g_memdup2(&m->id, sizeof(m->id)), e);
     return 0;
 }
 
@@ -177,6 +177,9 @@ static int do_open(BrokerState *s, const BrokerMsg *m)
 
     if (!e) {
         return -ENOENT;
+    }
+    if (!e->fh) {
+        return -e->err;
     }
     fd = open_by_handle_at(mount_fd(s, e->mnt_id), e->fh,
                            O_PATH | O_CLOEXEC);
@@ -318,7 +321,7 @@ static bool serve_one(BrokerState *s)
             close(fds[i]);
         }
     }
-    if (ok && m.op != BROKER_FORGET) {
+    if (ok && m.op != BROKER_FORGET && m.op != BROKER_REGISTER) {
         r.err = -ret;
         ok = send_reply(s->sock, &r, out);
     }
@@ -572,7 +575,6 @@ int vfsd_broker_register(VfsdBroker *b, int proc_fd, int fd,
                          uint64_t mnt_id, uint64_t *id)
 {
     BrokerMsg m = { .op = BROKER_REGISTER, .mnt_id = mnt_id };
-    BrokerReply r;
     char name[32];
     int fds[2] = { fd, -1 }, ret;
 
@@ -593,8 +595,13 @@ int vfsd_broker_register(VfsdBroker *b, int proc_fd, int fd,
             return ret;
         }
     }
+    /*
+     * No reply, so that a new inode costs no round trip: the broker
+     * makes the same handle we could, and if it cannot keep it after
+     * all, opening it later says why.
+     */
     m.id = b->next_id++;
-    ret = call_locked(b, &m, fds, fds[1] >= 0 ? 2 : 1, &r, NULL);
+    ret = call_locked(b, &m, fds, fds[1] >= 0 ? 2 : 1, NULL, NULL);
     if (ret == 0 && fds[1] >= 0) {
         g_hash_table_add(b->mounts_sent, g_memdup2(&mnt_id, sizeof(mnt_id)));
     }

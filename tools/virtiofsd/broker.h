@@ -37,7 +37,10 @@ void vfsd_broker_free(VfsdBroker *b);
  * Gives the broker the inode behind @fd (any fd of it, O_PATH will do)
  * on mount @mnt_id, to be opened again later by the number stored in
  * *@id.  @proc_fd is the caller's /proc/self/fd.  -errno when the inode
- * cannot be held by handle: EOPNOTSUPP for a file system without them.
+ * cannot be held by handle: EOPNOTSUPP for a mount whose root is not a
+ * directory.  The broker does not answer: where it cannot keep the
+ * handle after all (the caller could make it, so it should), opening it
+ * gives the reason.
  */
 int vfsd_broker_register(VfsdBroker *b, int proc_fd, int fd,
                          uint64_t mnt_id, uint64_t *id);
