@@ -14,8 +14,15 @@ without all the others.  Also checked: a header declares only functions
 its own .c defines, so that including a header never means depending on
 another file's API.
 
+And the order itself: docs/devel/virtiofsd-layers.rst lists the layers,
+top first, in the literal block after "The order, as checked"; each file
+may depend only on files of the lines below its own, and files of one
+line not on each other.  A file missing from that list, or named there
+but not in the tree, fails too: a new file takes its place in the doc.
+
 Prints the graph (each node, the nodes it depends on, and why), then any
-cycle or misplaced declaration, and exits 1 if there is one.
+cycle, misplaced declaration or upward dependency, and exits 1 if there
+is one.
 
     mk/layers.py [--objdir DIR] [--src DIR] [--dot]
 """
@@ -32,6 +39,55 @@ BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
 OBJDIR = os.path.join(BUILD, "qemu", "tools", "virtiofsd")
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+DOC = os.path.join(TOP, "docs", "devel", "virtiofsd-layers.rst")
+ORDER_MARK = "The order, as checked"
+
+
+def documented_order(path=DOC):
+    """[[node, ...], ...]: the layers the doc lists, top first."""
+    with open(path) as f:
+        text = f.read()
+    at = text.find(ORDER_MARK)
+    if at < 0:
+        sys.exit(f"mk/layers.py: {path} has no \"{ORDER_MARK}\" block")
+    lines = text[at:].split("\n")
+    # the literal block: indented lines after the paragraph ending in ::
+    i = next(k for k, line in enumerate(lines) if line.rstrip().endswith("::"))
+    layers = []
+    for line in lines[i + 1:]:
+        if not line.strip():
+            if layers:
+                break
+            continue
+        if not line.startswith(" "):
+            break
+        layers.append([os.path.splitext(w)[0] for w in line.split()])
+    return layers
+
+
+def order_violations(edges, layers):
+    """Upward or sideways dependencies, and files the order misses."""
+    level = {}
+    out = []
+    for k, layer in enumerate(layers):
+        for n in layer:
+            if n in level:
+                out.append(f"ORDER: {n} is listed twice")
+            level[n] = k
+    for n in sorted(edges):
+        if n not in level:
+            out.append(f"ORDER: {n} is not in the documented order "
+                       f"({os.path.relpath(DOC, TOP)})")
+    for n in sorted(level):
+        if n not in edges:
+            out.append(f"ORDER: {n} is documented but not in the tree")
+    for a in sorted(edges):
+        for b in sorted(edges[a]):
+            if a in level and b in level and level[b] <= level[a]:
+                how = "beside" if level[b] == level[a] else "above"
+                why = ", ".join(sorted(edges[a][b])[:3])
+                out.append(f"ORDER: {a} depends on {b}, {how} it ({why})")
+    return out
 
 
 def sources():
@@ -194,8 +250,12 @@ def main():
                 failed = True
                 print(f"MISPLACED: {n}.h declares {f}(), defined in "
                       f"{where}.c")
+    for v in order_violations(edges, documented_order()):
+        failed = True
+        print(v)
     print("FAIL" if failed else "OK: no cycle, each header declares its "
-          "own file's functions")
+          "own file's functions, every dependency points down the "
+          "documented order")
     return 1 if failed else 0
 
 
