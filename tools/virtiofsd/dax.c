@@ -85,15 +85,21 @@
 /* Offsets and lengths must be page aligned, as INIT announces */
 #define VFSD_DAX_ALIGN ((uint64_t)VFSD_PAGE_SIZE)
 
+/*
+ * The window.  lock (see the lock order in fs-types.h) guards what is
+ * marked so; the rest is set up before the first request and not
+ * changed after.
+ */
 struct VfsdDax {
     GMutex lock;
-    GTree *maps;                /* &moffset -> VfsdDaxMap, disjoint */
+    GTree *maps;                /* under lock: &moffset -> VfsdDaxMap */
     VfsdDaxBackend be;
     /* --watch-truncate: inotify fd, -1 when off */
     int watch_fd;
     /*
-     * wd -> number of inodes sharing it: inotify has one watch per host
-     * inode, and a file reached through two mounts is two of our inodes.
+     * Under lock: wd -> number of inodes sharing it: inotify has one
+     * watch per host inode, and a file reached through two mounts is two
+     * of our inodes.
      */
     GHashTable *wds;
     /*
@@ -102,14 +108,14 @@ struct VfsdDax {
      * files it maps, so it must not decide how many watches we take.
      */
     unsigned int max_watches;
-    bool watch_full_warned;
+    bool watch_full_warned;     /* under lock */
     /* Lazy unmaps: a timerfd (-1 when off), and the ranges kept */
     int flush_fd;
     int64_t unmap_delay_ns;
-    GQueue released;            /* VfsdDaxMap, by released_at */
-    /* Host files our truncates are under way on (VfsdDaxFileId) */
-    GArray *truncating;
-    /* A migrated table, loaded but not mapped yet (VfsdDaxSaved) */
+    GQueue released;            /* under lock: VfsdDaxMap, by released_at */
+    /* Under lock: host files our truncates are under way on */
+    GArray *truncating;         /* VfsdDaxFileId */
+    /* Under lock: a migrated table, not mapped yet (VfsdDaxSaved) */
     GArray *restoring;
 };
 
@@ -198,11 +204,13 @@ static uint64_t dax_keep(VfsdDax *dax, uint64_t foffset, uint64_t len,
  * written under the lock; maps, size and setting_up are also read
  * without it, atomically.
  */
+/* An inode's part of the window: VfsdDax.lock guards what is marked so */
 struct VfsdDaxInode {
-    gint maps;                  /* live mappings */
-    int wd;                     /* inotify watch descriptor, 0: none */
-    uint64_t size;              /* file size the mappings follow */
-    gint setting_up;            /* SETUPMAPPINGs under way */
+    gint maps;                  /* atomic, changed under lock: mappings */
+    int wd;                     /* under lock: inotify watch, 0: none */
+    uint64_t size;              /* under lock, read atomically: the size
+                                   the mappings follow */
+    gint setting_up;            /* atomic: SETUPMAPPINGs under way */
 };
 
 /* NULL for an inode never mapped */

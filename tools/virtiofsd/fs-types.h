@@ -12,6 +12,25 @@
 /*
  * Types only: each file's functions are declared in its own header, so
  * that including this one never means depending on another file.
+ *
+ * Lock order, outer first; a thread holding one may take only those
+ * listed after it:
+ *
+ *   VfsdDev.dispatch_lock (vhost.c; read by queue threads and workers,
+ *     written by the main thread around a vhost-user message)
+ *   VfsdDax.lock (dax.c; given up across a front-end round trip, see
+ *     dax_lock() in vhost.c)
+ *   VfsdInodeStore.lock
+ *   VfsdInode.fd_lock
+ *   VfsdInodeStore.idle_lock
+ *
+ * Leaves, under which nothing else is taken: VfsdInode.plock_lock,
+ * VfsdHandle.lock, VfsdFs.handles_lock, VfsdFs.umask_lock, VfsdIntr.lock,
+ * VfsdQueue.lock and inflight_lock, VfsdDev.park_lock (vhost.c), the
+ * broker's lock (broker.c, held across its socket round trip, taken
+ * under VfsdInode.fd_lock), capture.c's and log.c's.  A field shared
+ * between threads says which lock guards it ("under ...") or that it is
+ * atomic.
  */
 
 #include <glib.h>
@@ -69,14 +88,14 @@ typedef struct VfsdInode {
     ino_t ino;
     uint64_t mnt_id;
     mode_t type;                /* S_IFMT bits */
-    gint refcount;              /* table reference + in-flight users */
+    gint refcount;              /* atomic: table reference + users */
     uint64_t nlookup;           /* under VfsdInodeStore.lock */
     /*
      * POSIX locks are OFD locks on one fd per lock owner, so that owners
      * sharing a file handle do not share locks.
      */
     GMutex plock_lock;
-    GHashTable *plocks;         /* uint64_t owner -> fd, or NULL */
+    GHashTable *plocks;         /* under plock_lock: owner -> fd + 1 */
     /*
      * dax.c's: its mappings and the watch on its file.  NULL until the
      * inode is first mapped, so always without a DAX window.

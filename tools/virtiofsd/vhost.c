@@ -80,6 +80,14 @@ typedef struct VfsdRingMark {
     uint64_t desc, avail, used_addr;    /* the front-end's addresses */
 } VfsdRingMark;
 
+/*
+ * The device.  Its locks, outer first (the whole order is in
+ * fs-types.h): dispatch_lock, taken for writing by the main thread
+ * around each vhost-user message and for reading by whoever touches a
+ * virtqueue or guest memory; then a queue's lock (pops and pushes) or
+ * park_lock, both leaves.  Fields say which guards them; those that do
+ * not are the main thread's, or set before the queues start.
+ */
 struct VfsdDev {
     VuDev vu;
     VfsdFs *fs;
@@ -87,14 +95,17 @@ struct VfsdDev {
     VfsdQueue *queues[VFSD_MAX_QUEUES];
     GThreadPool *pool;
     GThreadPool *blocking_pool;
-    gint blocking;              /* blocking requests, running or parked */
+    gint blocking;              /* atomic: blocking requests, running or
+                                   parked */
     /* Blocking requests across stops of their queue: see park() */
     GMutex park_lock;
     GCond park_cond;
-    unsigned int running[VFSD_MAX_QUEUES]; /* in blocking_pool */
-    GQueue parked;              /* VfsdElem */
-    bool paused;                /* waits interrupted (vfsd_interrupt_pause) */
-    uint64_t pause_seq;         /* pauses so far */
+    unsigned int running[VFSD_MAX_QUEUES]; /* under park_lock: in
+                                              blocking_pool */
+    GQueue parked;              /* under park_lock: VfsdElem */
+    bool paused;                /* under park_lock: waits interrupted
+                                   (vfsd_interrupt_pause) */
+    uint64_t pause_seq;         /* under park_lock: pauses so far */
     VfsdRingMark mark[VFSD_MAX_QUEUES];
     /*
      * Bumped under dispatch_lock for writing when the memory table
