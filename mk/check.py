@@ -247,6 +247,12 @@ SUITES = [
     # make bench's verdicts from made-up figures (no guest)
     Suite("bench: targets and reports from known figures",
           [sys.executable, os.path.join(TOP, "bench", "test_report.py")]),
+    # The fstests gate (harness/fstests/run.py --gate, the fstests
+    # suite's verdict) from made-up results: a result missing, a test run
+    # nowhere or failed everywhere unexplained fail it (no guest)
+    Suite("fstests: the gate's verdicts from made-up results",
+          [sys.executable, os.path.join(TOP, "harness", "fstests",
+                                        "test_gate.py")]),
     # make bench's own vhost-user back-end, against a scripted front-end
     Suite("bench: upstream_shmem's back-end against scripted messages",
           [sys.executable, os.path.join(TOP, "bench",
