@@ -266,6 +266,14 @@ SUITES = [
     Suite("fstests: the gate's verdicts from made-up results",
           [sys.executable, os.path.join(TOP, "harness", "fstests",
                                         "test_gate.py")]),
+    # Where fstests' source comes from (mk/fstests-source.sh): the
+    # pinned tag fetched from a made-up upstream (file://) where nothing
+    # is beside the project, checked against its pin, kept, refused when
+    # it differs; no network
+    Suite("fstests: the source is fetched and checked where none is beside "
+          "the project",
+          ["bash", os.path.join(TOP, "harness", "fstests",
+                                "test_source.sh")], timeout=60),
     # make bench's own vhost-user back-end, against a scripted front-end
     Suite("bench: upstream_shmem's back-end against scripted messages",
           [sys.executable, os.path.join(TOP, "bench",
@@ -603,8 +611,9 @@ SUITES = [
     # (harness/fstests/quick.list), on ours without and with a DAX window
     # (dax=always) and on the Rust virtiofsd: a test that passes on the
     # Rust daemon must pass on ours in both modes.  Without fstests'
-    # source (FSTESTS, or the tarball beside the project) or with a root
-    # that lacks a tool it fails, saying what is missing.  make fstests
+    # source (FSTESTS, the tarball beside the project, the cache, or the
+    # pinned tag fetched from upstream: mk/fstests-source.sh) or with a
+    # root that lacks a tool it fails, saying what is missing.  make fstests
     # runs the whole group (README "fstests").
     Suite("fstests: quick subset, ours and ours+DAX pass what the Rust "
           "virtiofsd passes",
