@@ -150,8 +150,9 @@ fuzz: prepare
 
 # fstests (xfstests) on ours (without and with a DAX window) and on the
 # Rust virtiofsd, side by side: build/fstests/report.md (README
-# "fstests").  FSTESTS: a tarball or clone of fstests (default: the one
-# beside the project, ../shared/deps/); FSTESTS_ARGS: more options of
+# "fstests").  FSTESTS: a tarball or clone of fstests (default: the pinned
+# tag, from ../shared/deps/ beside the project, the cache, or fetched from
+# upstream: mk/fstests-source.sh); FSTESTS_ARGS: more options of
 # harness/fstests/run.py (--limit N, --budget S, --config NAME, --tests F).
 FSTESTS ?=
 FSTESTS_ARGS ?=

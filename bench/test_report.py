@@ -12,6 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402
+import tree  # noqa: E402
 
 
 def fig(*runs):
@@ -205,6 +206,50 @@ class Report(unittest.TestCase):
                       md)
         self.assertIn("| negative stat, cache=auto: ours >= 10x Rust | 1 | 0 | 0 | 1 |",
                       md)
+
+
+class TreeTotal(unittest.TestCase):
+    """bench/tree.py: a tree step that did not run is no 0 s."""
+
+    def steps(self, skip=()):
+        return {s: 1.0 + i for i, s in enumerate(tree.STEPS) if s not in skip}
+
+    def test_total_of_every_step(self):
+        steps = self.steps()
+        self.assertIsNone(tree.add_total(steps))
+        self.assertEqual(steps["total"],
+                         sum(1.0 + i for i in range(len(tree.STEPS))))
+
+    def test_missing_step_no_total(self):
+        steps = self.steps(skip=("grep -r",))
+        why = tree.add_total(steps)
+        self.assertIn("grep -r", why)
+        self.assertNotIn("total", steps)
+        self.assertIn("no total", tree.add_total({}))
+
+    def res(self, conf, skip=()):
+        return {conf: {"steps": {s: fig(v) for s, v in
+                                 self.steps(skip).items()}}}
+
+    def test_window_target_needs_every_step(self):
+        res = dict(self.res("ours-auto"),
+                   **self.res("ours-auto-dax-always", skip=("rm -rf",)))
+        v = {what: (ok, f) for what, ok, f in tree.targets(res)}
+        key = ("window (ours-auto-dax-always): the tree steps at most 5% "
+               "slower than without it")
+        # Without rm -rf the window's sum is smaller: it must not be met
+        self.assertEqual(v[key], (False, "tree steps missing in "
+                                         "ours-auto-dax-always"))
+        res = dict(self.res("ours-auto", skip=("find",)),
+                   **self.res("ours-auto-dax-always"))
+        v = {what: (ok, f) for what, ok, f in tree.targets(res)}
+        self.assertEqual(v[key], (False, "tree steps missing in ours-auto"))
+        res = dict(self.res("ours-auto"), **self.res("ours-auto-dax-always"))
+        v = {what: (ok, f) for what, ok, f in tree.targets(res)}
+        self.assertEqual(v[key], (True, "1.00x"))
+        # A configuration that did not run at all has no verdict
+        self.assertNotIn("window (ours-auto-dax-inode): the tree steps at "
+                         "most 5% slower than without it", v)
 
 
 if __name__ == "__main__":

@@ -335,6 +335,26 @@ def run_guest(name, vm_args, mount, part, work, qargs, args, shared,
     return steps, entries, ops, errors
 
 
+def add_total(steps):
+    """Put the tree steps' total into STEPS (a round's {step: seconds});
+    None, or what is wrong when a tree step is missing: a step that did
+    not run must not count as 0 s, so such a round has no total."""
+    missing = [s for s in STEPS if s not in steps]
+    if missing:
+        return "no total: tree steps missing: " + ", ".join(missing)
+    steps["total"] = sum(steps[s] for s in STEPS)
+    return None
+
+
+def tree_sum(res, conf):
+    """The sum of CONF's tree step medians; None when CONF did not run,
+    "missing" when it ran without every step."""
+    if conf not in res:
+        return None
+    meds = [med(res, conf, s) for s in STEPS]
+    return "missing" if any(m is None for m in meds) else sum(meds)
+
+
 def summarize(vals):
     if not vals:
         return None
@@ -366,14 +386,21 @@ def targets(res):
                 t.append((f"repeated walk ({step}, {conf}): within 2x of "
                           "guest ext4", ours <= 2 * ext4,
                           f"{ours / ext4:.2f}x"))
-    base = sum(med(res, "ours-auto", s) or 0 for s in STEPS)
+    base = tree_sum(res, "ours-auto")
     for conf in ("ours-auto-dax-always", "ours-auto-dax-inode",
                  "ours-auto-dax-inode-all"):
-        dax = sum(med(res, conf, s) or 0 for s in STEPS)
-        if base and dax:
-            t.append((f"window ({conf}): the tree steps at most 5% slower "
-                      f"than without it", dax <= 1.05 * base,
-                      f"{dax / base:.2f}x"))
+        dax = tree_sum(res, conf)
+        what = (f"window ({conf}): the tree steps at most 5% slower than "
+                "without it")
+        if base is None or dax is None:
+            continue
+        if "missing" in (base, dax):
+            # A step that did not run is no figure, and no verdict
+            t.append((what, False, "tree steps missing in " + " and ".join(
+                c for c, v in (("ours-auto", base), (conf, dax))
+                if v == "missing")))
+        else:
+            t.append((what, dax <= 1.05 * base, f"{dax / base:.2f}x"))
     return t
 
 
@@ -450,6 +477,8 @@ def main():
     raw = {c: {} for c in chosen}
     ops_raw = {c: [] for c in chosen}
     errors, entries = [], 0
+    # Configurations with a round that lacks a tree step: no total
+    incomplete = set()
     try:
         tar = make_tar(work)
         walk = make_walk(work)
@@ -467,8 +496,10 @@ def main():
                 e += e2
                 errors += e
                 entries = entries or ent
-                if steps:
-                    steps["total"] = sum(steps.get(s, 0) for s in STEPS)
+                why = add_total(steps)
+                if why:
+                    errors.append(f"{c}: round {r + 1}: {why}")
+                    incomplete.add(c)
                 steps.update(more)
                 print("    " + ", ".join(f"{k} {v:.2f}"
                                          for k, v in steps.items()),
@@ -481,6 +512,8 @@ def main():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for c in chosen:
+        if c in incomplete:
+            raw[c].pop("total", None)
         res[c]["steps"] = {k: summarize(v) for k, v in raw[c].items()}
         if ops_raw[c]:
             res[c]["ops"] = {k: statistics.median(d.get(k, 0)

@@ -5,6 +5,8 @@ Each suite below is a command.  A suite that speaks TAP contributes one
 result per test point; any other suite is one result by its exit status.
 A suite whose program is missing FAILS with what is missing: nothing is
 skipped silently.  The last line is "N passed, N failed[, N skipped]".
+A test of MUST_RUN that skips where its probe says this machine can run
+it (KVM answers, root, a file system with the ioctl) fails its suite.
 
 TAP is read from the suite's stdout only (its stderr is shown, never
 counted).  A TAP suite fails unless its plan (1..N) matches the test
@@ -26,6 +28,7 @@ only the EVERY_BASE suites run unless -k picks others.
 
 import argparse
 import ctypes
+import fcntl
 import os
 import re
 import signal
@@ -92,6 +95,9 @@ class Suite:
         self.timeout = timeout
         # TAP descriptions: each prefix must begin a passed test point
         self.must_run = list(must_run)
+        # Test points that must run and pass where their probe says this
+        # machine can run them: (path, probe, why), from MUST_RUN
+        self.must_pass = []
 
 
 def qos(name, paths, timeout=300):
@@ -228,11 +234,18 @@ def many_inodes(mode, what):
     return s
 
 
-def unit(name, target, timeout=120):
+def unit(name, target, timeout=120, env=None):
     """A GLib test program of ours, built by ninja in build/qemu."""
     binary = os.path.join(QBUILD, target)
     return Suite(name, [binary, "--tap", "-k"], tap=True, needs=[binary],
-                 ninja=[target], timeout=timeout)
+                 ninja=[target], timeout=timeout, env=env)
+
+
+# Scratch directories of the unit tests that compare the daemon with the
+# host's own answers: on the build directory's file system rather than
+# TMPDIR's, which may lack what they compare (ramfs has no attribute
+# ioctls, and there a daemon that never answers would match the host).
+BUILD_TMP = os.path.join(BUILD, "tmp")
 
 
 VHOST_USER_PATH = "/x86_64/pc/i440FX-pcihost/pci-bus-pc/pci-bus"
@@ -247,6 +260,20 @@ SUITES = [
     # make bench's verdicts from made-up figures (no guest)
     Suite("bench: targets and reports from known figures",
           [sys.executable, os.path.join(TOP, "bench", "test_report.py")]),
+    # The fstests gate (harness/fstests/run.py --gate, the fstests
+    # suite's verdict) from made-up results: a result missing, a test run
+    # nowhere or failed everywhere unexplained fail it (no guest)
+    Suite("fstests: the gate's verdicts from made-up results",
+          [sys.executable, os.path.join(TOP, "harness", "fstests",
+                                        "test_gate.py")]),
+    # Where fstests' source comes from (mk/fstests-source.sh): the
+    # pinned tag fetched from a made-up upstream (file://) where nothing
+    # is beside the project, checked against its pin, kept, refused when
+    # it differs; no network
+    Suite("fstests: the source is fetched and checked where none is beside "
+          "the project",
+          ["bash", os.path.join(TOP, "harness", "fstests",
+                                "test_source.sh")], timeout=60),
     # make bench's own vhost-user back-end, against a scripted front-end
     Suite("bench: upstream_shmem's back-end against scripted messages",
           [sys.executable, os.path.join(TOP, "bench",
@@ -285,7 +312,8 @@ SUITES = [
           [sys.executable, os.path.join(TOP, "mk", "layers.py")],
           ninja=["tools/virtiofsd/virtiofsd"]),
     unit("virtiofsd: request decoding", "tests/unit/virtiofsd/test-fuse-decode"),
-    unit("virtiofsd: file system operations", "tests/unit/virtiofsd/test-fuse-ops"),
+    unit("virtiofsd: file system operations",
+         "tests/unit/virtiofsd/test-fuse-ops", env={"TMPDIR": BUILD_TMP}),
     unit("virtiofsd: DAX window bookkeeping", "tests/unit/virtiofsd/test-dax"),
     unit("virtiofsd: command line", "tests/unit/virtiofsd/test-options"),
     unit("virtiofsd: migration state stream",
@@ -583,8 +611,9 @@ SUITES = [
     # (harness/fstests/quick.list), on ours without and with a DAX window
     # (dax=always) and on the Rust virtiofsd: a test that passes on the
     # Rust daemon must pass on ours in both modes.  Without fstests'
-    # source (FSTESTS, or the tarball beside the project) or with a root
-    # that lacks a tool it fails, saying what is missing.  make fstests
+    # source (FSTESTS, the tarball beside the project, the cache, or the
+    # pinned tag fetched from upstream: mk/fstests-source.sh) or with a
+    # root that lacks a tool it fails, saying what is missing.  make fstests
     # runs the whole group (README "fstests").
     Suite("fstests: quick subset, ours and ours+DAX pass what the Rust "
           "virtiofsd passes",
@@ -645,9 +674,84 @@ assert sum(s.every_base for s in SUITES) == len(EVERY_BASE), \
     "EVERY_BASE names a suite that is not in SUITES"
 
 
-def tap_results(output, must_run=()):
+def kvm_answers():
+    """/dev/kvm opens and makes a VM (kvm_pvm's does too): what the
+    qtests' KVM cases need (qtest_has_accel() asks only for access)."""
+    KVM_GET_API_VERSION, KVM_CREATE_VM = 0xAE00, 0xAE01
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if fcntl.ioctl(fd, KVM_GET_API_VERSION) != 12:
+            return False
+        os.close(fcntl.ioctl(fd, KVM_CREATE_VM, 0))
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def kvm_hardware():
+    """KVM that virtualizes in hardware (kvm_intel, kvm_amd), not one
+    that shadows the guest's page tables (kvm_pvm): there a guest access
+    to a file page that is gone fails KVM_RUN with EFAULT."""
+    mods = set(os.listdir("/sys/module")) if os.path.isdir("/sys/module") \
+        else set()
+    return kvm_answers() and bool(mods & {"kvm_intel", "kvm_amd"}) and \
+        "kvm_pvm" not in mods
+
+
+def build_fs_fileattr():
+    """The file system of BUILD_TMP answers FS_IOC_GETFLAGS and
+    FS_IOC_FSGETXATTR (ext4, xfs, btrfs, tmpfs do; ramfs does not)."""
+    FS_IOC_GETFLAGS, FS_IOC_FSGETXATTR = 0x80086601, 0x801c581f
+    os.makedirs(BUILD_TMP, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=BUILD_TMP) as f:
+        try:
+            fcntl.ioctl(f.fileno(), FS_IOC_GETFLAGS, b"\0" * 8)
+            fcntl.ioctl(f.fileno(), FS_IOC_FSGETXATTR, b"\0" * 28)
+        except OSError:
+            return False
+    return True
+
+
+def is_root():
+    return os.geteuid() == 0
+
+
+# Tests that must run, and pass, on a machine that can run them: a GLib
+# test skips where it cannot make its case (no KVM, no root, a file
+# system without the ioctl), and a skip is never a pass, so where the
+# probe says this machine can, the skip fails its suite, saying why it
+# had to run.  (suite, test path, probe, what the probe found)
+MUST_RUN = [
+    ("qtest: vhost-user-fs DAX window",
+     "/x86_64/vhost-user-fs/window/kvm-truncate", kvm_answers,
+     "/dev/kvm answers and makes a VM"),
+    ("qtest: vhost-user-fs DAX window",
+     "/x86_64/vhost-user-fs/window/kvm-truncate-efault", kvm_hardware,
+     "KVM virtualizes in hardware here (kvm_intel or kvm_amd, no kvm_pvm)"),
+    *[("virtiofsd: file system operations", f"/virtiofsd/ops/{p}",
+       build_fs_fileattr, f"the file system of {BUILD_TMP} has the "
+       "attribute ioctls") for p in ("ioctl-fileattr",
+                                     "handles/ioctl-fileattr")],
+    *[("virtiofsd: file system operations", f"/virtiofsd/ops/{p}", is_root,
+       "running as root") for p in ("killpriv-v2", "killpriv-v2/group",
+                                    "killpriv-v2/no-setgid",
+                                    "handles/killpriv-v2")],
+]
+for _name, _path, _probe, _why in MUST_RUN:
+    _found = [s for s in SUITES if s.name == _name]
+    assert _found, f"MUST_RUN names a suite that is not in SUITES: {_name}"
+    _found[0].must_pass.append((_path, _probe, _why))
+
+
+def tap_results(output, must_run=(), must_pass=()):
     """(status, description) per TAP test point, status in pass/fail/skip,
-    then a "fail" for each way the stream itself is wrong."""
+    then a "fail" for each way the stream itself is wrong, and for each
+    (path, why) of MUST_PASS whose test point did not pass."""
     results, plans, bail = [], [], None
     for line in output.splitlines():
         line = line.strip()
@@ -694,6 +798,17 @@ def tap_results(output, must_run=()):
     for prefix in must_run:
         if not any(st == "pass" and d.startswith(prefix) for st, d in results):
             results.append(("fail", f"nothing under {prefix} ran and passed"))
+    for path, why in must_pass:
+        seen = [(st, d) for st, d in results
+                if re.split(r"\s+#", d, maxsplit=1)[0].strip() == path]
+        if not seen:
+            results.append(("fail", f"{path} did not run, and it must here: "
+                                    f"{why}"))
+        elif seen[0][0] == "skip":
+            reason = re.split(r"#\s*(?:SKIP|skip)\s*", seen[0][1],
+                              maxsplit=1)[-1]
+            results.append(("fail", f"{path} skipped ({reason}), and it "
+                                    f"must run here: {why}"))
     return results
 
 
@@ -928,10 +1043,14 @@ def main():
             failed += 1
             continue
         env = dict(os.environ, **s.env)
+        if "TMPDIR" in s.env:
+            os.makedirs(s.env["TMPDIR"], exist_ok=True)
         out, err, rc, problems = run_suite(s, env)
         dt = time.monotonic() - t0
         if s.tap:
-            results = tap_results(out, s.must_run)
+            results = tap_results(out, s.must_run,
+                                  [(p, why) for p, probe, why in s.must_pass
+                                   if probe()])
             results += [("fail", p) for p in problems]
             if rc != 0 and all(st != "fail" for st, _ in results):
                 results.append(("fail", f"exit status {rc}"))

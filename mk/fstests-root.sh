@@ -8,9 +8,10 @@
 # against the shares under test.
 #
 # Debian does not package fstests: its source is given as a tarball or a
-# clone (FSTESTS=, default ../shared/deps/fstests-v2026.01.05.tar.gz beside
-# the project, checked against the SHA256SUMS beside it), and built inside
-# the root (chroot) with the root's own compiler and libraries.
+# clone (FSTESTS=), or is the pinned tag (harness/fstests/source.pin) from
+# ../shared/deps/ beside the project, from the cache, or fetched from
+# fstests' upstream git (mk/fstests-source.sh), and is built inside the
+# root (chroot) with the root's own compiler and libraries.
 #
 #   mk/fstests-root.sh [SOURCE]     set up (idempotent), print the root's path
 #
@@ -40,60 +41,22 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org}
 FD=$CACHE/fstests
 ROOT=$FD/root-$KEY
 LOG=$FD/setup.log
-DEFAULT_SOURCE=$(cd "$TOP/.." && pwd)/shared/deps/fstests-v2026.01.05.tar.gz
-SOURCE=${1:-${FSTESTS:-}}
-
-# A checked copy of the default tarball, kept in the cache the first time
-# it is used, so that a clone of the project somewhere else (CI's) finds
-# it too
-CACHED_SOURCE=$FD/src/$(basename "$DEFAULT_SOURCE")
-
-if [ -z "$SOURCE" ]; then
-    if [ -e "$DEFAULT_SOURCE" ]; then
-        SOURCE=$DEFAULT_SOURCE
-    elif [ -e "$CACHED_SOURCE" ]; then
-        SOURCE=$CACHED_SOURCE
-    else
-        die "no fstests source: Debian does not package it.  Get tag v2026.01.05 (or newer) with
-  git clone --branch v2026.01.05 https://git.kernel.org/pub/scm/fs/xfs/xfstests-dev.git
-and pass it: make fstests FSTESTS=/path/to/xfstests-dev (a clone or a .tar.gz of one)"
-    fi
-fi
-[ -e "$SOURCE" ] || die "FSTESTS=$SOURCE does not exist"
-SOURCE=$(realpath "$SOURCE")
+# The source, found and checked (mk/fstests-source.sh: FSTESTS= or $1,
+# ../shared/deps/, the cache, or fetched from upstream), before the lock:
+# that script takes its own
+SOURCE=$("$TOP/mk/fstests-source.sh" "${1:-${FSTESTS:-}}") || exit 1
 
 mkdir -p "$FD"
 exec 9>"$FD/.lock"
 flock 9
 
-# --- the source, and what identifies it ---------------------------------------
+# --- what identifies the source ---------------------------------------------------
 if [ -f "$SOURCE" ]; then
-    sums=$(dirname "$SOURCE")/SHA256SUMS
-    have=$(sha256_of "$SOURCE")
-    if [ -f "$sums" ] && grep -q " $(basename "$SOURCE")\$" "$sums"; then
-        want=$(awk -v f="$(basename "$SOURCE")" '$2 == f { print $1 }' "$sums")
-        [ "$have" = "$want" ] ||
-            die "$SOURCE: sha256 $have, but $sums says $want"
-        if [ "$SOURCE" = "$(realpath "$DEFAULT_SOURCE" 2>/dev/null)" ] &&
-           [ ! -e "$CACHED_SOURCE" ]; then
-            mkdir -p "$(dirname "$CACHED_SOURCE")"
-            cp "$SOURCE" "$CACHED_SOURCE.tmp" &&
-                grep " $(basename "$SOURCE")\$" "$sums" \
-                    > "$(dirname "$CACHED_SOURCE")/SHA256SUMS" &&
-                mv "$CACHED_SOURCE.tmp" "$CACHED_SOURCE"
-        fi
-    else
-        say "note: $SOURCE is not listed in a SHA256SUMS beside it; using it unchecked"
-    fi
-    SOURCE_KEY="tarball $have"
-elif [ -d "$SOURCE" ]; then
-    [ -x "$SOURCE/check" ] && [ -f "$SOURCE/configure.ac" ] ||
-        die "$SOURCE does not look like an fstests tree (no check, no configure.ac)"
+    SOURCE_KEY="tarball $(sha256_of "$SOURCE")"
+else
     # Its content, not its commit: an edited clone is rebuilt too
     SOURCE_KEY="tree $(tar -C "$SOURCE" --exclude=.git --sort=name --mtime=@0 \
         --owner=0 --group=0 -cf - . | sha256sum | cut -c1-64)"
-else
-    die "FSTESTS=$SOURCE is neither a tarball nor a directory"
 fi
 
 # --- the Debian root ------------------------------------------------------------

@@ -42,8 +42,10 @@ A share that is a whole file system is also what our daemon's
 --inode-file-handles=prefer needs to hold inodes by handle.
 
 --gate (CI): exit 1 when a test that passed on the Rust daemon did not
-pass on ours in some configuration (unless known.tsv explains it for
-exactly those configurations), or when a configuration passed nothing.
+pass on ours in some configuration, failed on every configuration, or
+was run on none (unless known.tsv explains it for exactly those
+configurations), when a test asked for has no result in some
+configuration, or when a configuration passed nothing (gate()).
 Any failure of the harness itself (the root, the build, a guest that does
 not start) exits 2 with what is missing.
 """
@@ -648,6 +650,92 @@ def report(out, names):
     return alone, counts, meta
 
 
+def gate(names, tests, res, meta, known):
+    """--gate's verdict: (lines to print, whether it failed).
+
+    NAMES are the configurations run, TESTS the tests asked for (None:
+    those that have a result somewhere), RES {config: {test: (status,
+    seconds, why)}}, META {config: meta.json}, KNOWN load_known()'s.  It
+    fails when a configuration passed nothing or had a guest end badly,
+    when there is no Rust run to compare with, and for each test that:
+    - has no result in some configuration (a run cut short, a harness
+      that lost it: nothing was shown for it there);
+    - passed on the Rust daemon and not on ours in some configuration;
+    - failed (or timed out) on every configuration that ran it;
+    - was not run (fstests' notrun) on any configuration;
+    unless known.tsv explains the last three for exactly those
+    configurations ("all" explains a failure everywhere, never one of
+    ours alone).
+    """
+    lines, bad = [], False
+
+    def fail(msg):
+        nonlocal bad
+        lines.append("FAIL: " + msg)
+        bad = True
+
+    def explained(t, configs, everywhere_ok):
+        k = known.get(t)
+        if not k:
+            return None
+        who = set(k[0].split(","))
+        if set(configs) <= who or (everywhere_ok and "all" in who):
+            return k[1]
+        return None
+
+    if "rust" not in names:
+        fail("--gate needs the rust configuration to compare with")
+    for n in names:
+        if not any(v[0] == "pass" for v in res.get(n, {}).values()):
+            fail(f"{n} passed no test")
+        for pr in meta.get(n, {}).get("problems", []):
+            fail(f"{n}: {pr}")
+    ours = [n for n in names if n != "rust"]
+    every = sorted(set(tests) if tests is not None else
+                   set().union(*[set(res.get(n, {})) for n in names]))
+    for t in every:
+        ran = {n: res[n][t] for n in names if t in res.get(n, {})}
+        missing = [n for n in names if n not in ran]
+        if missing:
+            fail(f"{t}: no result on {', '.join(missing)}")
+        if not ran:
+            continue
+        sts = {n: v[0] for n, v in ran.items()}
+        if sts.get("rust") == "pass":
+            who = [n for n in ours if n in sts and sts[n] != "pass"]
+            if not who:
+                continue
+            why = explained(t, who, False)
+            if why:
+                lines.append(f"known: {t} passed on the Rust daemon, not "
+                             f"on {', '.join(who)}: {why}")
+            else:
+                fail(f"{t} passed on the Rust daemon, not on "
+                     + ", ".join(f"{n} ({sts[n]})" for n in who))
+        elif all(st in ("fail", "timeout") for st in sts.values()):
+            why = explained(t, list(sts), True)
+            if why:
+                lines.append(f"known: {t} failed on every configuration: "
+                             f"{why}")
+            else:
+                first = next(iter(ran.values()))
+                fail(f"{t} failed on every configuration that ran it ("
+                     + ", ".join(f"{n}: {st}" for n, st in sts.items())
+                     + f"), and known.tsv does not explain it: "
+                     f"{first[2][:160]}")
+        elif all(st == "notrun" for st in sts.values()):
+            why = explained(t, list(sts), True)
+            if why:
+                lines.append(f"known: {t} ran nowhere: {why}")
+            else:
+                fail(f"{t} was run on no configuration (notrun: "
+                     f"{next(iter(ran.values()))[2][:160]})")
+    if not bad:
+        lines.append("ok: every test ran, and passed on ours where it "
+                     "passed on the Rust daemon; the rest is explained")
+    return lines, bad
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -681,7 +769,8 @@ def main():
     p.add_argument("--report-only", action="store_true")
     p.add_argument("--gate", action="store_true",
                    help="exit 1 if a test that passed on the Rust daemon "
-                   "did not pass on ours")
+                   "did not pass on ours, failed everywhere or ran nowhere "
+                   "unexplained, or has a result missing (gate())")
     args = p.parse_args()
     names = args.config or list(CONFIGS)
     if not args.report_only:
@@ -719,7 +808,7 @@ def main():
             for n in names:
                 if os.path.isdir(os.path.join(args.out, n, "run")):
                     harvest(os.path.join(args.out, n, "run"))
-        alone, counts, meta = report(args.out, names)
+        _, _, meta = report(args.out, names)
     except SetupError as e:
         print(f"fstests: error: {e}", file=sys.stderr)
         return 2
@@ -730,33 +819,12 @@ def main():
     print(open(os.path.join(args.out, "report.md")).read().split("\n## Tests that failed")[0])
     log(f"report: {os.path.join(args.out, 'report.md')}")
     if args.gate:
-        bad = False
-        for n in names:
-            if sum(counts[n].values()) == 0 or counts[n]["pass"] == 0:
-                print(f"FAIL: {n} passed no test")
-                bad = True
-        if "rust" not in names:
-            print("FAIL: --gate needs the rust configuration to compare with")
-            bad = True
-        for n in names:
-            for pr in meta[n].get("problems", []):
-                print(f"FAIL: {n}: {pr}")
-                bad = True
-        known = load_known()
-        for t, who in alone.items():
-            k = known.get(t)
-            # A difference known.tsv explains for exactly these
-            # configurations is reported, not failed; any other
-            # configuration, or any other test, fails.
-            if k and set(who) <= set(k[0].split(",")):
-                print(f"known: {t} passed on the Rust daemon, not on "
-                      f"{', '.join(who)}: {k[1]}")
-                continue
-            print(f"FAIL: {t} passed on the Rust daemon, not on "
-                  + ", ".join(who))
-            bad = True
-        if not bad:
-            print("ok: every test that passed on the Rust daemon passed on ours")
+        res = {n: read_results(os.path.join(args.out, n, "run", "results.tsv"))
+               for n in names}
+        if args.report_only:
+            tests = read_list(args.tests) if args.tests else None
+        lines, bad = gate(names, tests, res, meta, load_known())
+        print("\n".join(lines))
         return 1 if bad else 0
     return 0
 

@@ -34,8 +34,23 @@ if ! grep -F -q "$want" "$work/bad/qemu.log"; then
     echo "FAIL: QEMU did not refuse the daemon's 32 MiB window (status $rc)"
     exit 1
 fi
-! grep -q "PASS" "$work/bad.out" ||
-    { echo "FAIL: the guest ran behind a refused daemon"; exit 1; }
+# The guest's verdict line (its pass()) must never come: QEMU stopped at
+# realize, before the guest ran, which vm.py reports as its own failure
+# (125) naming QEMU's exit status.
+verdict="ok: a DAX mount behind a daemon that states the window's size"
+if grep -F -q "$verdict" "$work/bad.out"; then
+    cat "$work/bad.out"
+    echo "FAIL: the guest ran behind a refused daemon"
+    exit 1
+fi
+if [ "$rc" != 125 ] ||
+   ! grep -F -q "QEMU ended (status 1) before the guest script finished" \
+       "$work/bad.out"; then
+    cat "$work/bad.out"
+    echo "FAIL: vm.py ended with status $rc, not 125 with QEMU's status 1" \
+         "before the guest ran"
+    exit 1
+fi
 echo "ok: QEMU refused it: $(grep -F -m1 "$want" "$work/bad/qemu.log")"
 
 python3 "$top/harness/vm.py" --shared "$work/shared" --cache-size 32M \

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <sys/uio.h>
 #include <poll.h>
+#include "qemu/cutils.h"
 #include "qemu/units.h"
 #include "libqtest.h"
 #include "qobject/qdict.h"
@@ -2173,11 +2174,47 @@ static uint32_t kvm_guest_passes(TestCtx *t, uint32_t from, uint32_t n)
     return passes;
 }
 
-static void test_kvm_truncate(void)
+/*
+ * The sum of the numbers right after @after on the lines of @trace that
+ * hold the trace event @event ("": right after the event's name)
+ */
+static unsigned int trace_sum(const char *trace, const char *event,
+                              const char *after)
+{
+    g_auto(GStrv) lines = g_strsplit(trace, "\n", -1);
+    unsigned int sum = 0;
+    char **l;
+
+    for (l = lines; *l; l++) {
+        const char *p = strstr(*l, event), *end;
+        unsigned int n;
+
+        p = p ? strstr(p + strlen(event), after) : NULL;
+        if (p && qemu_strtoui(p + strlen(after), &end, 10, &n) == 0) {
+            sum += n;
+        }
+    }
+    return sum;
+}
+
+/*
+ * What the KVM truncate case saw, run once for both of its tests: the
+ * mappings the window repaired, and how many of them through the path
+ * without an address, after KVM_RUN failed with EFAULT (the rest came
+ * through the SIGBUS handler)
+ */
+static struct {
+    bool ran;
+    const char *skipped;
+    unsigned int fixups, efault_fixups;
+} kvm_truncate_seen;
+
+static void kvm_truncate_run(void)
 {
     /* At the reset vector: ljmp $0xf000, $0 */
     static const uint8_t reset[] = { 0xea, 0x00, 0x00, 0x00, 0xf0 };
     g_autofree char *dir = NULL, *image_path = NULL, *trace_path = NULL;
+    g_autofree char *events_path = NULL;
     g_autofree char *extra = NULL, *trace = NULL;
     g_autofree uint8_t *image = g_malloc0(64 * KiB);
     uint64_t seed = 0x4b564d;
@@ -2186,21 +2223,29 @@ static void test_kvm_truncate(void)
     TestCtx t;
     int fd;
 
+    if (kvm_truncate_seen.ran || kvm_truncate_seen.skipped) {
+        return;
+    }
     if (!qtest_has_accel("kvm")) {
-        g_test_skip("no usable KVM here (/dev/kvm)");
+        kvm_truncate_seen.skipped = "no usable KVM here (/dev/kvm)";
         return;
     }
     dir = g_dir_make_tmp("vuf-kvm-XXXXXX", NULL);
     g_assert_nonnull(dir);
     image_path = g_build_filename(dir, "guest.bin", NULL);
     trace_path = g_build_filename(dir, "trace", NULL);
+    events_path = g_build_filename(dir, "events", NULL);
     memcpy(image, kvm_guest, sizeof(kvm_guest));
     memcpy(image + 64 * KiB - 16, reset, sizeof(reset));
     g_assert_true(g_file_set_contents(image_path, (char *)image, 64 * KiB,
                                       NULL));
-    extra = g_strdup_printf(" -accel kvm -bios %s -trace enable="
-                            "virtio_shmem_arena_sigbus,file=%s",
-                            image_path, trace_path);
+    /* Both repairs' events, into one file */
+    g_assert_true(g_file_set_contents(events_path,
+                                      "virtio_shmem_arena_sigbus\n"
+                                      "virtio_shmem_arena_fixup_all\n", -1,
+                                      NULL));
+    extra = g_strdup_printf(" -accel kvm -bios %s -trace events=%s,file=%s",
+                            image_path, events_path, trace_path);
     setup_full(&t, "64M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES, extra);
     qvhost_user_fs_pci_place_cache_bar(t.fs, KVM_BAR_ADDR);
 
@@ -2225,12 +2270,60 @@ static void test_kvm_truncate(void)
     close(fd);
     teardown(&t);
 
-    /* It went on because the window repaired the mapping: the trace */
     g_assert_true(g_file_get_contents(trace_path, &trace, NULL, NULL));
-    g_assert_nonnull(strstr(trace, "virtio_shmem_arena_sigbus "));
+    kvm_truncate_seen.fixups = trace_sum(trace, "virtio_shmem_arena_sigbus ",
+                                         "");
+    kvm_truncate_seen.efault_fixups =
+        trace_sum(trace, "virtio_shmem_arena_fixup_all ", "EFAULT): ");
+    kvm_truncate_seen.ran = true;
     unlink(image_path);
     unlink(trace_path);
+    unlink(events_path);
     rmdir(dir);
+}
+
+/* The guest went on because the window repaired the mapping, either way */
+static void test_kvm_truncate(void)
+{
+    kvm_truncate_run();
+    if (kvm_truncate_seen.skipped) {
+        g_test_skip(kvm_truncate_seen.skipped);
+        return;
+    }
+    g_test_message("repaired %u mappings: %u after KVM_RUN's EFAULT, %u in "
+                   "the SIGBUS handler", kvm_truncate_seen.fixups,
+                   kvm_truncate_seen.efault_fixups,
+                   kvm_truncate_seen.fixups - kvm_truncate_seen.efault_fixups);
+    g_assert_cmpuint(kvm_truncate_seen.fixups, >, 0);
+    g_assert_cmpuint(kvm_truncate_seen.efault_fixups, <=,
+                     kvm_truncate_seen.fixups);
+}
+
+/*
+ * ...through the KVM patch's repair, after KVM_RUN failed with EFAULT.
+ * A KVM that shadows the guest's page tables (kvm_pvm) raises SIGBUS in
+ * the vCPU thread instead, and never takes that path: there this part
+ * is skipped, saying so, never passed.
+ */
+static void test_kvm_truncate_efault(void)
+{
+    g_autofree char *why = NULL;
+
+    kvm_truncate_run();
+    if (kvm_truncate_seen.skipped) {
+        g_test_skip(kvm_truncate_seen.skipped);
+        return;
+    }
+    if (!kvm_truncate_seen.efault_fixups) {
+        why = g_strdup_printf("the EFAULT repair was not reached: this KVM "
+                              "raised SIGBUS in the vCPU thread (one that "
+                              "shadows guest page tables, as kvm_pvm "
+                              "does), and the signal path repaired %u "
+                              "mappings", kvm_truncate_seen.fixups);
+        g_test_skip(why);
+        return;
+    }
+    g_assert_cmpuint(kvm_truncate_seen.efault_fixups, >, 0);
 }
 
 /*
@@ -2689,6 +2782,8 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/window/8192-mappings", test_many_mappings);
     qtest_add_func("/vhost-user-fs/window/mapping-limit", test_mapping_limit);
     qtest_add_func("/vhost-user-fs/window/kvm-truncate", test_kvm_truncate);
+    qtest_add_func("/vhost-user-fs/window/kvm-truncate-efault",
+                   test_kvm_truncate_efault);
     qtest_add_func("/vhost-user-fs/window/migration-blocked",
                    test_migration_blocked);
     qtest_add_func("/vhost-user-fs/window/migration-with-window",
