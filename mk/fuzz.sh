@@ -32,8 +32,8 @@ CC=${FUZZ_CC:-clang}
 
 # compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files.
 # $HARNESS (default fuzz-request.c) is the harness; with $WITH_SECCOMP=1
-# seccomp-filter.c and libseccomp are linked too, with $WITH_VHOST=1 vhost.c and
-# libvhost-user.
+# seccomp-filter.c is linked too, with $WITH_VHOST=1 vhost.c and
+# libvhost-user.  libseccomp always: the broker (broker.c) filters itself.
 compile() {
     local out=$1 srcs=() f libs=() harness=${HARNESS:-fuzz-request.c}
     shift
@@ -46,7 +46,7 @@ compile() {
         esac
     done
     srcs+=("$FUZZ_DIR/$harness")
-    [ "${WITH_SECCOMP:-0}" = 1 ] && libs=(-lseccomp)
+    libs=(-lseccomp)
     [ "${WITH_VHOST:-0}" = 1 ] &&
         srcs+=("$SRC/subprojects/libvhost-user/libvhost-user.c"
                "$SRC/subprojects/libvhost-user/libvhost-user-shmem.c")

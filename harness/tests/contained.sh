@@ -115,9 +115,14 @@ for mode in namespace chroot none; do
     elif [ -n "$broker" ]; then
         bad "$mode: a broker runs ($broker), though prefer means fds here"
     fi
+    # The front-end goes: the daemon cleans up (its broker too) and exits 0
     kill $conn 2>/dev/null || true
-    kill $top_pid 2>/dev/null || true
-    wait $top_pid 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 $top_pid 2>/dev/null || break; sleep 0.1; done
+    kill $top_pid 2>/dev/null && bad "$mode: the daemon outlived its front-end"
+    st=0
+    wait $top_pid 2>/dev/null || st=$?
+    [ $st = 0 ] && ok "$mode: the daemon exits 0 once its front-end is gone" ||
+        bad "$mode: the daemon exited with status $st once its front-end was gone"
     # The log made it through the parent, to the end
     grep -q "serving" "$log" && ok "$mode: the log reached the file" ||
         bad "$mode: the log is empty"

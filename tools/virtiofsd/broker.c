@@ -665,6 +665,11 @@ int vfsd_broker_identify(VfsdBroker *b, int handle_type,
     return ret;
 }
 
+unsigned int vfsd_broker_fds(const VfsdBroker *b)
+{
+    return b ? 2 : 0;
+}
+
 void vfsd_broker_counts(VfsdBroker *b, unsigned int *made,
                         unsigned int *opened)
 {

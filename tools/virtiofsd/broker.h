@@ -61,6 +61,9 @@ int vfsd_broker_identify(VfsdBroker *b, int handle_type,
                          const void *bytes, uint32_t len, dev_t *dev,
                          uint64_t *ino, mode_t *type);
 
+/* The fds of ours @b keeps (its socket and pipe), for fd accounting */
+unsigned int vfsd_broker_fds(const VfsdBroker *b);
+
 /* Counters for the log: handles registered, and opened */
 void vfsd_broker_counts(VfsdBroker *b, unsigned int *made,
                         unsigned int *opened);

@@ -104,6 +104,8 @@ static const int allowed[] = {
      * REMOVEMAPPING batch of more than 64 ranges kills the daemon.
      */
     SCMP_SYS(sysinfo),
+    /* Reaping the broker (broker.c) once its socket is closed, at exit */
+    SCMP_SYS(wait4),
 };
 
 /*
