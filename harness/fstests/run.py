@@ -38,8 +38,6 @@ mount namespace private to the run, which goes with it.  fstests' fill
 tests (generic/027, 213, 224...) then fill those and not the host's
 file system.  That needs root (as the daemons do); otherwise, or with
 --share-size=0, the shares are plain directories, said on the log.
-A share that is a whole file system is also what our daemon's
---inode-file-handles=prefer needs to hold inodes by handle.
 
 --gate (CI): exit 1 when a test that passed on the Rust daemon did not
 pass on ours in some configuration, failed on every configuration, or

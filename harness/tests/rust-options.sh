@@ -138,7 +138,7 @@ for r in "${rows[@]}"; do
 done
 check kata "submount read" "$(fact kata-sub)" inside
 check kata "submount announced" "$(fact kata-subdev)" different
-check kata "prefer: fds, the share is part of /tmp" "$(has kata 'prefer: inodes are held by fds, as the shared directory is not a whole file system')" yes
+check kata "prefer: fds under --sandbox=none" "$(has kata 'prefer: inodes are held by fds outside --sandbox=namespace')" yes
 check virt "guest xattr set" "$(fact virt-set)" ok
 check virt "xattr on the host" "$(host_xattr "$work/virt/f" user.lv)" libvirt
 check xmap "guest xattr set" "$(fact xmap-set)" ok
@@ -176,6 +176,6 @@ check misc "no KILLPRIV_V2" "$(bit misc 28)" clear
 check kata "KILLPRIV_V2 by default" "$(bit kata 28)" set
 check kata "READDIRPLUS by default" "$(bit kata 13)" set
 check sock "SUBMOUNTS by default" "$(bit sock 27)" set
-check sock "prefer by default: fds on part of /tmp" "$(has sock 'prefer: inodes are held by fds, as the shared directory is not a whole file system')" yes
+check sock "prefer by default: fds under --sandbox none" "$(has sock 'prefer: inodes are held by fds outside --sandbox=namespace')" yes
 [ $failed = 0 ] || exit 1
 echo "ok: ${#rows[@]} Rust command lines, each seen from the guest"

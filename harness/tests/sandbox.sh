@@ -171,10 +171,10 @@ fail=0
 
 # What vfsd_drop_capabilities() keeps: CAP_CHOWN, DAC_OVERRIDE, FOWNER,
 # FSETID, SETGID, SETUID, MKNOD, LEASE, SETFCAP.  Not DAC_READ_SEARCH:
-# vm.py keeps the default --inode-file-handles=prefer, which on this
-# share (a directory of /tmp, not a whole file system) holds inodes by
-# fd, so that the daemon cannot open the rest of /tmp by handle.
-# Anything more (CAP_SYS_ADMIN above all) would outlive the sandbox.
+# with the default --inode-file-handles=prefer only the broker, a
+# process of its own, holds it (see contained.sh), so that the daemon
+# cannot open the rest of /tmp by handle.  Anything more (CAP_SYS_ADMIN
+# above all) would outlive the sandbox.
 want_caps=0
 for bit in 0 1 3 4 6 7 27 28 31; do
     want_caps=$((want_caps | 1 << bit))
