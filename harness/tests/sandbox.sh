@@ -231,8 +231,19 @@ check_daemon() {
         ifaces=$(awk -F: 'NR > 2 { gsub(/ /, "", $1); print $1 }' "/proc/$dpid/net/dev" | xargs)
         [ "$ifaces" = lo ] ||
             { daemon_report+="; network interfaces: $ifaces"; return 0; }
-    elif [ -n "$(cat "/proc/$pid/task/$pid/children" 2>/dev/null)" ]; then
-        daemon_report+="; forked without a pid namespace"; return 0
+    else
+        # Every mode forks a parent that keeps the log (contained.sh);
+        # none makes no namespace
+        dpid=$(only_child "$pid")
+        [ -n "$dpid" ] || { daemon_report+="; not exactly one child"; return 0; }
+        daemon_report+="; daemon pid $dpid"
+        v=$(status_field "$pid" CapEff)
+        [ "$v" = 0000000000000000 ] ||
+            { daemon_report+="; the parent keeps capabilities $v"; return 0; }
+        for ns in mnt pid net; do
+            [ "$(readlink "/proc/$dpid/ns/$ns")" = "$(readlink "/proc/self/ns/$ns")" ] ||
+                { daemon_report+="; --sandbox=none made a $ns namespace"; return 0; }
+        done
     fi
     grep -q $'^Seccomp:\t2' "/proc/$dpid/status" ||
         { daemon_report+="; no seccomp filter"; return 0; }
