@@ -428,6 +428,12 @@ SUITES = [
                  "forget-flood.sh", timeout=900),
     # More files than --rlimit-nofile allows fds: with fds the lookups
     # past the bound fail with ENFILE, by handle all of them work
+    # --poll-us: the guest's requests found by polling, kicks off, and
+    # a QMP stop/cont with the queues polled
+    guest("guest: virtio-fs smoke, request queues polled (--poll-us)",
+          "poll.sh", "smoke.sh", "--daemon", "ours", timeout=300),
+    guest("guest: DAX stop/cont with the request queues polled (--poll-us)",
+          "poll.sh", "dax-stop-cont.sh", timeout=400),
     many_inodes("fds", "inodes by fd"),
     many_inodes("handles", "by file handle"),
     # The usual case at full size: a share that is a directory of a

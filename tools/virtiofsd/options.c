@@ -24,6 +24,8 @@
 #define VFSD_MAX_THREAD_POOL 1024
 /* A range kept longer than this holds a file the guest is done with */
 #define VFSD_MAX_DAX_UNMAP_DELAY 60000
+/* A second of spinning per dry queue is already a core given away */
+#define VFSD_MAX_POLL_US 1000000
 
 /*
  * As the Rust daemon's: the negotiation modes tell libvirt that
@@ -148,6 +150,10 @@ void vfsd_options_usage(const char *prog)
            "  --no-migration            do not offer the front-end the\n"
            "                            back-end state transfer\n"
            "  --thread-pool-size=N      worker threads per queue (0: none)\n"
+           "  --poll-us=N               after a request queue runs dry, look\n"
+           "                            for more for N us before sleeping,\n"
+           "                            the guest's kicks off meanwhile (a\n"
+           "                            core spins; default 0: never)\n"
            "  --rlimit-nofile=N         set RLIMIT_NOFILE to N (default:\n"
            "                            min(1000000, fs.nr_open) where the\n"
            "                            hard limit can be raised, else the\n"
@@ -559,6 +565,7 @@ enum {
     OPT_DAX_POLICY,
     OPT_DAX_UNMAP_DELAY,
     OPT_INODE_FD_CACHE,
+    OPT_POLL_US,
     OPT_TAG,
     OPT_CACHE_SIZE,
     OPT_ADAPTIVE_TIMEOUTS,
@@ -648,6 +655,7 @@ static const struct {
     { "--stats", OPT_STATS },
     { "--dax-unmap-delay", OPT_DAX_UNMAP_DELAY },
     { "--inode-fd-cache", OPT_INODE_FD_CACHE },
+    { "--poll-us", OPT_POLL_US },
     { "--tag", OPT_TAG },
     { "--cache-size", OPT_CACHE_SIZE },
     { "--adaptive-timeouts", OPT_ADAPTIVE_TIMEOUTS },
@@ -793,6 +801,14 @@ static bool apply_number(VfsdOptions *o, int id, const char *val, char **err)
         /* 0: the limit stays as it is, as with the Rust daemon */
         o->rlimit_nofile = n;
         o->rlimit_keep = n == 0;
+        return true;
+    case OPT_POLL_US:
+        if (!parse_u64(val, &n, VFSD_MAX_POLL_US)) {
+            *err = g_strdup_printf("invalid --poll-us '%s' (0 to %d)", val,
+                                   VFSD_MAX_POLL_US);
+            return false;
+        }
+        o->poll_us = n;
         return true;
     case OPT_INODE_FD_CACHE:
         if (!parse_u64(val, &n, INT_MAX)) {

@@ -128,6 +128,7 @@ typedef struct VfsdOptions {
     unsigned int thread_pool_size;
     uint64_t rlimit_nofile;     /* 0: raise it to the hard limit */
     int64_t inode_fd_cache;     /* -1: a quarter of the fd limit */
+    unsigned int poll_us;       /* a dry request queue polled that long */
     bool rlimit_keep;           /* --rlimit-nofile=0: leave it alone */
     VfsdLogLevel log_level;
     bool syslog;

@@ -126,6 +126,7 @@ struct VfsdDev {
     int watch_stop_fd;          /* -1: no such thread */
     /* A back-end state transfer between SET_DEVICE_STATE_FD and CHECK */
     VfsdMigXfer *mig_xfer;
+    gint polled;                /* atomic: --poll-us found requests */
 };
 
 /* The device whose libvhost-user state is @vu */
@@ -1037,15 +1038,78 @@ static void drain_queue(VfsdQueue *q)
     }
 }
 
+/*
+ * Whether @q's ring has requests, or (@stop) the queue is stopping.
+ * With @notify, the guest's kicks are first turned on (true) or off.
+ */
+static bool queue_has_work(VfsdQueue *q, int notify, bool *stop)
+{
+    VfsdDev *dev = q->dev;
+    VuDev *vu = &dev->vu;
+    bool work = false;
+
+    dispatch_read_lock(dev);
+    *stop = g_atomic_int_get(&q->stopping);
+    if (!*stop) {
+        VuVirtq *vq = vu_get_queue(vu, q->qidx);
+
+        g_mutex_lock(&q->lock);
+        if (notify >= 0) {
+            vu_queue_set_notification(vu, vq, notify);
+        }
+        work = !vu_queue_empty(vu, vq);
+        g_mutex_unlock(&q->lock);
+    }
+    dispatch_read_unlock(dev);
+    return work;
+}
+
+/*
+ * --poll-us: once @q has run dry, look for more for that long with the
+ * guest's kicks off, so that a guest sending one request after another
+ * neither kicks (a VM exit, an eventfd write) nor waits for this thread
+ * to wake up.  Kicks are turned back on before giving up, and the ring
+ * looked at once more, since a request queued just before then came
+ * without one.  Returns whether there is work.
+ */
+static bool queue_poll(VfsdQueue *q)
+{
+    gint64 end = g_get_monotonic_time() + q->dev->fs->opts->poll_us;
+    bool stop;
+
+    if (queue_has_work(q, false, &stop)) {
+        return true;
+    }
+    while (!stop && g_get_monotonic_time() < end) {
+        if (queue_has_work(q, -1, &stop)) {
+            g_atomic_int_inc(&q->dev->polled);
+            return true;
+        }
+    }
+    return !stop && queue_has_work(q, true, &stop);
+}
+
 static void *queue_thread(void *opaque)
 {
     VfsdQueue *q = opaque;
     VfsdDev *dev = q->dev;
+    bool poll_dry = q->qidx > 0 && dev->fs->opts->poll_us;
     int kick_fd;
 
     pthread_rwlock_rdlock(&dev->dispatch_lock);
     kick_fd = vu_get_queue(&dev->vu, q->qidx)->kick_fd;
     pthread_rwlock_unlock(&dev->dispatch_lock);
+    /*
+     * A poll that a stop ended left the kicks off: on again, and what
+     * came meanwhile without a kick is served now.
+     */
+    if (poll_dry) {
+        bool stop;
+
+        if (queue_has_work(q, true, &stop)) {
+            drain_queue(q);
+        }
+    }
 
     for (;;) {
         struct pollfd pfd[2] = {
@@ -1070,7 +1134,9 @@ static void *queue_thread(void *opaque)
         }
         if (pfd[0].revents & POLLIN) {
             eventfd_read(kick_fd, &v);
-            drain_queue(q);
+            do {
+                drain_queue(q);
+            } while (poll_dry && queue_poll(q));
         }
     }
     return NULL;
@@ -1540,6 +1606,10 @@ static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
             vfsd_stats_report(dev->fs->stats);
         }
         vfsd_inodes_report(dev->fs);
+        if (dev->fs->opts->poll_us) {
+            vfsd_info("--poll-us: requests found by polling %d times",
+                      g_atomic_int_get(&dev->polled));
+        }
         return 0;
     case VFSD_VHOST_USER_GET_SHMEM_CONFIG:
         if (!send_shmem_config(dev, vmsg)) {
