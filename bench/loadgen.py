@@ -481,6 +481,25 @@ def write_reports(out, setup, res, fl, errors):
     table("The floor: the host's calls made directly (us per request)",
           ["mix", "p50", "mean", "calls"], rows)
 
+    rows = []
+    for d in DAEMONS:
+        for q in QUEUES:
+            for depth in DEPTHS:
+                for mix in MIXES:
+                    g = lambda k: get(res, d, q, mix, depth, k)  # noqa: E731
+                    if not g("rps"):
+                        continue
+                    rows.append([LABEL[d], str(q), str(depth), mix,
+                                 fmt(g("rps"), 0), fmt(g("p50_us")),
+                                 fmt(g("p99_us")), fmt(g("cpu_us"), 2),
+                                 fmt(g("csw"), 2),
+                                 fmt(g("frontend_cpu_us"), 2),
+                                 fmt(g("host_busy_cpus"), 2)])
+    table("Every figure", ["daemon", "queues", "depth", "mix", "req/s",
+                           "p50 us", "p99 us", "daemon CPU us/req",
+                           "csw/req", "generator CPU us/req",
+                           "host busy CPUs"], rows)
+
     L += ["## Targets (issue 40)", ""]
     for what, ok, figs in targets(res, fl):
         L.append(f"- {'met' if ok else 'MISSED'}: {what} ({figs})")
