@@ -515,7 +515,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=1.0,
-                    help="per mix and depth (unlink: --unlink-files)")
+                    help="per mix and depth (unpack and unlink stop at "
+                         "8,000 and 20,000 files)")
     ap.add_argument("--quick", action="store_true",
                     help="one round of 0.3 s runs")
     ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))

@@ -233,6 +233,7 @@ typedef struct Opts {
     double seconds;
     uint64_t count;             /* requests per run instead of seconds */
     unsigned int unlink_files;
+    unsigned int unpack_files;
     pid_t pid;
     const char *mixes;
     bool floor;
@@ -265,6 +266,7 @@ static struct {
     uint32_t io_size;
     uint8_t *written;           /* write mixes: blocks written */
     uint32_t unlink_total, unlink_next;
+    uint32_t unpack_started;
 } lg;
 
 /* A wrong reply: status 1 */
@@ -1312,8 +1314,15 @@ static void unpack_times(unsigned int gid, unsigned int n,
     mt->tv_nsec = (n * 7 + gid) % 1000000000;
 }
 
+/*
+ * The files stay looked up until the mix ends, as a guest keeps what it
+ * unpacked in its dentry cache: a back-end that holds an fd per inode
+ * runs out of them past its RLIMIT_NOFILE, so a run makes at most
+ * --unpack-files files, however long it may last.
+ */
 static void unpack_setup(void)
 {
+    lg.unpack_started = 0;
     make_dir(lg.dirfd, "unpack");
     lg.nodeid[0] = lookup(lg.top_nodeid, "unpack", host_ino("unpack"));
 }
@@ -1327,7 +1336,9 @@ static bool unpack_next(Slot *s)
     unpack_name(name, sizeof(name), s->gid, s->n);
     switch (s->step) {
     case U_LOOKUP:
-        if (!may_start()) {
+        if (!may_start() ||
+            __atomic_fetch_add(&lg.unpack_started, 1, __ATOMIC_RELAXED) >=
+            lg.o.unpack_files) {
             return false;
         }
         req_named(s, FUSE_LOOKUP, lg.nodeid[0], 0, name);
@@ -2387,14 +2398,15 @@ static void usage(void)
     fprintf(stderr,
 "usage: loadgen --socket=PATH --dir=SHARED [--pid=PID] [--queues=N]\n"
 "               [--depths=1,32] [--seconds=S | --count=N] [--mixes=a,b]\n"
-"               [--unlink-files=N] [--no-event-idx]\n"
+"               [--unlink-files=N] [--unpack-files=N] [--no-event-idx]\n"
 "       loadgen --floor --dir=DIR [--seconds=S] [--mixes=a,b]\n"
 "\n"
 "SHARED is the directory the back-end at PATH shares; the fixtures go\n"
 "to SHARED/" TOP_DIR ", made and checked through the host.  PID: the\n"
 "back-end's, for its CPU time and context switches.  One JSON line per\n"
-"mix and depth.  Exit status: 0 all replies right, 1 a wrong reply,\n"
-"2 a set-up failure, 3 the back-end has fewer request queues.\n"
+"mix and depth; unpack and unlink make at most N files a run.  Exit\n"
+"status: 0 all replies right, 1 a wrong reply, 2 a set-up failure,\n"
+"3 the back-end has fewer request queues.\n"
 "Mixes:");
     for (i = 0; i < NMIXES; i++) {
         fprintf(stderr, " %s", mixes[i].name);
@@ -2428,6 +2440,7 @@ int main(int argc, char **argv)
         { "count", required_argument, NULL, 'c' },
         { "mixes", required_argument, NULL, 'm' },
         { "unlink-files", required_argument, NULL, 'u' },
+        { "unpack-files", required_argument, NULL, 'U' },
         { "floor", no_argument, NULL, 'f' },
         { "no-event-idx", no_argument, NULL, 'E' },
         { "help", no_argument, NULL, 'h' },
@@ -2441,6 +2454,7 @@ int main(int argc, char **argv)
     lg.o.queues = 1;
     lg.o.seconds = 1;
     lg.o.unlink_files = 20000;
+    lg.o.unpack_files = 8000;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
         case 's':
@@ -2475,6 +2489,9 @@ int main(int argc, char **argv)
             break;
         case 'u':
             lg.o.unlink_files = parse_uint(optarg, "--unlink-files");
+            break;
+        case 'U':
+            lg.o.unpack_files = parse_uint(optarg, "--unpack-files");
             break;
         case 'f':
             lg.o.floor = true;
