@@ -2327,8 +2327,8 @@ static void floor_run(void)
 }
 
 /*
- * The transport's floor: a kick and a call, each an eventfd write that
- * wakes a thread blocked on it, between two threads.
+ * A kick and a call alone: an eventfd write that wakes a thread blocked
+ * on it, there and back between two threads.
  */
 static int ping[2];
 static bool pong_stop;
@@ -2344,7 +2344,7 @@ static void *pong(void *opaque)
     return NULL;
 }
 
-static void transport_run(void)
+static void eventfd_floor(void)
 {
     pthread_t t;
     eventfd_t v;
@@ -2354,17 +2354,126 @@ static void transport_run(void)
     ping[1] = eventfd(0, EFD_CLOEXEC);
     if (ping[0] < 0 || ping[1] < 0 ||
         pthread_create(&t, NULL, pong, NULL)) {
-        die("transport: %s", strerror(errno));
+        die("eventfd floor: %s", strerror(errno));
     }
     laps_start(&l);
     do {
         eventfd_write(ping[0], 1);
         eventfd_read(ping[1], &v);
     } while (lap(&l));
-    floor_print("transport", &l, 1);
+    floor_print("eventfd", &l, 1);
     __atomic_store_n(&pong_stop, true, __ATOMIC_RELAXED);
     eventfd_write(ping[0], 1);
     pthread_join(t, NULL);
+}
+
+/*
+ * The transport's floor: this program's own round trip, rings and all,
+ * against a back-end thread that does nothing but answer ENOSYS at once.
+ * What a real back-end adds to it is the back-end.
+ */
+static bool null_stop;
+
+static void *null_backend(void *opaque)
+{
+    Vq *q = opaque;
+    uint16_t last_avail = 0, used = 0;
+    struct pollfd p = { .fd = q->kick, .events = POLLIN };
+    eventfd_t v;
+
+    while (!__atomic_load_n(&null_stop, __ATOMIC_ACQUIRE)) {
+        uint16_t avail = __atomic_load_n(&q->avail->idx, __ATOMIC_ACQUIRE);
+        uint16_t old = used;
+
+        if (avail == last_avail) {
+            /* Ask for a kick, then look once more before sleeping */
+            __atomic_store_n(avail_event(q), last_avail, __ATOMIC_RELEASE);
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&q->avail->idx, __ATOMIC_ACQUIRE) ==
+                last_avail) {
+                poll(&p, 1, 100);
+                eventfd_read(q->kick, &v);
+            }
+            continue;
+        }
+        while (last_avail != avail) {
+            uint16_t head = q->avail->ring[last_avail++ % q->num], d = head;
+            const struct fuse_in_header *h =
+                (void *)(lg.mem + q->desc[d].addr - GPA_BASE);
+            struct fuse_out_header *oh;
+
+            while (!(q->desc[d].flags & VRING_DESC_F_WRITE)) {
+                d = q->desc[d].next;
+            }
+            oh = (void *)(lg.mem + q->desc[d].addr - GPA_BASE);
+            oh->len = sizeof(*oh);
+            oh->error = -ENOSYS;
+            oh->unique = h->unique;
+            q->used->ring[used % q->num].id = head;
+            q->used->ring[used % q->num].len = sizeof(*oh);
+            used++;
+        }
+        __atomic_store_n(&q->used->idx, used, __ATOMIC_RELEASE);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (!lg.event_idx ||
+            vring_need_event(__atomic_load_n(used_event(q), __ATOMIC_ACQUIRE),
+                             used, old)) {
+            eventfd_write(q->call, 1);
+        }
+    }
+    return NULL;
+}
+
+static bool null_next(Slot *s)
+{
+    if (!may_start()) {
+        return false;
+    }
+    req_init(s, FUSE_GETATTR, FUSE_ROOT_ID, sizeof(struct fuse_getattr_in));
+    req_body(s, sizeof(struct fuse_attr_out), false);
+    return true;
+}
+
+static void null_done(Slot *s, const Reply *rp)
+{
+    if (rp->error != -ENOSYS) {
+        fail(s, "the null back-end's reply: error %d", rp->error);
+    }
+}
+
+static void transport_floor(void)
+{
+    static const Mix null_mix = { "transport", NULL, null_next, null_done };
+    Vq *q = &lg.rq[0];
+    pthread_t t;
+    Laps l = { 0 };
+
+    lg.memsize = 1 << 20;
+    lg.mem = mmap(NULL, lg.memsize, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (lg.mem == MAP_FAILED) {
+        die("transport floor: %s", strerror(errno));
+    }
+    lg.event_idx = !lg.o.no_event_idx;
+    vq_init(q, 1, 1);
+    q->nslots = 1;
+    lg.mix = &null_mix;
+    lg.count_bound = false;
+    if (pthread_create(&t, NULL, null_backend, q)) {
+        die("transport floor: pthread_create failed");
+    }
+    laps_start(&l);
+    lg.deadline = l.end;
+    vq_run(q);
+    l.last = now_ns();
+    __atomic_store_n(&null_stop, true, __ATOMIC_RELEASE);
+    eventfd_write(q->kick, 1);
+    pthread_join(t, NULL);
+    l.d = q->lat;
+    l.n = q->nlat;
+    floor_print("transport", &l, 1);
+    q->lat = NULL;
+    lg.mix = NULL;
 }
 
 /* Each mix at each depth, its scratch files removed after each run */
@@ -2541,7 +2650,8 @@ int main(int argc, char **argv)
     if (lg.o.floor) {
         floor_run();
         if (mix_wanted("transport")) {
-            transport_run();
+            eventfd_floor();
+            transport_floor();
         }
     } else {
         connect_backend(max_depth);
