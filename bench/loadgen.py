@@ -436,7 +436,9 @@ def write_reports(out, setup, res, fl, errors):
          "requests deep on each request queue, every reply checked against "
          "the host.  Latency is from the request on the ring to its reply "
          "seen; CPU and context switches are the daemon's whole process "
-         "tree (/proc/PID/stat, /proc/PID/task/*/status) over the run.", ""]
+         "tree (/proc/PID/stat, /proc/PID/task/*/status) over the run.  "
+         "How to read it, and what the committed run showed: README.md, "
+         "\"The server's own speed, without a guest\".", ""]
 
     def table(title, head, rows):
         L.extend([f"## {title}", "", "| " + " | ".join(head) + " |",
@@ -536,7 +538,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=1.0,
                     help="per mix and depth (unpack and unlink stop at "
-                         "8,000 and 20,000 files)")
+                         "8,000 and 50,000 files)")
     ap.add_argument("--quick", action="store_true",
                     help="one round of 0.3 s runs")
     ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))

@@ -2562,7 +2562,7 @@ int main(int argc, char **argv)
 
     lg.o.queues = 1;
     lg.o.seconds = 1;
-    lg.o.unlink_files = 20000;
+    lg.o.unlink_files = 50000;
     lg.o.unpack_files = 8000;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
