@@ -37,7 +37,7 @@ export BUILD PREFIX QEMU_BASE GUEST_DIR GUEST_KERNEL GUEST_DIR_BOOKWORM GUEST_DI
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
-.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree bench-memory fuzz fstests \
+.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree bench-memory bench-loadgen fuzz fstests \
         refresh-patches verify-tree checkpatch install clean distclean help \
         port-base check-bases series bisect-check patch-lines
 
@@ -49,6 +49,7 @@ help:
 	@echo "make bench [QUICK=1] benchmarks (docs/benchmarks/)"
 	@echo "make bench-tree [TREE_ROUNDS=N]  a source tree on each kind of guest storage (docs/benchmarks/tree.md)"
 	@echo "make bench-memory  memory for one read of a large file, with and without the window (docs/benchmarks/memory.md)"
+	@echo "make bench-loadgen [QUICK=1]  the daemons' own speed without a guest, and the floor (docs/benchmarks/loadgen.md)"
 	@echo "make fuzz [FUZZ_SECONDS=N]  fuzz virtiofsd's request path (default 300 s)"
 	@echo "make fstests [FSTESTS=SRC] [FSTESTS_ARGS=...]  fstests' generic group on ours and the Rust virtiofsd"
 	@echo "make prepare         prepare build/src (upstream + our files + patches/)"
@@ -130,12 +131,18 @@ bench: qemu guest rust-virtiofsd
 	@$(BENCH_PYTHON) $(TOP)/bench/run.py $(if $(QUICK),--quick)
 	@$(TOP)/bench/tree.py $(if $(QUICK),--rounds 1,$(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS)))
 	@$(TOP)/bench/memory.py $(if $(QUICK),--rounds 1)
+	@$(TOP)/bench/loadgen.py $(if $(QUICK),--quick)
 
 # Unpack, walk, grep, copy, delete a source tree: tmpfs, ext4 on
 # virtio-blk, 9p, the Rust virtiofsd and ours, with and without a window
 TREE_ROUNDS ?=
 bench-tree: qemu guest rust-virtiofsd
 	@$(TOP)/bench/tree.py $(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS))
+
+# Ours and the Rust virtiofsd under the vhost-user load generator, no
+# guest: requests/s, latency, CPU and switches per request, and the floor
+bench-loadgen: qemu rust-virtiofsd
+	@$(TOP)/bench/loadgen.py $(if $(QUICK),--quick)
 
 # One read of a 512 MiB file: the guest's page cache and QEMU's and the
 # daemon's memory, with and without the window (docs/benchmarks/memory.md)

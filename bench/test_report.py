@@ -13,6 +13,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402
 import tree  # noqa: E402
+import loadgen  # noqa: E402
 
 
 def fig(*runs):
@@ -250,6 +251,64 @@ class TreeTotal(unittest.TestCase):
         # A configuration that did not run at all has no verdict
         self.assertNotIn("window (ours-auto-dax-inode): the tree steps at "
                          "most 5% slower than without it", v)
+class Loadgen(unittest.TestCase):
+    """bench/loadgen.py's verdicts (issue 40's targets)"""
+
+    @staticmethod
+    def res(ours, rust, ours2=None):
+        """Figures for getattr: {daemon: {"qQ": {mix: {"dD": {...}}}}}"""
+        def conf(figs):
+            return {"getattr": {f"d{d}": {k: fig(*v) for k, v in m.items()}
+                                for d, m in figs.items()}}
+        r = {"ours": {"q1": conf(ours)}, "rust": {"q1": conf(rust)}}
+        if ours2:
+            r["ours"]["q2"] = conf(ours2)
+        return r
+
+    def verdicts(self, res, floor=None):
+        fl = {m: {"p50": fig(*v)} for m, v in (floor or {}).items()}
+        return {what.split(": ", 1)[1]: (ok, figs)
+                for what, ok, figs in loadgen.targets(res, fl)}
+
+    def test_cpu_per_request_twice_rust(self):
+        v = self.verdicts(self.res({32: {"cpu_us": (1, 1, 1)}},
+                                   {32: {"cpu_us": (2, 2, 2)}}))
+        key = ("ours serves at least 2x the Rust daemon's requests per "
+               "daemon CPU second (depth 32)")
+        self.assertEqual(v[key], (True, "1.00 vs 2.00 CPU us a request: "
+                                        "2.00x"))
+        v = self.verdicts(self.res({32: {"cpu_us": (1, 1.1, 1.2)}},
+                                   {32: {"cpu_us": (2, 2, 2)}}))
+        self.assertFalse(v[key][0])
+
+    def test_latency_against_rust_and_floor(self):
+        res = self.res({1: {"p50_us": (3, 3, 9)}}, {1: {"p50_us": (5, 5, 5)}})
+        v = self.verdicts(res, {"getattr": (0.5, 0.5, 0.5),
+                                "transport": (1, 1, 1)})
+        self.assertEqual(v["depth 1 p50 of ours at most 0.6x Rust's"],
+                         (True, "3.0 vs 5.0 us: 0.60x"))
+        self.assertEqual(v["depth 1 p50 of ours within 2x of the floor plus "
+                           "the transport"], (True, "3.0 vs 1.5 us: 2.00x"))
+        v = self.verdicts(res, {"getattr": (0.4, 0.4, 0.4),
+                                "transport": (1, 1, 1)})
+        self.assertFalse(v["depth 1 p50 of ours within 2x of the floor plus "
+                           "the transport"][0])
+        # No floor measured: no verdict, rather than one against nothing
+        self.assertNotIn("depth 1 p50 of ours within 2x of the floor plus "
+                         "the transport", self.verdicts(res))
+
+    def test_two_queues(self):
+        two = {"rps": (150, 161, 170), "host_busy_cpus": (2, 2, 2),
+               "daemon_cpus": (1, 1, 1), "frontend_cpu_us": (1, 1, 1)}
+        res = self.res({32: {"rps": (100, 100, 100)}}, {}, {32: two})
+        ok, figs = self.verdicts(res)["two request queues at least 1.6x one "
+                                      "(ours, depth 32)"]
+        self.assertTrue(ok)
+        self.assertTrue(figs.startswith("1.61x"), figs)
+        two["rps"] = (150, 159, 170)
+        res = self.res({32: {"rps": (100, 100, 100)}}, {}, {32: two})
+        self.assertFalse(self.verdicts(res)["two request queues at least "
+                                            "1.6x one (ours, depth 32)"][0])
 
 
 if __name__ == "__main__":

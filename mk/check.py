@@ -69,6 +69,7 @@ QEMU = os.path.join(QBUILD, "qemu-system-x86_64")
 VM = os.path.join(TOP, "harness", "vm.py")
 VIRTIOFSD = os.path.join(QBUILD, "tools", "virtiofsd", "virtiofsd")
 UPSTREAM_QEMU = os.path.join(BUILD, "upstream-qemu", "qemu-system-x86_64")
+LOADGEN = os.path.join(QBUILD, "tests", "unit", "virtiofsd", "loadgen")
 
 QOS_ENV = {"QTEST_QEMU_BINARY": QEMU,
            "QTEST_QEMU_STORAGE_DAEMON_BINARY":
@@ -332,6 +333,20 @@ SUITES = [
           ["bash", os.path.join(TOP, "harness", "tests", "contained.sh")],
           needs=[VIRTIOFSD], ninja=["tools/virtiofsd/virtiofsd"],
           timeout=120),
+    # Both daemons under the vhost-user load generator (no guest): every
+    # mix of make bench's, short, each reply checked against the host
+    # (bench/loadgen.py --check); the Rust daemon's absence fails it.
+    Suite("loadgen: every mix from ours and the Rust virtiofsd, replies "
+          "checked", [sys.executable, os.path.join(TOP, "bench", "loadgen.py"),
+                      "--check"], tap=True,
+          needs=[LOADGEN, VIRTIOFSD],
+          ninja=["tests/unit/virtiofsd/loadgen", "tools/virtiofsd/virtiofsd"],
+          timeout=180,
+          must_run=[f"{d}: {m} at depth 8" for d in
+                    ("ours on 2 request queue(s)",
+                     "Rust 1.14 on 1 request queue(s)")
+                    for m in ("getattr", "unpack", "readdirplus", "read-128k",
+                              "write-128k", "unlink")]),
     unit("virtiofsd: seccomp actions stop a forbidden call",
          "tests/unit/virtiofsd/test-seccomp"),
     unit("libvhost-user: shared memory requests",
