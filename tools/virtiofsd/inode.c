@@ -106,13 +106,40 @@ static int inode_fd_hold(VfsdInode *inode)
 
 static void inode_drop(VfsdInode *inode);
 
+/*
+ * Called with @inode's fd_lock held: closes the fd of a handle inode
+ * nobody uses.  The broker learns of the inode only now, from the fd
+ * about to go (the last the daemon holds of it), so that an inode whose
+ * fd never goes costs no message to another process.  @known: the guest
+ * still knows it (else there is nothing to open again).  Where the
+ * broker cannot take it (a mount whose root is no directory), the inode
+ * keeps its fd, off the idle list, for as long as the guest knows it.
+ */
+static void inode_fd_give_up_locked(VfsdInode *inode, bool known)
+{
+    VfsdFs *fs = inode->fs;
+    int ret;
+
+    if (known && !inode->broker_id) {
+        ret = vfsd_broker_register(fs->broker, fs->proc_self_fd, inode->fd,
+                                   inode->mnt_id, &inode->broker_id);
+        if (ret < 0) {
+            vfsd_debug("inode %" PRIu64 " keeps its fd: %s", inode->nodeid,
+                       strerror(-ret));
+            return;
+        }
+    }
+    close(inode->fd);
+    inode->fd = -1;
+}
+
 /* Closes the fd of @inode, taken off the idle list, unless used again */
-static void inode_idle_close(VfsdInode *inode)
+static void inode_idle_close(VfsdInode *inode, bool known)
 {
     g_mutex_lock(&inode->fd_lock);
-    if (inode->fd_users == 0 && !inode->idle && inode->fd >= 0) {
-        close(inode->fd);
-        inode->fd = -1;
+    if (inode->handle && inode->fd_users == 0 && !inode->idle &&
+        inode->fd >= 0) {
+        inode_fd_give_up_locked(inode, known);
     }
     g_mutex_unlock(&inode->fd_lock);
     inode_drop(inode);
@@ -122,6 +149,7 @@ static void inode_fd_let_go(VfsdInode *inode)
 {
     VfsdInodeStore *st = &inode->fs->inodes;
     VfsdInode *victim = NULL;
+    bool queued;
     GList *head;
 
     if (!inode->handle) {
@@ -132,7 +160,8 @@ static void inode_fd_let_go(VfsdInode *inode)
     if (--inode->fd_users == 0) {
         vfsd_fd_release(inode->fs);
         g_mutex_lock(&st->idle_lock);
-        if (st->idle_max) {
+        queued = st->idle_max != 0;
+        if (queued) {
             g_atomic_int_inc(&inode->refcount);
             g_queue_push_tail_link(&st->idle, &inode->idle_link);
             inode->idle = true;
@@ -141,16 +170,17 @@ static void inode_fd_let_go(VfsdInode *inode)
                 victim = head->data;
                 victim->idle = false;
             }
-        } else {
-            close(inode->fd);
-            inode->fd = -1;
         }
         g_mutex_unlock(&st->idle_lock);
+        /* Not under idle_lock, a leaf: it may talk to the broker */
+        if (!queued) {
+            inode_fd_give_up_locked(inode, true);
+        }
     }
     g_mutex_unlock(&inode->fd_lock);
     /* Not under our fd_lock: it takes the victim's */
     if (victim) {
-        inode_idle_close(victim);
+        inode_idle_close(victim, true);
     }
 }
 
@@ -177,7 +207,7 @@ static void inode_idle_cancel(VfsdInode *inode)
     g_mutex_unlock(&st->idle_lock);
     g_mutex_unlock(&inode->fd_lock);
     if (was_idle) {
-        inode_idle_close(inode);
+        inode_idle_close(inode, false);
     }
 }
 
@@ -213,7 +243,7 @@ static void inode_drop(VfsdInode *inode)
     } else if (inode->fd >= 0) {
         close(inode->fd);
     }
-    if (inode->handle) {
+    if (inode->broker_id) {
         vfsd_broker_forget(inode->fs->broker, inode->broker_id);
     }
     g_free(inode->handle);
@@ -373,29 +403,6 @@ static int inode_make_handle(VfsdFs *fs, int fd, struct file_handle **fh,
     return 0;
 }
 
-/*
- * A new inode held by handle is given to the broker, which alone will
- * open it again: -errno where it cannot take it (mandatory refuses the
- * inode, prefer holds it by fd, @fh freed).
- */
-static int inode_register(VfsdFs *fs, int fd, int mnt_id,
-                          struct file_handle **fh, uint64_t *broker_id)
-{
-    int ret = vfsd_broker_register(fs->broker, fs->proc_self_fd, fd, mnt_id,
-                                   broker_id);
-
-    if (ret == 0) {
-        return 0;
-    }
-    g_clear_pointer(fh, g_free);
-    if (fs->opts->inode_file_handles == VFSD_INODE_FH_MANDATORY) {
-        vfsd_guest_error("the broker cannot hold an inode (%s), and "
-                         "--inode-file-handles=mandatory", strerror(-ret));
-        return ret;
-    }
-    return 0;
-}
-
 /* Whether two file handles name the same file */
 static bool handle_equal(const struct file_handle *a,
                          const struct file_handle *b)
@@ -438,8 +445,7 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     VfsdInodeStore *st = &fs->inodes;
     VfsdInode key, *inode, *fresh;
     g_autofree struct file_handle *fh = NULL;
-    bool have_fh = false, registered = false;
-    uint64_t broker_id = 0;
+    bool have_fh = false;
     int ret, same, mnt_id = 0;
 
     key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
@@ -451,25 +457,19 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     for (;;) {
         inode = g_hash_table_lookup(st->by_key, &key);
         same = inode ? inode_same_file(inode, have_fh ? fh : NULL) : 0;
-        if (!fs->use_handles || same > 0 || (have_fh && !fh) ||
-            registered) {
+        if (have_fh || !fs->use_handles || same > 0) {
             break;
         }
         /*
          * A new inode needs its handle, and so does a known one held by
-         * handle alone; a new one is then given to the broker.  Both
-         * without the table's lock (a system call must not run under
-         * it), so the table may have changed meanwhile: look again.
-         * Most lookups are of known inodes with an fd, idle or in use.
+         * handle alone: made without the table's lock (a system call must
+         * not run under it).  Most lookups are of known inodes with an
+         * fd, idle or in use.  The broker hears of a new one only once
+         * its fd goes (inode_fd_give_up_locked()).
          */
         g_mutex_unlock(&st->lock);
-        if (!have_fh) {
-            ret = inode_make_handle(fs, fd, &fh, &mnt_id);
-            have_fh = true;
-        } else {
-            ret = inode_register(fs, fd, mnt_id, &fh, &broker_id);
-            registered = true;
-        }
+        ret = inode_make_handle(fs, fd, &fh, &mnt_id);
+        have_fh = true;
         if (ret < 0) {
             vfsd_fd_close(fs, fd);
             g_free(fresh);
@@ -524,9 +524,7 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
         fd = -1;
         if (fh) {
             inode->handle = g_steal_pointer(&fh);
-            inode->broker_id = broker_id;
             inode->idle_link.data = inode;
-            broker_id = 0;
             inode->fd_users = 1;
             g_atomic_int_inc(&fs->handles_made);
         }
@@ -545,10 +543,6 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
 
     if (fd >= 0) {
         vfsd_fd_close(fs, fd);
-    }
-    if (broker_id) {
-        /* Registered for an inode that turned out to be known */
-        vfsd_broker_forget(fs->broker, broker_id);
     }
     g_free(fresh);
     return inode;
@@ -643,7 +637,7 @@ void vfsd_inodes_destroy(VfsdFs *fs)
         if (!inode) {
             break;
         }
-        inode_idle_close(inode);
+        inode_idle_close(inode, false);
     }
     if (root) {
         g_mutex_lock(&st->lock);

@@ -181,6 +181,16 @@ static __thread VfsdRunning *thread_req;
 static __thread bool thread_reads;
 /* A front-end round trip of the request this thread runs was given up */
 static __thread bool thread_cancelled;
+/*
+ * The queue whose requests this thread runs in a batch (drain_queue()),
+ * and how many of their completions it has not signalled yet: the guest
+ * is told once for several, but always before dispatch_lock goes.
+ */
+static __thread VfsdQueue *thread_batch;
+static __thread unsigned int thread_unsignalled;
+
+/* Requests a queue thread runs under one hold of dispatch_lock */
+#define VFSD_BATCH 16
 
 static void dispatch_read_lock(VfsdDev *dev)
 {
@@ -317,6 +327,26 @@ static void inflight_done(VfsdElem *el)
     }
 }
 
+/* Tells the guest of the completions this thread's batch has not */
+static void batch_signal(void)
+{
+    VfsdQueue *q = thread_batch;
+
+    if (q && thread_unsignalled) {
+        VuDev *vu = &q->dev->vu;
+
+        g_mutex_lock(&q->lock);
+        vu_queue_notify(vu, vu_get_queue(vu, q->qidx));
+        g_mutex_unlock(&q->lock);
+        thread_unsignalled = 0;
+    }
+}
+
+/*
+ * In a batch, the guest is told at once only when it has queued nothing
+ * more: otherwise the next requests run first, and one signal covers
+ * them all (at the batch's end at the latest).
+ */
 static void complete(VfsdElem *el, size_t written)
 {
     VfsdDev *dev = el->dev;
@@ -326,7 +356,14 @@ static void complete(VfsdElem *el, size_t written)
 
     g_mutex_lock(&q->lock);
     vu_queue_push(vu, vq, &el->elem, written);
-    vu_queue_notify(vu, vq);
+    if (thread_batch == q && !vu_queue_empty(vu, vq)) {
+        thread_unsignalled++;
+    } else {
+        vu_queue_notify(vu, vq);
+        if (thread_batch == q) {
+            thread_unsignalled = 0;
+        }
+    }
     g_mutex_unlock(&q->lock);
     inflight_done(el);
     elem_free(el);
@@ -982,60 +1019,76 @@ static void elem_prepare(VfsdQueue *q, VfsdElem *el)
     }
 }
 
+/* Runs or hands over one request of @q; dispatch_lock held for reading */
+static void drain_one(VfsdQueue *q, VfsdElem *el)
+{
+    VfsdDev *dev = q->dev;
+
+    elem_prepare(q, el);
+    if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
+        if (g_atomic_int_add(&dev->blocking, 1) < VFSD_MAX_BLOCKING) {
+            g_mutex_lock(&dev->park_lock);
+            blocking_submit(dev, el);
+            g_mutex_unlock(&dev->park_lock);
+        } else {
+            g_atomic_int_add(&dev->blocking, -1);
+            process_elem(el, true);
+        }
+    } else if (dev->pool && q->qidx > 0) {
+        el->counted = true;
+        g_mutex_lock(&q->inflight_lock);
+        q->inflight++;
+        g_mutex_unlock(&q->inflight_lock);
+        g_thread_pool_push(dev->pool, el, NULL);
+    } else {
+        /*
+         * Hiprio requests are quick (the others there are refused): no
+         * need to hand them over.
+         */
+        process_elem(el, false);
+    }
+}
+
 /*
- * Pops what the guest queued.  dispatch_lock is taken per request, so
- * that a busy queue cannot keep the main thread from the front-end's
- * messages.
+ * Pops what the guest queued.  dispatch_lock is taken per batch of
+ * VFSD_BATCH requests, so that a busy queue cannot keep the main thread
+ * from the front-end's messages for long, and the guest is signalled
+ * before it goes.
  */
 static void drain_queue(VfsdQueue *q)
 {
     VfsdDev *dev = q->dev;
     VuDev *vu = &dev->vu;
     VfsdElem *el;
+    unsigned int n;
+    bool done = false;
 
-    for (;;) {
+    thread_batch = q;
+    while (!done) {
         dispatch_read_lock(dev);
-        /*
-         * A guest that keeps its ring full must not keep us here once the
-         * front-end wants the queue back.
-         */
-        if (g_atomic_int_get(&q->stopping)) {
-            dispatch_read_unlock(dev);
-            break;
-        }
-        g_mutex_lock(&q->lock);
-        el = vu_queue_pop(vu, vu_get_queue(vu, q->qidx), sizeof(VfsdElem));
-        g_mutex_unlock(&q->lock);
-        if (!el) {
-            dispatch_read_unlock(dev);
-            break;
-        }
-        elem_prepare(q, el);
-
-        if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
-            if (g_atomic_int_add(&dev->blocking, 1) < VFSD_MAX_BLOCKING) {
-                g_mutex_lock(&dev->park_lock);
-                blocking_submit(dev, el);
-                g_mutex_unlock(&dev->park_lock);
-            } else {
-                g_atomic_int_add(&dev->blocking, -1);
-                process_elem(el, true);
-            }
-        } else if (dev->pool && q->qidx > 0) {
-            el->counted = true;
-            g_mutex_lock(&q->inflight_lock);
-            q->inflight++;
-            g_mutex_unlock(&q->inflight_lock);
-            g_thread_pool_push(dev->pool, el, NULL);
-        } else {
+        for (n = 0; n < VFSD_BATCH && !done; n++) {
             /*
-             * Hiprio requests are quick (the others there are refused):
-             * no need to hand them over.
+             * A guest that keeps its ring full must not keep us here
+             * once the front-end wants the queue back.
              */
-            process_elem(el, false);
+            if (g_atomic_int_get(&q->stopping)) {
+                done = true;
+                break;
+            }
+            g_mutex_lock(&q->lock);
+            el = vu_queue_pop(vu, vu_get_queue(vu, q->qidx),
+                              sizeof(VfsdElem));
+            g_mutex_unlock(&q->lock);
+            if (!el) {
+                done = true;
+                break;
+            }
+            drain_one(q, el);
         }
+        batch_signal();
         dispatch_read_unlock(dev);
     }
+    thread_batch = NULL;
 }
 
 /*
@@ -1688,6 +1741,7 @@ static bool dax_wait_begin(VfsdDev *dev)
     if (dax_can_replace(dev) || !thread_reads) {
         return false;
     }
+    batch_signal();
     dispatch_read_unlock(dev);
     return true;
 }
