@@ -46,10 +46,14 @@ MIXES = ["getattr", "lookup", "unpack", "readdirplus", "read-4k", "read-128k",
          "write-4k", "write-128k", "unlink"]
 # The metadata mixes, held to requests per daemon CPU second
 METADATA = ["getattr", "lookup", "unpack", "readdirplus", "unlink"]
-DAEMONS = ["ours", "rust"]
-LABEL = {"ours": "ours", "rust": "Rust 1.14"}
+# Ours polling its queues (--poll-us), off by default: measured both ways
+POLL_US = 50
+DAEMONS = ["ours", "rust", "ours-poll"]
+LABEL = {"ours": "ours", "rust": "Rust 1.14",
+         "ours-poll": f"ours --poll-us={POLL_US}"}
 DEPTHS = [1, 32]
 QUEUES = [1, 2]
+
 # What --floor does for each mix (loadgen.c, floor_run())
 FLOOR_CALLS = {
     "getattr": "statx on a held O_PATH fd",
@@ -96,9 +100,11 @@ class Daemon:
         self.sock = os.path.join(work, f"{tag}.sock")
         self.log = os.path.join(work, f"{tag}.log")
         os.makedirs(self.share)
-        if kind == "ours":
+        if kind in ("ours", "ours-poll"):
             cmd = [binary, f"--socket-path={self.sock}",
                    f"--shared-dir={self.share}", "--cache=auto"]
+            if kind == "ours-poll":
+                cmd.append(f"--poll-us={POLL_US}")
         else:
             cmd = [binary, "--socket-path", self.sock, "--shared-dir",
                    self.share, "--cache", "auto"]
@@ -255,7 +261,7 @@ def metrics(row):
 
 def bench(args):
     rust = rust_virtiofsd()
-    binaries = {"ours": OURS, "rust": rust}
+    binaries = {"ours": OURS, "rust": rust, "ours-poll": OURS}
     for what, path in (("load generator", LOADGEN), ("our virtiofsd", OURS),
                        ("Rust virtiofsd", rust)):
         if not path or not os.access(path, os.X_OK):
@@ -287,7 +293,9 @@ def bench(args):
             order = DAEMONS if rnd % 2 == 0 else DAEMONS[::-1]
             for kind in order:
                 for q in QUEUES:
-                    if (kind, q) in unsupported:
+                    # Polling: latency and its CPU, on one queue
+                    if (kind, q) in unsupported or (kind == "ours-poll" and
+                                                    q != 1):
                         continue
                     log(f"round {rnd + 1}: {LABEL[kind]}, {q} request "
                         "queue(s)")
@@ -333,7 +341,8 @@ def bench(args):
         "load": f"{load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}",
         "share": "a directory of /dev/shm (tmpfs)",
         "rounds": args.rounds, "seconds": args.seconds,
-        "ours": f"tools/virtiofsd at {ours_rev}, --cache=auto",
+        "ours": f"tools/virtiofsd at {ours_rev}, --cache=auto (and with "
+                f"--poll-us={POLL_US})",
         "rust": f"{rust_ver}, --cache auto",
         "unsupported": {f"{k}-q{q}": v for (k, q), v in unsupported.items()},
     }
@@ -395,6 +404,13 @@ def targets(res, fl):
         if o and r:
             t.append((f"{mix}: depth 1 p50 of ours at most 0.6x Rust's",
                       o <= 0.6 * r, f"{o:.1f} vs {r:.1f} us: {o / r:.2f}x"))
+    for mix in MIXES:
+        o = med(get(res, "ours-poll", 1, mix, 1, "p50_us"))
+        r = med(get(res, "rust", 1, mix, 1, "p50_us"))
+        if o and r:
+            t.append((f"{mix}: depth 1 p50 of ours with --poll-us={POLL_US} "
+                      "at most 0.6x Rust's", o <= 0.6 * r,
+                      f"{o:.1f} vs {r:.1f} us: {o / r:.2f}x"))
     for mix in MIXES:
         o = med(get(res, "ours", 1, mix, 1, "p50_us"))
         f = floor_rt(fl, mix)
