@@ -385,13 +385,75 @@ uint64_t vfsd_init_flags_offered(VfsdFs *fs)
     return offered;
 }
 
+/*
+ * What of the guest's INIT @flags this session takes: what we support,
+ * and the security labels --security-label asks for.  -EPROTO where an
+ * option demands what the guest cannot do.
+ */
+static int init_want(VfsdFs *fs, uint64_t flags, uint64_t *want)
+{
+    *want = flags & init_supported(fs);
+    if (fs->opts->posix_acl_always && !(flags & FUSE_POSIX_ACL)) {
+        vfsd_err("--posix-acl=always, and the guest has no POSIX ACLs "
+                 "(FUSE_POSIX_ACL)");
+        return -EPROTO;
+    }
+    if (fs->opts->security_label == VFSD_NEGOTIATE_NEVER) {
+        return 0;
+    }
+    if (flags & FUSE_SECURITY_CTX) {
+        *want |= FUSE_SECURITY_CTX;
+    } else if (fs->opts->security_label == VFSD_NEGOTIATE_ALWAYS) {
+        vfsd_err("--security-label=always, and the guest does not "
+                 "send security labels (FUSE_SECURITY_CTX)");
+        return -EPROTO;
+    } else {
+        vfsd_info("--security-label=auto: the guest does not send "
+                  "security labels, files are created without");
+    }
+    return 0;
+}
+
+/* The session starts with @want: the reply says what we agreed on */
+static void init_accept(VfsdReq *r, const struct fuse_init_in *in,
+                        uint64_t want)
+{
+    VfsdFs *fs = r->fs;
+    struct fuse_init_out out = { 0 };
+
+    fs->conn.proto_minor = MIN(in->minor, VFSD_PROTO_MINOR);
+    fs->conn.flags = want;
+    fs->conn.initialized = true;
+
+    out.major = FUSE_KERNEL_VERSION;
+    out.minor = VFSD_PROTO_MINOR;
+    out.max_readahead = in->max_readahead;
+    out.flags = want & 0xffffffff;
+    out.flags2 = want >> 32;
+    out.max_background = 64;
+    out.congestion_threshold = 48;
+    out.max_write = VFSD_MAX_IO;
+    out.time_gran = 1;
+    out.max_pages = VFSD_MAX_PAGES;
+    /* log2 of the alignment SETUPMAPPING offsets need: the page size */
+    out.map_alignment = VFSD_PAGE_SHIFT;
+    /*
+     * The protocol spoken is the older of the guest's and ours: the
+     * guest kernel matrix (mk/check.py) checks both against each kernel.
+     */
+    vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64 ", protocol %u.%u",
+              in->major, in->minor, want, FUSE_KERNEL_VERSION,
+              fs->conn.proto_minor);
+    reply(r, &out, sizeof(out));
+}
+
 static void do_init(VfsdReq *r, bool variant)
 {
     VfsdFs *fs = r->fs;
     struct fuse_init_in in = { 0 };
-    struct fuse_init_out out = { 0 };
     uint64_t flags, want;
     size_t compat = offsetof(struct fuse_init_in, flags2);
+    int ret;
 
     if (!get_arg(r, &in, compat)) {
         return;
@@ -413,8 +475,11 @@ static void do_init(VfsdReq *r, bool variant)
                  in.major, in.minor, FUSE_KERNEL_VERSION, VFSD_MIN_MINOR);
         if (in.major > FUSE_KERNEL_VERSION) {
             /* The guest retries with our major version */
-            out.major = FUSE_KERNEL_VERSION;
-            out.minor = VFSD_PROTO_MINOR;
+            struct fuse_init_out out = {
+                .major = FUSE_KERNEL_VERSION,
+                .minor = VFSD_PROTO_MINOR,
+            };
+
             reply(r, &out, sizeof(out));
         } else {
             reply_err(r, -EPROTO);
@@ -426,51 +491,12 @@ static void do_init(VfsdReq *r, bool variant)
     if (flags & FUSE_INIT_EXT) {
         flags |= (uint64_t)in.flags2 << 32;
     }
-    want = flags & init_supported(fs);
-    if (fs->opts->posix_acl_always && !(flags & FUSE_POSIX_ACL)) {
-        vfsd_err("--posix-acl=always, and the guest has no POSIX ACLs "
-                 "(FUSE_POSIX_ACL)");
-        reply_err(r, -EPROTO);
+    ret = init_want(fs, flags, &want);
+    if (ret < 0) {
+        reply_err(r, ret);
         return;
     }
-    if (fs->opts->security_label != VFSD_NEGOTIATE_NEVER) {
-        if (flags & FUSE_SECURITY_CTX) {
-            want |= FUSE_SECURITY_CTX;
-        } else if (fs->opts->security_label == VFSD_NEGOTIATE_ALWAYS) {
-            vfsd_err("--security-label=always, and the guest does not "
-                     "send security labels (FUSE_SECURITY_CTX)");
-            reply_err(r, -EPROTO);
-            return;
-        } else {
-            vfsd_info("--security-label=auto: the guest does not send "
-                      "security labels, files are created without");
-        }
-    }
-
-    fs->conn.proto_minor = MIN(in.minor, VFSD_PROTO_MINOR);
-    fs->conn.flags = want;
-    fs->conn.initialized = true;
-
-    out.major = FUSE_KERNEL_VERSION;
-    out.minor = VFSD_PROTO_MINOR;
-    out.max_readahead = in.max_readahead;
-    out.flags = want & 0xffffffff;
-    out.flags2 = want >> 32;
-    out.max_background = 64;
-    out.congestion_threshold = 48;
-    out.max_write = VFSD_MAX_IO;
-    out.time_gran = 1;
-    out.max_pages = VFSD_MAX_PAGES;
-    /* log2 of the alignment SETUPMAPPING offsets need: the page size */
-    out.map_alignment = VFSD_PAGE_SHIFT;
-    /*
-     * The protocol spoken is the older of the guest's and ours: the
-     * guest kernel matrix (mk/check.py) checks both against each kernel.
-     */
-    vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64 ", protocol %u.%u",
-              in.major, in.minor, want, FUSE_KERNEL_VERSION,
-              fs->conn.proto_minor);
-    reply(r, &out, sizeof(out));
+    init_accept(r, &in, want);
 }
 
 static void do_lookup(VfsdReq *r, bool variant)
