@@ -25,6 +25,8 @@ set -euo pipefail
 
 VFSD=$TOP/tools/virtiofsd
 FUZZ_DIR=$VFSD/fuzz
+# What the transport's fuzzer shares with its unit test (vu-frontend.c)
+TEST_HELPERS=$TOP/tests/unit/virtiofsd
 OUT=$BUILD/fuzz
 BIN=$OUT/fuzz-request
 SRC=${QEMU_SRC:-$BUILD/src}
@@ -32,8 +34,9 @@ CC=${FUZZ_CC:-clang}
 
 # compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files.
 # $HARNESS (default fuzz-request.c) is the harness; with $WITH_SECCOMP=1
-# seccomp-filter.c is linked too, with $WITH_VHOST=1 vhost.c and
-# libvhost-user.  libseccomp always: the broker (broker.c) filters itself.
+# seccomp-filter.c is linked too, with $WITH_VHOST=1 vhost.c,
+# libvhost-user and the tests' vhost-user front-end (vu-frontend.c).
+# libseccomp always: the broker (broker.c) filters itself.
 compile() {
     local out=$1 srcs=() f libs=() harness=${HARNESS:-fuzz-request.c}
     shift
@@ -49,12 +52,13 @@ compile() {
     libs=(-lseccomp)
     [ "${WITH_VHOST:-0}" = 1 ] &&
         srcs+=("$SRC/subprojects/libvhost-user/libvhost-user.c"
-               "$SRC/subprojects/libvhost-user/libvhost-user-shmem.c")
+               "$SRC/subprojects/libvhost-user/libvhost-user-shmem.c"
+               "$TEST_HELPERS/vu-frontend.c")
     # shellcheck disable=SC2046
     "$CC" -std=gnu11 -g -O1 -fno-omit-frame-pointer "$@" \
         -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -fwrapv -fno-strict-aliasing \
         -Wall -Wno-unused-parameter \
-        -I"$VFSD" -I"$SRC/subprojects/libvhost-user" \
+        -I"$VFSD" -I"$SRC/subprojects/libvhost-user" -I"$TEST_HELPERS" \
         -iquote "$SRC/include" \
         $(pkg-config --cflags glib-2.0 libcap-ng) \
         "${srcs[@]}" -o "$out.tmp" \
@@ -72,6 +76,7 @@ compile() {
 build_inputs() {
     {
         find "$VFSD" "$SRC/include" "$SRC/subprojects/libvhost-user" \
+            "$TEST_HELPERS"/vu-frontend.[ch] \
             -type f -name '*.[ch]' | LC_ALL=C sort |
             xargs sha256sum
         sha256sum "$0"

@@ -375,19 +375,32 @@ static bool save_session(VfsdFs *fs, VfsdMigWriter *w, char **err)
     return true;
 }
 
-static bool save_inodes(VfsdFs *fs, VfsdMigWriter *w, char **err)
+/*
+ * Whether a file handle alone names @inode: in the file-handles mode, on
+ * the shared directory's own mount, where the destination decodes it.  A
+ * file on a submount goes by its path (the handle, if any, checks it).
+ */
+static bool named_by_handle(VfsdFs *fs, const VfsdInode *inode)
 {
-    g_autoptr(GPtrArray) all = vfsd_inodes_snapshot(fs);
+    return fs->opts->migration_mode == VFSD_MIG_FILE_HANDLES &&
+           inode->mnt_id == fs->inodes.root->mnt_id;
+}
+
+/*
+ * How the destination will find each inode of @all: its handle, its path
+ * as /proc tells it, or failing that as a search of the shared directory
+ * finds it; into @recs, one per inode.
+ */
+static void name_inodes(VfsdFs *fs, GPtrArray *all, MigInode *recs)
+{
     g_autoptr(GHashTable) wanted = g_hash_table_new_full(mig_key_hash,
                                                          mig_key_equal,
                                                          g_free, NULL);
-    g_autofree MigInode *recs = g_new0(MigInode, all->len ? all->len : 1);
-    bool by_handle = fs->opts->migration_mode == VFSD_MIG_FILE_HANDLES;
-    bool want_handle = by_handle || fs->opts->migration_verify_handles;
-    uint64_t root_mnt = fs->inodes.root->mnt_id;
+    bool want_handle = fs->opts->migration_mode == VFSD_MIG_FILE_HANDLES ||
+                       fs->opts->migration_verify_handles;
     char root[PATH_MAX];
-    unsigned int i, unfound = 0, handle_only = 0;
     bool have_root = share_path(fs, root, sizeof(root));
+    unsigned int i;
 
     for (i = 0; i < all->len; i++) {
         MigInode *mi = &recs[i];
@@ -401,12 +414,7 @@ static bool save_inodes(VfsdFs *fs, VfsdMigWriter *w, char **err)
         if (want_handle) {
             mi->handle = handle_of(mi->inode->fd);
         }
-        /*
-         * A file handle alone names the file, on the shared directory's
-         * own mount: the destination decodes it there.  A file on a
-         * submount goes by its path (the handle, if any, checks it).
-         */
-        if (by_handle && mi->handle && mi->inode->mnt_id == root_mnt) {
+        if (mi->handle && named_by_handle(fs, mi->inode)) {
             continue;
         }
         if (have_root) {
@@ -422,44 +430,57 @@ static bool save_inodes(VfsdFs *fs, VfsdMigWriter *w, char **err)
                   g_hash_table_size(wanted));
         find_paths_by_walk(fs, wanted);
     }
+}
 
+/* Writes @mi's record; returns its MIG_INODE_* flags (0: not found) */
+static uint32_t put_inode_rec(VfsdFs *fs, VfsdMigWriter *w, MigInode *mi)
+{
+    uint32_t flags;
+
+    /*
+     * Without a path, a handle only goes as the file-handles mode's
+     * name, where the destination decodes it on the right mount
+     */
+    if (!mi->path && mi->handle && !named_by_handle(fs, mi->inode)) {
+        g_clear_pointer(&mi->handle, g_free);
+    }
+    flags = (mi->path ? MIG_INODE_PATH : 0) |
+            (mi->handle ? MIG_INODE_HANDLE : 0);
+    if (!flags) {
+        /* The destination decides, by its --migration-on-error */
+        vfsd_warn("migration: inode %" PRIu64 " (ino %" PRIu64 ") is "
+                  "not found under the shared directory",
+                  mi->inode->nodeid, (uint64_t)mi->inode->ino);
+    }
+    vfsd_mig_put_u64(w, mi->inode->nodeid);
+    vfsd_mig_put_u64(w, mi->inode->nlookup);
+    vfsd_mig_put_u32(w, mi->inode->type);
+    vfsd_mig_put_u32(w, flags);
+    if (mi->path) {
+        vfsd_mig_put_blob(w, mi->path, strlen(mi->path));
+    }
+    if (mi->handle) {
+        vfsd_mig_put_u32(w, mi->handle->handle_type);
+        vfsd_mig_put_blob(w, mi->handle->f_handle, mi->handle->handle_bytes);
+    }
+    return flags;
+}
+
+static bool save_inodes(VfsdFs *fs, VfsdMigWriter *w, char **err)
+{
+    g_autoptr(GPtrArray) all = vfsd_inodes_snapshot(fs);
+    g_autofree MigInode *recs = g_new0(MigInode, all->len ? all->len : 1);
+    unsigned int i, unfound = 0, handle_only = 0;
+
+    name_inodes(fs, all, recs);
     vfsd_mig_put_u64(w, all->len);
     for (i = 0; i < all->len; i++) {
-        MigInode *mi = &recs[i];
-        uint32_t flags;
+        uint32_t flags = put_inode_rec(fs, w, &recs[i]);
 
-        /*
-         * Without a path, a handle only goes as the file-handles mode's
-         * name, where the destination decodes it on the right mount
-         */
-        if (!mi->path && mi->handle &&
-            (!by_handle || mi->inode->mnt_id != root_mnt)) {
-            g_clear_pointer(&mi->handle, g_free);
-        }
-        flags = (mi->path ? MIG_INODE_PATH : 0) |
-                (mi->handle ? MIG_INODE_HANDLE : 0);
-        if (!mi->path && !mi->handle) {
-            /* The destination decides, by its --migration-on-error */
-            vfsd_warn("migration: inode %" PRIu64 " (ino %" PRIu64 ") is "
-                      "not found under the shared directory",
-                      mi->inode->nodeid, (uint64_t)mi->inode->ino);
-            unfound++;
-        }
+        unfound += !flags;
         handle_only += flags == MIG_INODE_HANDLE;
-        vfsd_mig_put_u64(w, mi->inode->nodeid);
-        vfsd_mig_put_u64(w, mi->inode->nlookup);
-        vfsd_mig_put_u32(w, mi->inode->type);
-        vfsd_mig_put_u32(w, flags);
-        if (mi->path) {
-            vfsd_mig_put_blob(w, mi->path, strlen(mi->path));
-        }
-        if (mi->handle) {
-            vfsd_mig_put_u32(w, mi->handle->handle_type);
-            vfsd_mig_put_blob(w, mi->handle->f_handle,
-                              mi->handle->handle_bytes);
-        }
-        g_free(mi->path);
-        g_free(mi->handle);
+        g_free(recs[i].path);
+        g_free(recs[i].handle);
     }
     mig_of(fs)->inodes = all->len;
     mig_of(fs)->lost = unfound;
@@ -911,114 +932,182 @@ static bool restore_pending(VfsdFs *fs, GPtrArray *pending,
     return true;
 }
 
+static void mig_pending_free(gpointer p)
+{
+    MigPending *pd = p;
+
+    g_free(pd->mi.path);
+    g_free(pd);
+}
+
+/* A record of the inodes section, as the stream gives it */
+typedef struct MigInodeRec {
+    uint64_t nodeid, nlookup;
+    uint32_t type;
+    uint32_t flags;             /* MIG_INODE_* */
+    char *path;                 /* NULL: none given */
+    int handle_type;
+    const uint8_t *handle;      /* into the stream; NULL: none given */
+    uint32_t handle_len;
+} MigInodeRec;
+
+static void mig_inode_rec_clear(MigInodeRec *rec)
+{
+    g_free(rec->path);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(MigInodeRec, mig_inode_rec_clear)
+
+/* The next record of the inodes section: false when it is malformed */
+static bool read_inode_rec(VfsdMigReader *r, MigInodeRec *rec)
+{
+    const uint8_t *p;
+    uint32_t len;
+
+    rec->nodeid = vfsd_mig_get_u64(r);
+    rec->nlookup = vfsd_mig_get_u64(r);
+    rec->type = vfsd_mig_get_u32(r);
+    rec->flags = vfsd_mig_get_u32(r);
+    if (rec->flags & MIG_INODE_PATH) {
+        p = vfsd_mig_get_blob(r, PATH_MAX - 1, &len);
+        /* Checked as the string it becomes: no NUL inside */
+        if (p && !memchr(p, 0, len)) {
+            rec->path = g_strndup((const char *)p, len);
+        }
+        if (!rec->path || !valid_rel_path(rec->path)) {
+            r->bad = true;
+        }
+    }
+    if (rec->flags & MIG_INODE_HANDLE) {
+        rec->handle_type = (int)vfsd_mig_get_u32(r);
+        rec->handle = vfsd_mig_get_blob(r, MAX_HANDLE_SZ, &rec->handle_len);
+        if (!rec->handle_len) {
+            r->bad = true;
+        }
+    }
+    return !r->bad && rec->nodeid > FUSE_ROOT_ID &&
+           rec->nodeid <= MIG_ID_MAX && rec->nlookup &&
+           valid_type(rec->type) && !(rec->flags & ~MIG_INODE_FLAGS);
+}
+
+/*
+ * The file of a record that gives its path, checked against its handle
+ * if it gives one too: an O_PATH fd, with its *stx, or a negative errno
+ * and *why.  A record with neither path nor handle is a file the source
+ * could not find.
+ */
+static int locate_by_path(VfsdFs *fs, const MigInodeRec *rec,
+                          struct statx *stx, const char **why)
+{
+    int fd;
+
+    if (!rec->path) {
+        *why = "the source found no path to it";
+        return -ENOENT;
+    }
+    if (!vfsd_fd_reserve(fs)) {
+        *why = "too many open files";
+        return -ENFILE;
+    }
+    fd = find_inode(fs, rec->path, rec->handle_type, rec->handle,
+                    rec->handle_len, why);
+    if (fd < 0) {
+        vfsd_fd_release(fs);
+        return fd;
+    }
+    if (vfsd_statx(fd, stx) < 0 || (stx->stx_mode & S_IFMT) != rec->type) {
+        vfsd_fd_close(fs, fd);
+        *why = "its path leads to a file of another type";
+        return -ESTALE;
+    }
+    return fd;
+}
+
+/*
+ * A record that names its file by handle alone: once the broker has
+ * identified the file, the record waits in @pending (its key in
+ * @wanted) for restore_pending() to find it.  0 when it waits, else a
+ * negative errno and *why.
+ */
+static int defer_by_handle(VfsdFs *fs, const MigInodeRec *rec,
+                           GPtrArray *pending, GHashTable *wanted,
+                           const char **why)
+{
+    MigPending *pd;
+    mode_t found;
+    MigKey k;
+    int ret;
+
+    ret = identify_handle(fs, rec->handle_type, rec->handle,
+                          rec->handle_len, &k, &found, why);
+    if (ret < 0) {
+        return ret;
+    }
+    if (found != rec->type) {
+        *why = "its file handle names a file of another type";
+        return -ESTALE;
+    }
+    if (g_hash_table_contains(wanted, &k)) {
+        *why = "another nodeid has the same file";
+        return -EEXIST;
+    }
+    pd = g_new0(MigPending, 1);
+    pd->nodeid = rec->nodeid;
+    pd->nlookup = rec->nlookup;
+    pd->type = rec->type;
+    pd->key = k;
+    g_ptr_array_add(pending, pd);
+    g_hash_table_insert(wanted, g_memdup2(&k, sizeof(k)), &pd->mi);
+    return 0;
+}
+
+/*
+ * Each record is read, then its file located (by its path, or by its
+ * handle through the broker), then restored, or lost under
+ * --migration-on-error; those named by handle alone wait for one search
+ * of the shared directory at the end.
+ */
 static bool load_inodes(VfsdFs *fs, VfsdMigReader *r, char **err)
 {
-    g_autoptr(GPtrArray) pending = g_ptr_array_new();
+    g_autoptr(GPtrArray) pending =
+        g_ptr_array_new_with_free_func(mig_pending_free);
     g_autoptr(GHashTable) wanted = g_hash_table_new_full(mig_key_hash,
                                                          mig_key_equal,
                                                          g_free, NULL);
     uint64_t count, i;
-    bool ok = false;
-    unsigned int j;
 
     if (!vfsd_mig_get_count(r, MIG_INODE_MIN, &count)) {
         *err = g_strdup("bad inode count");
         return false;
     }
     for (i = 0; i < count; i++) {
-        uint64_t nodeid = vfsd_mig_get_u64(r);
-        uint64_t nlookup = vfsd_mig_get_u64(r);
-        uint32_t type = vfsd_mig_get_u32(r);
-        uint32_t flags = vfsd_mig_get_u32(r);
-        g_autofree char *path = NULL;
-        const uint8_t *p, *hbytes = NULL;
-        uint32_t len, hlen = 0;
-        int htype = 0, fd;
+        g_auto(MigInodeRec) rec = { 0 };
         const char *why = NULL;
         struct statx stx;
-        MigPending *pd;
-        mode_t found;
-        MigKey k;
+        int fd;
 
-        if (flags & MIG_INODE_PATH) {
-            p = vfsd_mig_get_blob(r, PATH_MAX - 1, &len);
-            /* Checked as the string it becomes: no NUL inside */
-            if (p && !memchr(p, 0, len)) {
-                path = g_strndup((const char *)p, len);
-            }
-            if (!path || !valid_rel_path(path)) {
-                r->bad = true;
-            }
-        }
-        if (flags & MIG_INODE_HANDLE) {
-            htype = (int)vfsd_mig_get_u32(r);
-            hbytes = vfsd_mig_get_blob(r, MAX_HANDLE_SZ, &hlen);
-            if (!hlen) {
-                r->bad = true;
-            }
-        }
-        if (r->bad || nodeid <= FUSE_ROOT_ID || nodeid > MIG_ID_MAX ||
-            !nlookup || !valid_type(type) || (flags & ~MIG_INODE_FLAGS)) {
+        if (!read_inode_rec(r, &rec)) {
             *err = g_strdup_printf("bad inode record %" PRIu64, i);
-            goto out;
+            return false;
         }
-        if (!flags) {
-            fd = -ENOENT;
-            why = "the source found no path to it";
-        } else if (!(flags & MIG_INODE_PATH)) {
-            fd = identify_handle(fs, htype, hbytes, hlen, &k, &found, &why);
-            if (fd == 0 && found != type) {
-                fd = -ESTALE;
-                why = "its file handle names a file of another type";
-            }
-            if (fd == 0 && !g_hash_table_contains(wanted, &k)) {
-                pd = g_new0(MigPending, 1);
-                pd->nodeid = nodeid;
-                pd->nlookup = nlookup;
-                pd->type = type;
-                pd->key = k;
-                g_ptr_array_add(pending, pd);
-                g_hash_table_insert(wanted, g_memdup2(&k, sizeof(k)),
-                                    &pd->mi);
+        if (rec.flags == MIG_INODE_HANDLE) {
+            fd = defer_by_handle(fs, &rec, pending, wanted, &why);
+            if (!fd) {
                 continue;
             }
-            if (fd == 0) {
-                fd = -EEXIST;
-                why = "another nodeid has the same file";
-            }
-        } else if (!vfsd_fd_reserve(fs)) {
-            fd = -ENFILE;
-            why = "too many open files";
         } else {
-            fd = find_inode(fs, path, htype, hbytes, hlen, &why);
-            if (fd < 0) {
-                vfsd_fd_release(fs);
-            }
+            fd = locate_by_path(fs, &rec, &stx, &why);
         }
-        if (fd >= 0 && (vfsd_statx(fd, &stx) < 0 ||
-                        (stx.stx_mode & S_IFMT) != type)) {
-            vfsd_fd_close(fs, fd);
-            fd = -ESTALE;
-            why = "its path leads to a file of another type";
-        }
-        if (!restore_one(fs, nodeid, nlookup, type, fd, &stx, why, path,
-                         err)) {
-            goto out;
+        if (!restore_one(fs, rec.nodeid, rec.nlookup, rec.type, fd, &stx,
+                         why, rec.path, err)) {
+            return false;
         }
     }
     if (!restore_pending(fs, pending, wanted, err)) {
-        goto out;
+        return false;
     }
     mig_of(fs)->inodes = count;
-    ok = true;
-out:
-    for (j = 0; j < pending->len; j++) {
-        MigPending *pd = g_ptr_array_index(pending, j);
-
-        g_free(pd->mi.path);
-        g_free(pd);
-    }
-    return ok;
+    return true;
 }
 
 /*
@@ -1232,26 +1321,16 @@ GByteArray *vfsd_migrate_save(VfsdFs *fs, char **err)
     return buf;
 }
 
-bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err)
+/* The stream's header: false, with *err, for a stream we cannot read */
+static bool load_header(VfsdMigReader *r, char **err)
 {
-    VfsdMigReader r;
-    int64_t t0 = g_get_monotonic_time();
-    unsigned int next = 0;
-    uint32_t version, hflags;
     char magic[VFSD_MIG_MAGIC_LEN];
-    VfsdMig *m;
+    uint32_t version, hflags;
 
-    if (fs->conn.initialized) {
-        *err = g_strdup("the destination serves a guest already");
-        return false;
-    }
-    m = mig_of(fs);
-    m->inodes = m->handles = m->locks = m->lost = m->by_handle = 0;
-    vfsd_mig_reader_init(&r, p, len);
-    vfsd_mig_get_bytes(&r, magic, sizeof(magic));
-    version = vfsd_mig_get_u32(&r);
-    hflags = vfsd_mig_get_u32(&r);
-    if (r.bad || memcmp(magic, VFSD_MIG_MAGIC, sizeof(magic))) {
+    vfsd_mig_get_bytes(r, magic, sizeof(magic));
+    version = vfsd_mig_get_u32(r);
+    hflags = vfsd_mig_get_u32(r);
+    if (r->bad || memcmp(magic, VFSD_MIG_MAGIC, sizeof(magic))) {
         *err = g_strdup("not a virtiofsd state stream of ours (the source "
                         "may be another daemon)");
         return false;
@@ -1263,14 +1342,26 @@ bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err)
                                VFSD_MIG_VERSION);
         return false;
     }
+    return true;
+}
+
+/*
+ * The sections up to the end mark, each loaded by its row of sections[],
+ * in the rows' order; one this daemon cannot load is skipped if it is
+ * optional, else the load fails.
+ */
+static bool load_sections(VfsdFs *fs, VfsdMigReader *r, char **err)
+{
+    unsigned int next = 0;
+
     for (;;) {
-        uint32_t type = vfsd_mig_get_u32(&r);
-        uint32_t flags = vfsd_mig_get_u32(&r);
-        uint64_t slen = vfsd_mig_get_u64(&r);
+        uint32_t type = vfsd_mig_get_u32(r);
+        uint32_t flags = vfsd_mig_get_u32(r);
+        uint64_t slen = vfsd_mig_get_u64(r);
         VfsdMigReader sub;
         unsigned int i;
 
-        if (r.bad || slen > vfsd_mig_remaining(&r)) {
+        if (r->bad || slen > vfsd_mig_remaining(r)) {
             *err = g_strdup("truncated state stream");
             return false;
         }
@@ -1280,10 +1371,10 @@ bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err)
             return false;
         }
         if (type == VFSD_MIG_SEC_END) {
-            break;
+            return true;
         }
-        vfsd_mig_reader_init(&sub, r.p + r.pos, slen);
-        r.pos += slen;
+        vfsd_mig_reader_init(&sub, r->p + r->pos, slen);
+        r->pos += slen;
         for (i = next; i < G_N_ELEMENTS(sections); i++) {
             if (sections[i].type == type) {
                 break;
@@ -1306,6 +1397,24 @@ bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err)
             *err = g_strdup_printf("bad %s section", sections[i].name);
             return false;
         }
+    }
+}
+
+bool vfsd_migrate_load(VfsdFs *fs, const uint8_t *p, size_t len, char **err)
+{
+    VfsdMigReader r;
+    int64_t t0 = g_get_monotonic_time();
+    VfsdMig *m;
+
+    if (fs->conn.initialized) {
+        *err = g_strdup("the destination serves a guest already");
+        return false;
+    }
+    m = mig_of(fs);
+    m->inodes = m->handles = m->locks = m->lost = m->by_handle = 0;
+    vfsd_mig_reader_init(&r, p, len);
+    if (!load_header(&r, err) || !load_sections(fs, &r, err)) {
+        return false;
     }
     if (vfsd_mig_remaining(&r)) {
         *err = g_strdup("data after the end of the state stream");

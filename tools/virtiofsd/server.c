@@ -29,6 +29,7 @@
 #include "fs-file.h"
 #include "fs-xattr.h"
 #include "fs.h"
+#include "fuse-ops.h"
 #include "inode.h"
 #include "intr.h"
 #include "log.h"
@@ -49,8 +50,24 @@
  */
 #define VFSD_MAX_ARGS (2 * 1024 * 1024)
 
-typedef struct VfsdReq {
+typedef struct VfsdReq VfsdReq;
+
+/*
+ * How one opcode is served: a row of ops[] (below), made from the list
+ * of fuse-ops.h.  The handler gets the row's variant, which tells apart
+ * the two opcodes it serves (RMDIR is UNLINK of a directory); handlers
+ * of one opcode ignore it.
+ */
+typedef struct VfsdOp {
+    const char *name;
+    void (*handler)(VfsdReq *r, bool variant);
+    bool variant;
+    unsigned int flags;
+} VfsdOp;
+
+struct VfsdReq {
     VfsdFs *fs;
+    const VfsdOp *op;           /* the opcode's row, for its name too */
     VfsdBuf *in;
     VfsdBuf *out;
     struct fuse_in_header h;
@@ -61,7 +78,7 @@ typedef struct VfsdReq {
     /* What ctx.label_name and ctx.label point into; 0 or an errno */
     char *label_mem;
     int label_err;
-} VfsdReq;
+};
 
 /*
  * Sends the reply: a header and up to two pieces of payload.  An error
@@ -82,7 +99,7 @@ static bool reply_full(VfsdReq *r, int err, const void *a, size_t alen,
         alen = blen = 0;
     } else if (vfsd_buf_remaining(out) < sizeof(oh) + alen + blen) {
         vfsd_guest_error("%s: reply of %zu bytes does not fit in %zu",
-                         vfsd_opname(r->h.opcode), sizeof(oh) + alen + blen,
+                         r->op->name, sizeof(oh) + alen + blen,
                          vfsd_buf_remaining(out));
         err = -EIO;
         alen = blen = 0;
@@ -93,7 +110,7 @@ static bool reply_full(VfsdReq *r, int err, const void *a, size_t alen,
         (alen && !vfsd_buf_write(out, a, alen)) ||
         (blen && !vfsd_buf_write(out, b, blen))) {
         vfsd_guest_error("%s: cannot write the reply (%zu bytes of room)",
-                         vfsd_opname(r->h.opcode), vfsd_buf_remaining(out));
+                         r->op->name, vfsd_buf_remaining(out));
         r->written = 0;
         return false;
     }
@@ -122,7 +139,7 @@ static bool get_arg(VfsdReq *r, void *p, size_t len)
 {
     if (!vfsd_buf_read(r->in, p, len)) {
         vfsd_guest_error("%s: truncated request (%zu of %zu argument bytes)",
-                         vfsd_opname(r->h.opcode), vfsd_buf_remaining(r->in),
+                         r->op->name, vfsd_buf_remaining(r->in),
                          len);
         reply_err(r, -EINVAL);
         return false;
@@ -178,7 +195,7 @@ static bool get_string(VfsdReq *r, char *buf, size_t max, int toolong)
         return false;
     }
     vfsd_guest_error("%s: string argument is not terminated within the "
-                     "request", vfsd_opname(r->h.opcode));
+                     "request", r->op->name);
     reply_err(r, -EINVAL);
     return false;
 }
@@ -195,7 +212,7 @@ static bool get_name(VfsdReq *r, char *buf)
         return false;
     }
     if (!vfsd_valid_name(buf)) {
-        vfsd_guest_error("%s: refused name \"%.64s\"", vfsd_opname(r->h.opcode),
+        vfsd_guest_error("%s: refused name \"%.64s\"", r->op->name,
                          buf);
         reply_err(r, -EINVAL);
         return false;
@@ -368,13 +385,75 @@ uint64_t vfsd_init_flags_offered(VfsdFs *fs)
     return offered;
 }
 
-static void do_init(VfsdReq *r)
+/*
+ * What of the guest's INIT @flags this session takes: what we support,
+ * and the security labels --security-label asks for.  -EPROTO where an
+ * option demands what the guest cannot do.
+ */
+static int init_want(VfsdFs *fs, uint64_t flags, uint64_t *want)
+{
+    *want = flags & init_supported(fs);
+    if (fs->opts->posix_acl_always && !(flags & FUSE_POSIX_ACL)) {
+        vfsd_err("--posix-acl=always, and the guest has no POSIX ACLs "
+                 "(FUSE_POSIX_ACL)");
+        return -EPROTO;
+    }
+    if (fs->opts->security_label == VFSD_NEGOTIATE_NEVER) {
+        return 0;
+    }
+    if (flags & FUSE_SECURITY_CTX) {
+        *want |= FUSE_SECURITY_CTX;
+    } else if (fs->opts->security_label == VFSD_NEGOTIATE_ALWAYS) {
+        vfsd_err("--security-label=always, and the guest does not "
+                 "send security labels (FUSE_SECURITY_CTX)");
+        return -EPROTO;
+    } else {
+        vfsd_info("--security-label=auto: the guest does not send "
+                  "security labels, files are created without");
+    }
+    return 0;
+}
+
+/* The session starts with @want: the reply says what we agreed on */
+static void init_accept(VfsdReq *r, const struct fuse_init_in *in,
+                        uint64_t want)
+{
+    VfsdFs *fs = r->fs;
+    struct fuse_init_out out = { 0 };
+
+    fs->conn.proto_minor = MIN(in->minor, VFSD_PROTO_MINOR);
+    fs->conn.flags = want;
+    fs->conn.initialized = true;
+
+    out.major = FUSE_KERNEL_VERSION;
+    out.minor = VFSD_PROTO_MINOR;
+    out.max_readahead = in->max_readahead;
+    out.flags = want & 0xffffffff;
+    out.flags2 = want >> 32;
+    out.max_background = 64;
+    out.congestion_threshold = 48;
+    out.max_write = VFSD_MAX_IO;
+    out.time_gran = 1;
+    out.max_pages = VFSD_MAX_PAGES;
+    /* log2 of the alignment SETUPMAPPING offsets need: the page size */
+    out.map_alignment = VFSD_PAGE_SHIFT;
+    /*
+     * The protocol spoken is the older of the guest's and ours: the
+     * guest kernel matrix (mk/check.py) checks both against each kernel.
+     */
+    vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64 ", protocol %u.%u",
+              in->major, in->minor, want, FUSE_KERNEL_VERSION,
+              fs->conn.proto_minor);
+    reply(r, &out, sizeof(out));
+}
+
+static void do_init(VfsdReq *r, bool variant)
 {
     VfsdFs *fs = r->fs;
     struct fuse_init_in in = { 0 };
-    struct fuse_init_out out = { 0 };
     uint64_t flags, want;
     size_t compat = offsetof(struct fuse_init_in, flags2);
+    int ret;
 
     if (!get_arg(r, &in, compat)) {
         return;
@@ -396,8 +475,11 @@ static void do_init(VfsdReq *r)
                  in.major, in.minor, FUSE_KERNEL_VERSION, VFSD_MIN_MINOR);
         if (in.major > FUSE_KERNEL_VERSION) {
             /* The guest retries with our major version */
-            out.major = FUSE_KERNEL_VERSION;
-            out.minor = VFSD_PROTO_MINOR;
+            struct fuse_init_out out = {
+                .major = FUSE_KERNEL_VERSION,
+                .minor = VFSD_PROTO_MINOR,
+            };
+
             reply(r, &out, sizeof(out));
         } else {
             reply_err(r, -EPROTO);
@@ -409,54 +491,15 @@ static void do_init(VfsdReq *r)
     if (flags & FUSE_INIT_EXT) {
         flags |= (uint64_t)in.flags2 << 32;
     }
-    want = flags & init_supported(fs);
-    if (fs->opts->posix_acl_always && !(flags & FUSE_POSIX_ACL)) {
-        vfsd_err("--posix-acl=always, and the guest has no POSIX ACLs "
-                 "(FUSE_POSIX_ACL)");
-        reply_err(r, -EPROTO);
+    ret = init_want(fs, flags, &want);
+    if (ret < 0) {
+        reply_err(r, ret);
         return;
     }
-    if (fs->opts->security_label != VFSD_NEGOTIATE_NEVER) {
-        if (flags & FUSE_SECURITY_CTX) {
-            want |= FUSE_SECURITY_CTX;
-        } else if (fs->opts->security_label == VFSD_NEGOTIATE_ALWAYS) {
-            vfsd_err("--security-label=always, and the guest does not "
-                     "send security labels (FUSE_SECURITY_CTX)");
-            reply_err(r, -EPROTO);
-            return;
-        } else {
-            vfsd_info("--security-label=auto: the guest does not send "
-                      "security labels, files are created without");
-        }
-    }
-
-    fs->conn.proto_minor = MIN(in.minor, VFSD_PROTO_MINOR);
-    fs->conn.flags = want;
-    fs->conn.initialized = true;
-
-    out.major = FUSE_KERNEL_VERSION;
-    out.minor = VFSD_PROTO_MINOR;
-    out.max_readahead = in.max_readahead;
-    out.flags = want & 0xffffffff;
-    out.flags2 = want >> 32;
-    out.max_background = 64;
-    out.congestion_threshold = 48;
-    out.max_write = VFSD_MAX_IO;
-    out.time_gran = 1;
-    out.max_pages = VFSD_MAX_PAGES;
-    /* log2 of the alignment SETUPMAPPING offsets need: the page size */
-    out.map_alignment = VFSD_PAGE_SHIFT;
-    /*
-     * The protocol spoken is the older of the guest's and ours: the
-     * guest kernel matrix (mk/check.py) checks both against each kernel.
-     */
-    vfsd_info("guest FUSE %u.%u, flags 0x%" PRIx64 ", protocol %u.%u",
-              in.major, in.minor, want, FUSE_KERNEL_VERSION,
-              fs->conn.proto_minor);
-    reply(r, &out, sizeof(out));
+    init_accept(r, &in, want);
 }
 
-static void do_lookup(VfsdReq *r)
+static void do_lookup(VfsdReq *r, bool variant)
 {
     char name[VFSD_NAME_MAX + 1];
     VfsdEntry e;
@@ -466,7 +509,7 @@ static void do_lookup(VfsdReq *r)
     }
 }
 
-static void do_forget(VfsdReq *r)
+static void do_forget(VfsdReq *r, bool variant)
 {
     struct fuse_forget_in in;
 
@@ -484,7 +527,7 @@ static void do_forget(VfsdReq *r)
  * its request, and whatever is wrong with it is not worth the guest's
  * attention either.
  */
-static void do_interrupt(VfsdReq *r)
+static void do_interrupt(VfsdReq *r, bool variant)
 {
     struct fuse_interrupt_in in;
 
@@ -495,7 +538,7 @@ static void do_interrupt(VfsdReq *r)
     }
 }
 
-static void do_batch_forget(VfsdReq *r)
+static void do_batch_forget(VfsdReq *r, bool variant)
 {
     struct fuse_batch_forget_in in;
     struct fuse_forget_one one;
@@ -516,7 +559,7 @@ static void do_batch_forget(VfsdReq *r)
     }
 }
 
-static void do_getattr(VfsdReq *r)
+static void do_getattr(VfsdReq *r, bool variant)
 {
     struct fuse_getattr_in in;
     VfsdAttr attr;
@@ -574,7 +617,7 @@ static void statx_to_wire(const VfsdStatx *sx, struct fuse_statx *w)
  * it gets ENOSYS; no INIT flag is involved.  Like GETATTR it is about
  * the inode, whichever file handle getattr_flags names.
  */
-static void do_statx(VfsdReq *r)
+static void do_statx(VfsdReq *r, bool variant)
 {
     struct fuse_statx_in in;
     struct fuse_statx_out out;
@@ -652,7 +695,7 @@ static void setattr_from_wire(const struct fuse_setattr_in *in,
     s->mtime.tv_nsec = in->mtimensec;
 }
 
-static void do_setattr(VfsdReq *r)
+static void do_setattr(VfsdReq *r, bool variant)
 {
     struct fuse_setattr_in in;
     VfsdSetattr set;
@@ -669,7 +712,7 @@ static void do_setattr(VfsdReq *r)
     reply_attr(r, ret, &attr, timeout);
 }
 
-static void do_readlink(VfsdReq *r)
+static void do_readlink(VfsdReq *r, bool variant)
 {
     char buf[PATH_MAX];
     int ret = vfsd_op_readlink(r->fs, r->h.nodeid, buf, sizeof(buf));
@@ -681,7 +724,7 @@ static void do_readlink(VfsdReq *r)
     }
 }
 
-static void do_symlink(VfsdReq *r)
+static void do_symlink(VfsdReq *r, bool variant)
 {
     char name[VFSD_NAME_MAX + 1];
     g_autofree char *target = g_malloc(PATH_MAX);
@@ -705,7 +748,7 @@ static void do_symlink(VfsdReq *r)
                                  S_IFLNK | 0777, 0, 0, target, &e), &e);
 }
 
-static void do_mknod(VfsdReq *r)
+static void do_mknod(VfsdReq *r, bool variant)
 {
     struct fuse_mknod_in in;
     char name[VFSD_NAME_MAX + 1];
@@ -729,7 +772,7 @@ static void do_mknod(VfsdReq *r)
                                  in.umask, NULL, &e), &e);
 }
 
-static void do_mkdir(VfsdReq *r)
+static void do_mkdir(VfsdReq *r, bool variant)
 {
     struct fuse_mkdir_in in;
     char name[VFSD_NAME_MAX + 1];
@@ -770,7 +813,7 @@ static void do_rename(VfsdReq *r, bool v2)
                                    newname, in.flags));
 }
 
-static void do_link(VfsdReq *r)
+static void do_link(VfsdReq *r, bool variant)
 {
     struct fuse_link_in in;
     char name[VFSD_NAME_MAX + 1];
@@ -878,7 +921,7 @@ static void end_data_reply(VfsdReq *r, VfsdBuf *hdr, ssize_t n)
     r->written = oh.len;
 }
 
-static void do_read(VfsdReq *r)
+static void do_read(VfsdReq *r, bool variant)
 {
     struct fuse_read_in in;
     VfsdBuf hdr;
@@ -889,7 +932,7 @@ static void do_read(VfsdReq *r)
     }
 }
 
-static void do_write(VfsdReq *r)
+static void do_write(VfsdReq *r, bool variant)
 {
     struct fuse_write_in in;
     struct fuse_write_out out = { 0 };
@@ -908,7 +951,7 @@ static void do_write(VfsdReq *r)
     reply(r, &out, sizeof(out));
 }
 
-static void do_statfs(VfsdReq *r)
+static void do_statfs(VfsdReq *r, bool variant)
 {
     struct fuse_statfs_out out;
     struct statfs st;
@@ -952,7 +995,7 @@ static void do_fsync(VfsdReq *r, bool is_dir)
     }
 }
 
-static void do_flush(VfsdReq *r)
+static void do_flush(VfsdReq *r, bool variant)
 {
     struct fuse_flush_in in;
 
@@ -961,7 +1004,7 @@ static void do_flush(VfsdReq *r)
     }
 }
 
-static void do_setxattr(VfsdReq *r)
+static void do_setxattr(VfsdReq *r, bool variant)
 {
     struct fuse_setxattr_in in = { 0 };
     size_t insize = (r->fs->conn.flags & FUSE_SETXATTR_EXT) ?
@@ -1022,7 +1065,7 @@ static void do_getxattr(VfsdReq *r, bool list)
     }
 }
 
-static void do_removexattr(VfsdReq *r)
+static void do_removexattr(VfsdReq *r, bool variant)
 {
     char name[XATTR_NAME_MAX + 1];
 
@@ -1136,7 +1179,7 @@ static void lock_from_wire(const struct fuse_lk_in *in, VfsdLock *lk)
     lk->flock = in->lk_flags & FUSE_LK_FLOCK;
 }
 
-static void do_getlk(VfsdReq *r)
+static void do_getlk(VfsdReq *r, bool variant)
 {
     struct fuse_lk_in in;
     struct fuse_lk_out out = { 0 };
@@ -1188,7 +1231,7 @@ static void do_setlk(VfsdReq *r, bool sleep)
     reply_status(r, ret);
 }
 
-static void do_access(VfsdReq *r)
+static void do_access(VfsdReq *r, bool variant)
 {
     struct fuse_access_in in;
 
@@ -1198,7 +1241,7 @@ static void do_access(VfsdReq *r)
     }
 }
 
-static void do_fallocate(VfsdReq *r)
+static void do_fallocate(VfsdReq *r, bool variant)
 {
     struct fuse_fallocate_in in;
 
@@ -1208,7 +1251,7 @@ static void do_fallocate(VfsdReq *r)
     }
 }
 
-static void do_lseek(VfsdReq *r)
+static void do_lseek(VfsdReq *r, bool variant)
 {
     struct fuse_lseek_in in;
     struct fuse_lseek_out out = { 0 };
@@ -1255,7 +1298,7 @@ static size_t ioctl_answer_size(uint32_t cmd, uint32_t flags)
  * daemon's privileges, and most are device commands a share's files never
  * take (a guest's isatty() on a shared file sends TCGETS here).
  */
-static void do_ioctl(VfsdReq *r)
+static void do_ioctl(VfsdReq *r, bool variant)
 {
     static gint logged_other;
     struct fuse_ioctl_in in;
@@ -1341,7 +1384,7 @@ static void do_copy_file_range(VfsdReq *r, bool wide)
     }
 }
 
-static void do_syncfs(VfsdReq *r)
+static void do_syncfs(VfsdReq *r, bool variant)
 {
     struct fuse_syncfs_in in;
 
@@ -1350,7 +1393,7 @@ static void do_syncfs(VfsdReq *r)
     }
 }
 
-static void do_setupmapping(VfsdReq *r)
+static void do_setupmapping(VfsdReq *r, bool variant)
 {
     struct fuse_setupmapping_in in;
 
@@ -1372,7 +1415,7 @@ static void do_setupmapping(VfsdReq *r)
                                          FUSE_SETUPMAPPING_FLAG_WRITE));
 }
 
-static void do_removemapping(VfsdReq *r)
+static void do_removemapping(VfsdReq *r, bool variant)
 {
     struct fuse_removemapping_in in;
     g_autofree struct fuse_removemapping_one *wire = NULL;
@@ -1399,7 +1442,7 @@ static void do_removemapping(VfsdReq *r)
     reply_status(r, vfsd_op_removemapping(r->fs, ranges, in.count));
 }
 
-static void do_destroy(VfsdReq *r)
+static void do_destroy(VfsdReq *r, bool variant)
 {
     vfsd_fs_reset(r->fs);
     reply_err(r, 0);
@@ -1424,7 +1467,7 @@ static void get_label(VfsdReq *r, VfsdBuf *body, uint32_t count)
     }
     if (count != 1 || r->ctx.label_name ||
         !vfsd_buf_read(body, &sc, sizeof(sc))) {
-        vfsd_guest_error("%s: %u security labels", vfsd_opname(r->h.opcode),
+        vfsd_guest_error("%s: %u security labels", r->op->name,
                          count);
         r->label_err = -EINVAL;
         return;
@@ -1433,7 +1476,7 @@ static void get_label(VfsdReq *r, VfsdBuf *body, uint32_t count)
     avail = vfsd_buf_remaining(body);
     if (sc.size == 0 || sc.size > XATTR_SIZE_MAX || sc.size >= avail) {
         vfsd_guest_error("%s: a security label of %u bytes in %zu",
-                         vfsd_opname(r->h.opcode), sc.size, avail);
+                         r->op->name, sc.size, avail);
         r->label_err = -EINVAL;
         return;
     }
@@ -1448,7 +1491,7 @@ static void get_label(VfsdReq *r, VfsdBuf *body, uint32_t count)
     /* name, NUL, value: padding may follow the value */
     if (len == 0 || len > XATTR_NAME_MAX || len + 1 + sc.size > avail) {
         vfsd_guest_error("%s: malformed security label",
-                         vfsd_opname(r->h.opcode));
+                         r->op->name);
         g_free(mem);
         r->label_err = -EINVAL;
         return;
@@ -1480,7 +1523,7 @@ static void get_extensions(VfsdReq *r)
         if (xh.size < sizeof(xh) || xh.size % 8 ||
             xh.size - sizeof(xh) > vfsd_buf_remaining(&ext)) {
             vfsd_guest_error("%s: extension of %u bytes in %zu",
-                             vfsd_opname(r->h.opcode), xh.size,
+                             r->op->name, xh.size,
                              vfsd_buf_remaining(&ext) + sizeof(xh));
             /* A label may have been in it */
             if (r->fs->conn.flags & FUSE_SECURITY_CTX) {
@@ -1503,7 +1546,7 @@ static void get_extensions(VfsdReq *r)
         if (!vfsd_buf_read(&body, &sg, sizeof(sg)) || sg.nr_groups != 1 ||
             !vfsd_buf_read(&body, &gid, sizeof(gid))) {
             vfsd_guest_error("%s: malformed supplementary groups",
-                             vfsd_opname(r->h.opcode));
+                             r->op->name);
             continue;
         }
         r->ctx.supp_gid = vfsd_idmap_to_host(&r->fs->opts->gid_map, gid);
@@ -1520,196 +1563,28 @@ void vfsd_request_head(VfsdBuf *in, VfsdReqHead *head)
     }
 }
 
-/* The variants of one handler, as rows of the table below take them */
-static void do_rmdir(VfsdReq *r)
-{
-    do_unlink(r, true);
-}
-
-static void do_unlink_file(VfsdReq *r)
-{
-    do_unlink(r, false);
-}
-
-static void do_rename1(VfsdReq *r)
-{
-    do_rename(r, false);
-}
-
-static void do_rename2(VfsdReq *r)
-{
-    do_rename(r, true);
-}
-
-static void do_open_file(VfsdReq *r)
-{
-    do_open(r, false);
-}
-
-static void do_opendir(VfsdReq *r)
-{
-    do_open(r, true);
-}
-
-static void do_create_file(VfsdReq *r)
-{
-    do_create(r, false);
-}
-
-static void do_tmpfile(VfsdReq *r)
-{
-    do_create(r, true);
-}
-
-static void do_release_file(VfsdReq *r)
-{
-    do_release(r, false);
-}
-
-static void do_releasedir(VfsdReq *r)
-{
-    do_release(r, true);
-}
-
-static void do_fsync_file(VfsdReq *r)
-{
-    do_fsync(r, false);
-}
-
-static void do_fsyncdir(VfsdReq *r)
-{
-    do_fsync(r, true);
-}
-
-static void do_getxattr_one(VfsdReq *r)
-{
-    do_getxattr(r, false);
-}
-
-static void do_listxattr(VfsdReq *r)
-{
-    do_getxattr(r, true);
-}
-
-static void do_readdir_names(VfsdReq *r)
-{
-    do_readdir(r, false);
-}
-
-static void do_readdirplus(VfsdReq *r)
-{
-    do_readdir(r, true);
-}
-
-static void do_copy_file_range32(VfsdReq *r)
-{
-    do_copy_file_range(r, false);
-}
-
-static void do_copy_file_range64(VfsdReq *r)
-{
-    do_copy_file_range(r, true);
-}
-
-static void do_setlk_now(VfsdReq *r)
-{
-    do_setlk(r, false);
-}
-
-static void do_setlkw(VfsdReq *r)
-{
-    do_setlk(r, true);
-}
-
 /*
- * What the hiprio queue carries.  Its requests are run as they arrive, in
- * the queue's thread: anything else there (a SETLKW, a slow FSYNC) would
- * hold up that thread and the forgets behind it.
+ * Every opcode we know, and how we serve it: the list of fuse-ops.h,
+ * which opnames.c's names come from too.  An opcode without a handler
+ * (BMAP, POLL...) or without a row gets ENOSYS: the guest has fallbacks.
  */
-#define VFSD_OP_HIPRIO          (1u << 0)
-/*
- * May block indefinitely (SETLKW): the transport runs it where it cannot
- * hold up its queue (see vfsd_request_may_block()).
- */
-#define VFSD_OP_MAY_BLOCK       (1u << 1)
-/* Gets no reply, and is not counted by --stats */
-#define VFSD_OP_NO_REPLY        (1u << 2)
-/* Served before INIT */
-#define VFSD_OP_BEFORE_INIT     (1u << 3)
-/*
- * Its payload is not copied out of the request with the arguments: WRITE's
- * data is read once, by pwritev() straight from guest memory.
- */
-#define VFSD_OP_DATA_IN_PLACE   (1u << 4)
+#define VFSD_OP_ROW(opcode, fn, var, fl) \
+    [FUSE_##opcode] = { .name = #opcode, .handler = fn, .variant = var, \
+                        .flags = fl },
 
-typedef struct VfsdOp {
-    void (*handler)(VfsdReq *r);
-    unsigned int flags;
-} VfsdOp;
-
-/*
- * Every opcode we serve, and how.  Names come from opnames.c, which the
- * layers below this one use too.  An opcode without a row (BMAP, POLL...)
- * gets ENOSYS: the guest has fallbacks.
- */
 static const VfsdOp ops[VFSD_OPCODE_LIMIT] = {
-    [FUSE_INIT] = { do_init, VFSD_OP_BEFORE_INIT },
-    [FUSE_DESTROY] = { do_destroy },
-    [FUSE_LOOKUP] = { do_lookup },
-    [FUSE_FORGET] = { do_forget, VFSD_OP_HIPRIO | VFSD_OP_NO_REPLY },
-    [FUSE_BATCH_FORGET] = { do_batch_forget,
-                            VFSD_OP_HIPRIO | VFSD_OP_NO_REPLY },
-    [FUSE_INTERRUPT] = { do_interrupt, VFSD_OP_HIPRIO | VFSD_OP_NO_REPLY },
-    [FUSE_GETATTR] = { do_getattr },
-    [FUSE_STATX] = { do_statx },
-    [FUSE_SETATTR] = { do_setattr },
-    [FUSE_READLINK] = { do_readlink },
-    [FUSE_SYMLINK] = { do_symlink },
-    [FUSE_MKNOD] = { do_mknod },
-    [FUSE_MKDIR] = { do_mkdir },
-    [FUSE_UNLINK] = { do_unlink_file },
-    [FUSE_RMDIR] = { do_rmdir },
-    [FUSE_RENAME] = { do_rename1 },
-    [FUSE_RENAME2] = { do_rename2 },
-    [FUSE_LINK] = { do_link },
-    [FUSE_OPEN] = { do_open_file },
-    [FUSE_OPENDIR] = { do_opendir },
-    [FUSE_CREATE] = { do_create_file },
-    [FUSE_TMPFILE] = { do_tmpfile },
-    [FUSE_READ] = { do_read },
-    [FUSE_WRITE] = { do_write, VFSD_OP_DATA_IN_PLACE },
-    [FUSE_STATFS] = { do_statfs },
-    [FUSE_RELEASE] = { do_release_file },
-    [FUSE_RELEASEDIR] = { do_releasedir },
-    [FUSE_FSYNC] = { do_fsync_file },
-    [FUSE_FSYNCDIR] = { do_fsyncdir },
-    [FUSE_FLUSH] = { do_flush },
-    [FUSE_SETXATTR] = { do_setxattr },
-    [FUSE_GETXATTR] = { do_getxattr_one },
-    [FUSE_LISTXATTR] = { do_listxattr },
-    [FUSE_REMOVEXATTR] = { do_removexattr },
-    [FUSE_READDIR] = { do_readdir_names },
-    [FUSE_READDIRPLUS] = { do_readdirplus },
-    [FUSE_GETLK] = { do_getlk },
-    [FUSE_SETLK] = { do_setlk_now },
-    [FUSE_SETLKW] = { do_setlkw, VFSD_OP_MAY_BLOCK },
-    [FUSE_ACCESS] = { do_access },
-    [FUSE_FALLOCATE] = { do_fallocate },
-    [FUSE_LSEEK] = { do_lseek },
-    [FUSE_IOCTL] = { do_ioctl },
-    [FUSE_COPY_FILE_RANGE] = { do_copy_file_range32 },
-    [FUSE_COPY_FILE_RANGE_64] = { do_copy_file_range64 },
-    [FUSE_SYNCFS] = { do_syncfs },
-    [FUSE_SETUPMAPPING] = { do_setupmapping },
-    [FUSE_REMOVEMAPPING] = { do_removemapping },
+    VFSD_FUSE_OPS(VFSD_OP_ROW)
 };
 
-/* The opcode's row; an empty one for an opcode we do not serve */
+#undef VFSD_OP_ROW
+
+/* The opcode's row; one without a handler for an opcode we do not know */
 static const VfsdOp *op_of(uint32_t opcode)
 {
-    static const VfsdOp unserved;
+    static const VfsdOp unknown = { .name = "unknown" };
 
-    return opcode < G_N_ELEMENTS(ops) ? &ops[opcode] : &unserved;
+    return opcode < G_N_ELEMENTS(ops) && ops[opcode].name ? &ops[opcode] :
+                                                            &unknown;
 }
 
 bool vfsd_request_may_block(const VfsdReqHead *head)
@@ -1756,7 +1631,7 @@ static bool decode(VfsdReq *r, const VfsdReqHead *head, uint8_t **args,
     if (r->h.len < sizeof(r->h) || r->h.len > avail ||
         r->h.len - sizeof(r->h) > vfsd_buf_remaining(in)) {
         vfsd_guest_error("%s: header says %u bytes, request has %zu",
-                         vfsd_opname(r->h.opcode), r->h.len, avail);
+                         r->op->name, r->h.len, avail);
         reply_err(r, -EINVAL);
         return false;
     }
@@ -1766,7 +1641,7 @@ static bool decode(VfsdReq *r, const VfsdReqHead *head, uint8_t **args,
     ext_len = (size_t)r->h.total_extlen * 8;
     if (ext_len > in->remaining) {
         vfsd_guest_error("%s: %zu bytes of extensions in %zu bytes",
-                         vfsd_opname(r->h.opcode), ext_len, in->remaining);
+                         r->op->name, ext_len, in->remaining);
         reply_err(r, -EINVAL);
         return false;
     }
@@ -1777,14 +1652,14 @@ static bool decode(VfsdReq *r, const VfsdReqHead *head, uint8_t **args,
      * read once straight from guest memory (VFSD_OP_DATA_IN_PLACE),
      * whose fixed arguments are read once too, by get_arg().
      */
-    if (!(op_of(r->h.opcode)->flags & VFSD_OP_DATA_IN_PLACE) &&
+    if (!(r->op->flags & VFSD_OP_DATA_IN_PLACE) &&
         in->remaining) {
         size_t n = MIN(in->remaining, (size_t)VFSD_MAX_ARGS);
 
         *args = g_malloc(n);
         if (!vfsd_buf_read(in, *args, n)) {
             vfsd_guest_error("%s: cannot read the request's arguments",
-                             vfsd_opname(r->h.opcode));
+                             r->op->name);
             reply_err(r, -EIO);
             return false;
         }
@@ -1794,7 +1669,7 @@ static bool decode(VfsdReq *r, const VfsdReqHead *head, uint8_t **args,
     }
     if (ext_len > vfsd_buf_remaining(r->in)) {
         vfsd_guest_error("%s: extensions past the arguments copied",
-                         vfsd_opname(r->h.opcode));
+                         r->op->name);
         reply_err(r, -EINVAL);
         return false;
     }
@@ -1818,10 +1693,11 @@ static bool decode(VfsdReq *r, const VfsdReqHead *head, uint8_t **args,
  * fallback) must not fill the log.  Opcodes past the table's share one
  * rate-limited line, as a guest can send any number of them.
  */
-static void log_unserved(uint32_t opcode)
+static void log_unserved(VfsdReq *r)
 {
     static guint logged[(VFSD_OPCODE_LIMIT + 31) / 32];
     static VfsdRateLimit rl;
+    uint32_t opcode = r->h.opcode;
 
     if (opcode < VFSD_OPCODE_LIMIT) {
         guint bit = 1u << (opcode % 32);
@@ -1830,8 +1706,7 @@ static void log_unserved(uint32_t opcode)
             return;
         }
         vfsd_info("the guest sent %s (opcode %u), which we do not serve: "
-                  "it gets ENOSYS (logged once)", vfsd_opname(opcode),
-                  opcode);
+                  "it gets ENOSYS (logged once)", r->op->name, opcode);
     } else {
         vfsd_log_rl(&rl, VFSD_LOG_INFO, "the guest sent opcode %u, which we "
                     "do not serve: it gets ENOSYS", opcode);
@@ -1845,7 +1720,7 @@ static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
     g_autofree uint8_t *args = NULL;
     VfsdSeg args_seg;
     VfsdBuf args_buf;
-    const VfsdOp *op;
+    const VfsdOp *op = r->op;
     int64_t start;
 
     if (G_UNLIKELY(vfsd_capture_fd >= 0)) {
@@ -1854,20 +1729,19 @@ static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
     if (!decode(r, head, &args, &args_seg, &args_buf)) {
         return r->written;
     }
-    op = op_of(r->h.opcode);
     vfsd_debug("%s unique %" PRIu64 " nodeid %" PRIu64 " len %u",
-               vfsd_opname(r->h.opcode), (uint64_t)r->h.unique,
+               r->op->name, (uint64_t)r->h.unique,
                (uint64_t)r->h.nodeid, r->h.len);
 
     if (mode == VFSD_RUN_HIPRIO && !(op->flags & VFSD_OP_HIPRIO)) {
         vfsd_guest_error("%s on the hiprio queue, which only takes FORGET, "
                          "BATCH_FORGET and INTERRUPT",
-                         vfsd_opname(r->h.opcode));
+                         r->op->name);
         reply_err(r, -EINVAL);
         return r->written;
     }
     if (!fs->conn.initialized && !(op->flags & VFSD_OP_BEFORE_INIT)) {
-        vfsd_guest_error("%s before INIT", vfsd_opname(r->h.opcode));
+        vfsd_guest_error("%s before INIT", r->op->name);
         reply_err(r, -EIO);
         return r->written;
     }
@@ -1880,20 +1754,20 @@ static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
         !(op->flags & VFSD_OP_HIPRIO) && r->h.opcode != FUSE_RELEASE &&
         r->h.opcode != FUSE_RELEASEDIR) {
         vfsd_guest_error("%s on inode %" PRIu64 ", lost in migration",
-                         vfsd_opname(r->h.opcode), (uint64_t)r->h.nodeid);
+                         r->op->name, (uint64_t)r->h.nodeid);
         reply_err(r, -EIO);
         return r->written;
     }
 
     start = fs->stats ? vfsd_stats_now() : 0;
     if (!op->handler) {
-        log_unserved(r->h.opcode);
+        log_unserved(r);
         reply_err(r, -ENOSYS);
     } else if (op->flags & VFSD_OP_NO_REPLY) {
-        op->handler(r);
+        op->handler(r, op->variant);
         return 0;
     } else {
-        op->handler(r);
+        op->handler(r, op->variant);
     }
     if (fs->stats) {
         vfsd_stats_record_op(fs->stats, r->h.opcode, start);
@@ -1906,6 +1780,7 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
 {
     VfsdReq req = {
         .fs = fs,
+        .op = op_of(head->h.opcode),
         .in = in,
         .out = out,
         .h = head->h,

@@ -699,7 +699,7 @@ static bool ring_same(VfsdDev *dev, int qidx)
  * names a wrong one can confuse this guest's ring, as any back-end of
  * its device could, but not our memory.
  */
-static bool carried_fit(VfsdDev *dev, int qidx, unsigned int n)
+static bool carried_fit(VfsdDev *dev, int qidx, unsigned int n, char **err)
 {
     VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
     uint16_t in_flight = vq->last_avail_idx - vq->used_idx;
@@ -707,8 +707,9 @@ static bool carried_fit(VfsdDev *dev, int qidx, unsigned int n)
     GList *l;
 
     if (n > in_flight || n > vq->vring.num - vq->inuse) {
-        vfsd_err("migration: queue %d has %u requests in flight, %u "
-                 "carried ones do not fit", qidx, in_flight, n);
+        *err = g_strdup_printf("migration: queue %d has %u requests in "
+                               "flight, %u carried ones do not fit", qidx,
+                               in_flight, n);
         return false;
     }
     for (l = dev->parked.head; l; l = l->next) {
@@ -718,9 +719,9 @@ static bool carried_fit(VfsdDev *dev, int qidx, unsigned int n)
             continue;
         }
         if (el->elem.index >= vq->vring.num || seen[el->elem.index]) {
-            vfsd_err("migration: carried request %u of queue %d is not "
-                     "in its ring of %u", el->elem.index, qidx,
-                     vq->vring.num);
+            *err = g_strdup_printf("migration: carried request %u of queue "
+                                   "%d is not in its ring of %u",
+                                   el->elem.index, qidx, vq->vring.num);
             return false;
         }
         seen[el->elem.index] = true;
@@ -782,7 +783,9 @@ static void parked_restart(VfsdDev *dev, int qidx)
     }
     dev->mark[qidx].valid = false;
     if (carried) {
-        if (carried_fit(dev, qidx, carried)) {
+        g_autofree char *err = NULL;
+
+        if (carried_fit(dev, qidx, carried, &err)) {
             for (l = dev->parked.head; l; l = l->next) {
                 VfsdElem *el = l->data;
 
@@ -793,6 +796,7 @@ static void parked_restart(VfsdDev *dev, int qidx)
             vfsd_info("queue %d: %u lock requests carried by the migration "
                       "resume", qidx, carried);
         } else {
+            vfsd_err("%s", err);
             parked_drop(dev, qidx, true);
         }
     }
@@ -1342,24 +1346,22 @@ static void *watch_thread(void *opaque)
     return NULL;
 }
 
-static bool watch_start(VfsdDev *dev)
+static bool watch_start(VfsdDev *dev, char **err)
 {
-    g_autofree char *err = NULL;
     int ret;
 
-    if (!vfsd_dax_watch_start(dev->fs->dax, VFSD_DAX_MAX_WATCHES, &err)) {
-        vfsd_err("%s", err);
+    if (!vfsd_dax_watch_start(dev->fs->dax, VFSD_DAX_MAX_WATCHES, err)) {
         return false;
     }
     dev->watch_stop_fd = eventfd(0, EFD_CLOEXEC);
     if (dev->watch_stop_fd < 0) {
-        vfsd_err("eventfd: %s", strerror(errno));
+        *err = g_strdup_printf("eventfd: %s", strerror(errno));
         return false;
     }
     ret = pthread_create(&dev->watch_thread, NULL, watch_thread, dev);
     if (ret) {
-        vfsd_err("cannot start the truncation watch thread: %s",
-                 strerror(ret));
+        *err = g_strdup_printf("cannot start the truncation watch thread: "
+                               "%s", strerror(ret));
         close(dev->watch_stop_fd);
         dev->watch_stop_fd = -1;
         return false;
@@ -1486,7 +1488,8 @@ static int get_config(VuDev *vu, uint8_t *config, uint32_t len)
 #define VFSD_VHOST_USER_VERSION 0x1
 #define VFSD_VHOST_USER_MAX_SHMEM_REGIONS 256
 
-static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req)
+static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req,
+                              char **err)
 {
     struct {
         uint32_t nregions;
@@ -1531,8 +1534,9 @@ static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req)
         n = writev(dev->vu.sock, iov, 2);
     } while (n < 0 && errno == EINTR);
     if (n != (ssize_t)want) {
-        vfsd_err("cannot send the shared memory configuration: %s",
-                 n < 0 ? strerror(errno) : "short write");
+        *err = g_strdup_printf("cannot send the shared memory "
+                               "configuration: %s",
+                               n < 0 ? strerror(errno) : "short write");
         return false;
     }
     return true;
@@ -1664,12 +1668,16 @@ static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
                       g_atomic_int_get(&dev->polled));
         }
         return 0;
-    case VFSD_VHOST_USER_GET_SHMEM_CONFIG:
-        if (!send_shmem_config(dev, vmsg)) {
+    case VFSD_VHOST_USER_GET_SHMEM_CONFIG: {
+        g_autofree char *err = NULL;
+
+        if (!send_shmem_config(dev, vmsg, &err)) {
+            vfsd_err("%s", err);
             dev->vu.broken = true;
         }
         *do_reply = 0;
         return 1;
+    }
     case VFSD_VHOST_USER_SET_DEVICE_STATE_FD:
         return set_device_state_fd(dev, vmsg, do_reply);
     case VFSD_VHOST_USER_CHECK_DEVICE_STATE:
@@ -1879,7 +1887,7 @@ static void dax_lock(void *opaque, GMutex *lock)
 }
 
 /* The device on @conn_fd, its pools and DAX window; NULL if it fails */
-static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
+static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd, char **err)
 {
     VfsdDev *dev = g_new0(VfsdDev, 1);
     VfsdDaxBackend be = {
@@ -1899,7 +1907,7 @@ static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
     dev->panic_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     dev->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (dev->panic_fd < 0 || dev->cancel_fd < 0) {
-        vfsd_err("eventfd: %s", strerror(errno));
+        *err = g_strdup_printf("eventfd: %s", strerror(errno));
         close(dev->panic_fd);
         close(dev->cancel_fd);
         g_free(dev);
@@ -1913,7 +1921,7 @@ static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
     pthread_rwlockattr_destroy(&attr);
     if (!vu_init(&dev->vu, VFSD_MAX_QUEUES, conn_fd, panic_cb, NULL,
                  set_watch, remove_watch, &iface)) {
-        vfsd_err("cannot initialize the vhost-user device");
+        *err = g_strdup("cannot initialize the vhost-user device");
         close(dev->panic_fd);
         close(dev->cancel_fd);
         g_free(dev);
@@ -1941,32 +1949,31 @@ static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd)
 }
 
 /* The DAX window's helpers; false if one asked for cannot start */
-static bool serve_start_dax(VfsdDev *dev)
+static bool serve_start_dax(VfsdDev *dev, char **err)
 {
     VfsdFs *fs = dev->fs;
-    bool ok = true;
 
     /* Asked for explicitly: not serving beats serving without it */
-    if (fs->opts->watch_truncate && !watch_start(dev)) {
-        ok = false;
+    if (fs->opts->watch_truncate && !watch_start(dev, err)) {
+        return false;
     }
     if (fs->opts->dax_unmap_delay_ms) {
-        g_autofree char *err = NULL;
+        g_autofree char *why = NULL;
 
         /* Only slower without it */
         if (!vfsd_dax_lazy_start(fs->dax, fs->opts->dax_unmap_delay_ms,
-                                 &err)) {
-            vfsd_warn("%s", err);
+                                 &why)) {
+            vfsd_warn("%s", why);
         }
     }
-    return ok;
+    return true;
 }
 
 /*
  * Serves vhost-user messages and the lazy unmaps until the front-end
  * disconnects (true) or something breaks (false)
  */
-static bool serve_loop(VfsdDev *dev, int conn_fd)
+static bool serve_loop(VfsdDev *dev, int conn_fd, char **err)
 {
     VfsdFs *fs = dev->fs;
 
@@ -1983,11 +1990,11 @@ static bool serve_loop(VfsdDev *dev, int conn_fd)
             if (errno == EINTR) {
                 continue;
             }
-            vfsd_err("poll: %s", strerror(errno));
+            *err = g_strdup_printf("poll: %s", strerror(errno));
             return false;
         }
         if (pfd[1].revents) {
-            vfsd_err("vhost-user device broken, disconnecting");
+            *err = g_strdup("vhost-user device broken, disconnecting");
             return false;
         }
         if (pfd[2].revents & POLLIN) {
@@ -2007,7 +2014,7 @@ static bool serve_loop(VfsdDev *dev, int conn_fd)
             return true;
         }
         if (dev->vu.broken) {
-            vfsd_err("vhost-user device broken, disconnecting");
+            *err = g_strdup("vhost-user device broken, disconnecting");
             return false;
         }
     }
@@ -2055,13 +2062,20 @@ static void serve_teardown(VfsdDev *dev)
 
 bool vfsd_vhost_serve(VfsdFs *fs, int conn_fd)
 {
-    VfsdDev *dev = serve_setup(fs, conn_fd);
+    g_autofree char *err = NULL;
+    VfsdDev *dev = serve_setup(fs, conn_fd, &err);
     bool ok;
 
+    /* The top of the daemon's chain: nothing above logs (main.c exits) */
     if (!dev) {
+        vfsd_err("%s", err);
         return false;
     }
-    ok = serve_start_dax(dev) && serve_loop(dev, conn_fd);
+    ok = serve_start_dax(dev, &err) && serve_loop(dev, conn_fd, &err);
+    if (!ok) {
+        /* Before the teardown's own lines, as when the loop logged it */
+        vfsd_err("%s", err);
+    }
     serve_teardown(dev);
     return ok;
 }

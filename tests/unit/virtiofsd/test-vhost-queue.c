@@ -34,6 +34,7 @@
 
 #include "vfsd-test.h"
 #include "vhost.h"
+#include "vu-frontend.h"
 
 #define GUEST_BASE 0x100000ULL      /* guest physical = front-end virtual */
 #define GUEST_SIZE (1024 * 1024)
@@ -93,26 +94,7 @@ struct Fe {
 static void fe_send(Fe *f, uint32_t request, const void *payload,
                     uint32_t size, int fd)
 {
-    uint32_t hdr[3] = { request, 1 /* version */, size };
-    struct iovec iov[2] = {
-        { .iov_base = hdr, .iov_len = sizeof(hdr) },
-        { .iov_base = (void *)payload, .iov_len = size },
-    };
-    char control[CMSG_SPACE(sizeof(int))] = { 0 };
-    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
-
-    if (fd >= 0) {
-        struct cmsghdr *c;
-
-        mh.msg_control = control;
-        mh.msg_controllen = sizeof(control);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    g_assert_cmpint(sendmsg(f->sock, &mh, 0), ==, sizeof(hdr) + size);
+    g_assert_true(vu_fe_send(f->sock, request, payload, size, fd));
 }
 
 /* A reply to @request, within TIMEOUT_MS; false if none came */
@@ -144,16 +126,7 @@ static void fe_barrier(Fe *f)
 
 static void fe_set_mem_table(Fe *f, int memfd, uint64_t size)
 {
-    VhostUserMemory m = {
-        .nregions = 1,
-        .regions[0] = {
-            .guest_phys_addr = GUEST_BASE,
-            .memory_size = size,
-            .userspace_addr = GUEST_BASE,
-        },
-    };
-
-    fe_send(f, VHOST_USER_SET_MEM_TABLE, &m, sizeof(m), memfd);
+    g_assert_true(vu_fe_set_mem_table(f->sock, memfd, GUEST_BASE, size));
 }
 
 static bool read_all(int fd, void *buf, size_t len)
@@ -336,22 +309,19 @@ static void fe_open(Fe *f, unsigned int pool_size, Fe *peer)
 /* Starts the queue from @base, as the front-end does */
 static void fe_queue_start(Fe *f, uint16_t base)
 {
-    struct vhost_vring_state num = { .index = QUEUE, .num = NUM };
-    struct vhost_vring_state enable = { .index = QUEUE, .num = 1 };
-    struct vhost_vring_state state = { .index = QUEUE, .num = base };
-    struct vhost_vring_addr addr = {
+    const VuFeVring v = {
         .index = QUEUE,
-        .desc_user_addr = GUEST_BASE + DESC_OFF,
-        .avail_user_addr = GUEST_BASE + AVAIL_OFF,
-        .used_user_addr = GUEST_BASE + USED_OFF,
+        .num = NUM,
+        .base = base,
+        .desc = GUEST_BASE + DESC_OFF,
+        .avail = GUEST_BASE + AVAIL_OFF,
+        .used = GUEST_BASE + USED_OFF,
+        .call = f->call,
+        .kick = f->kick,
     };
-    uint64_t idx = QUEUE;
+    struct vhost_vring_state enable = { .index = QUEUE, .num = 1 };
 
-    fe_send(f, VHOST_USER_SET_VRING_NUM, &num, sizeof(num), -1);
-    fe_send(f, VHOST_USER_SET_VRING_BASE, &state, sizeof(state), -1);
-    fe_send(f, VHOST_USER_SET_VRING_ADDR, &addr, sizeof(addr), -1);
-    fe_send(f, VHOST_USER_SET_VRING_CALL, &idx, sizeof(idx), f->call);
-    fe_send(f, VHOST_USER_SET_VRING_KICK, &idx, sizeof(idx), f->kick);
+    g_assert_true(vu_fe_set_vring(f->sock, &v));
     fe_send(f, VHOST_USER_SET_VRING_ENABLE, &enable, sizeof(enable), -1);
     fe_barrier(f);
 }

@@ -515,17 +515,12 @@ static void guest_runs(VfsdFs *fs)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     VfsdOptions opts = { 0 };
-    VfsdDaxBackend be = {
-        .available = fe_available,
-        .can_replace = fe_can_replace,
-        .map = fe_map,
-        .unmap = fe_unmap,
-    };
+    VfsdDaxBackend be = fe_backend;
     g_autoptr(GByteArray) stream = NULL;
     VfsdFs fs;
     g_autofree char *err = NULL;
     unsigned int before, base;
-    int root_fd, proc_fd;
+    int proc_fd;
     bool loaded;
     uint8_t cfg;
 
@@ -568,16 +563,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     before = count_fds();
     memset(pre_session_fd, 0, sizeof(pre_session_fd));
     for_each_fd(mark_pre_session, NULL);
-    root_fd = __real_openat(scratch_fd, ".", O_PATH | O_DIRECTORY |
-                            O_CLOEXEC);
-    proc_fd = __real_openat(AT_FDCWD, "/proc/self/fd",
-                            O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0 || proc_fd < 0 || fchdir(proc_fd) < 0) {
-        fuzz_fail("cannot open the shared directory or /proc/self/fd");
-    }
-    if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
-        fuzz_fail("vfsd_fs_init: %s", err);
-    }
+    proc_fd = fuzz_fs_init(&fs, &opts);
     if (!(cfg & 8)) {
         fs.dax = vfsd_dax_new(&be);
     }

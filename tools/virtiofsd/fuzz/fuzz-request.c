@@ -309,6 +309,14 @@ static bool fe_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
            shm_offset >= FUZZ_UNMAP_FAILS + FUZZ_UNMAP_FAILS_LEN;
 }
 
+/* The fake front-end as a DAX back-end; a harness copies it to add to it */
+static const VfsdDaxBackend fe_backend = {
+    .available = fe_available,
+    .can_replace = fe_can_replace,
+    .map = fe_map,
+    .unmap = fe_unmap,
+};
+
 /* The request being run, for the double-fetch check */
 static const uint8_t *req_base;
 static size_t req_len;
@@ -779,6 +787,28 @@ static void session_end(VfsdFs *fs, int proc_fd, unsigned int before)
     session_done(before);
 }
 
+/*
+ * The daemon's file system over the scratch directory, opened as main.c
+ * opens it, with /proc/self/fd as the working directory: returns the
+ * /proc fd, which session_end() closes.
+ */
+static int fuzz_fs_init(VfsdFs *fs, const VfsdOptions *opts)
+{
+    g_autofree char *err = NULL;
+    int root_fd = __real_openat(scratch_fd, ".", O_PATH | O_DIRECTORY |
+                                O_CLOEXEC);
+    int proc_fd = __real_openat(AT_FDCWD, "/proc/self/fd",
+                                O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+    if (root_fd < 0 || proc_fd < 0 || fchdir(proc_fd) < 0) {
+        fuzz_fail("cannot open the shared directory or /proc/self/fd");
+    }
+    if (!vfsd_fs_init(fs, opts, root_fd, proc_fd, &err)) {
+        fuzz_fail("vfsd_fs_init: %s", err);
+    }
+    return proc_fd;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const VfsdCache caches[] = {
@@ -789,16 +819,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         VFSD_DAX_ALWAYS, VFSD_DAX_NEVER, VFSD_DAX_SIZE, VFSD_DAX_XATTR,
     };
     VfsdOptions opts = { 0 };
-    VfsdDaxBackend be = {
-        .available = fe_available,
-        .can_replace = fe_can_replace,
-        .map = fe_map,
-        .unmap = fe_unmap,
-    };
+    VfsdDaxBackend be = fe_backend;
     VfsdFs fs;
     g_autofree char *err = NULL;
     unsigned int before, base, records = 0;
-    int root_fd, proc_fd;
+    int proc_fd;
     uint32_t opcode = 0;
     uint8_t cfg;
     size_t pos = 1;
@@ -859,16 +884,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     before = session_start();
-    root_fd = __real_openat(scratch_fd, ".", O_PATH | O_DIRECTORY |
-                            O_CLOEXEC);
-    proc_fd = __real_openat(AT_FDCWD, "/proc/self/fd",
-                            O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0 || proc_fd < 0 || fchdir(proc_fd) < 0) {
-        fuzz_fail("cannot open the shared directory or /proc/self/fd");
-    }
-    if (!vfsd_fs_init(&fs, &opts, root_fd, proc_fd, &err)) {
-        fuzz_fail("vfsd_fs_init: %s", err);
-    }
+    proc_fd = fuzz_fs_init(&fs, &opts);
     if (fs.fds_max > FUZZ_NOFILE) {
         fuzz_fail("the fd bound is %d, out of the guest's reach", fs.fds_max);
     }

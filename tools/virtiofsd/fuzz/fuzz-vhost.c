@@ -56,6 +56,7 @@
 #include "standard-headers/linux/virtio_config.h"
 #include "standard-headers/linux/virtio_ring.h"
 #include "vhost.h"
+#include "vu-frontend.h"
 
 #define GUEST_BASE 0x100000ULL
 #define GUEST_SIZE (1024 * 1024)
@@ -84,32 +85,11 @@ static void *serve_thread(void *opaque)
     return NULL;
 }
 
-static void fe_send(int sock, uint32_t request, const void *payload,
-                    uint32_t size, int fd)
+/* A daemon that gave up on the device may have closed its end */
+static void fe_check_sent(bool sent, const char *what)
 {
-    uint32_t hdr[3] = { request, 1, size };
-    struct iovec iov[2] = {
-        { .iov_base = hdr, .iov_len = sizeof(hdr) },
-        { .iov_base = (void *)payload, .iov_len = size },
-    };
-    char control[CMSG_SPACE(sizeof(int))] = { 0 };
-    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
-
-    if (fd >= 0) {
-        struct cmsghdr *c;
-
-        mh.msg_control = control;
-        mh.msg_controllen = sizeof(control);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    /* A daemon that gave up on the device may have closed its end */
-    if (sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 && errno != EPIPE &&
-        errno != ECONNRESET) {
-        fuzz_fail("sendmsg: %s", strerror(errno));
+    if (!sent && errno != EPIPE && errno != ECONNRESET) {
+        fuzz_fail("%s: %s", what, strerror(errno));
     }
 }
 
@@ -171,13 +151,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     VfsdOptions opts = { 0 };
-    g_autofree char *err = NULL;
     Session s = { 0 };
     unsigned int num, qidx, before, i, heads, used_seen = 0;
     uint64_t features;
     uint8_t *mem;
     g_autofree uint8_t *laid_out = NULL;
-    int memfd, kick, call, sv[2], root_fd, proc_fd;
+    int memfd, kick, call, sv[2], proc_fd;
     pthread_t thread;
     uint16_t avail_heads[MAX_NUM * 2];
     gint64 idle_since, end;
@@ -227,16 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opts.posix_lock = true;
     opts.flock = true;
     opts.dax_policy = VFSD_DAX_NEVER;
-    root_fd = __real_openat(scratch_fd, ".", O_PATH | O_DIRECTORY |
-                            O_CLOEXEC);
-    proc_fd = __real_openat(AT_FDCWD, "/proc/self/fd",
-                            O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0 || proc_fd < 0 || fchdir(proc_fd) < 0) {
-        fuzz_fail("cannot open the shared directory or /proc/self/fd");
-    }
-    if (!vfsd_fs_init(&s.fs, &opts, root_fd, proc_fd, &err)) {
-        fuzz_fail("vfsd_fs_init: %s", err);
-    }
+    proc_fd = fuzz_fs_init(&s.fs, &opts);
     in_session = true;
     send_guest_init(&s.fs);
 
@@ -256,23 +226,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     {
-        VhostUserMemory m = {
-            .nregions = 1,
-            .regions[0] = {
-                .guest_phys_addr = GUEST_BASE,
-                .memory_size = GUEST_SIZE,
-                .userspace_addr = GUEST_BASE,
-            },
-        };
-        struct vhost_vring_state vnum = { .index = qidx, .num = num };
-        struct vhost_vring_state base = { .index = qidx, .num = 0 };
-        struct vhost_vring_addr addr = {
+        const VuFeVring v = {
             .index = qidx,
-            .desc_user_addr = GUEST_BASE + DESC_OFF,
-            .avail_user_addr = GUEST_BASE + AVAIL_OFF,
-            .used_user_addr = GUEST_BASE + USED_OFF,
+            .num = num,
+            .desc = GUEST_BASE + DESC_OFF,
+            .avail = GUEST_BASE + AVAIL_OFF,
+            .used = GUEST_BASE + USED_OFF,
+            .call = call,
+            .kick = kick,
         };
-        uint64_t idx = qidx;
 
         /* No protocol features: the rings are enabled with the features */
         features = 1ULL << VIRTIO_F_VERSION_1;
@@ -282,14 +244,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (data[0] & 0x20) {
             features |= 1ULL << VIRTIO_RING_F_EVENT_IDX;
         }
-        fe_send(s.sock, VHOST_USER_SET_FEATURES, &features,
-                sizeof(features), -1);
-        fe_send(s.sock, VHOST_USER_SET_MEM_TABLE, &m, sizeof(m), memfd);
-        fe_send(s.sock, VHOST_USER_SET_VRING_NUM, &vnum, sizeof(vnum), -1);
-        fe_send(s.sock, VHOST_USER_SET_VRING_BASE, &base, sizeof(base), -1);
-        fe_send(s.sock, VHOST_USER_SET_VRING_ADDR, &addr, sizeof(addr), -1);
-        fe_send(s.sock, VHOST_USER_SET_VRING_CALL, &idx, sizeof(idx), call);
-        fe_send(s.sock, VHOST_USER_SET_VRING_KICK, &idx, sizeof(idx), kick);
+        fe_check_sent(vu_fe_send(s.sock, VHOST_USER_SET_FEATURES, &features,
+                                 sizeof(features), -1) &&
+                      vu_fe_set_mem_table(s.sock, memfd, GUEST_BASE,
+                                          GUEST_SIZE) &&
+                      vu_fe_set_vring(s.sock, &v), "setting the device up");
     }
     /* Publish, then kick */
     laid_out = g_memdup2(mem, GUEST_SIZE);
@@ -364,7 +323,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!served) {
         static uint8_t junk[sizeof(VhostUserMsg)];
 
-        fe_send(s.sock, VHOST_USER_GET_FEATURES, junk, sizeof(junk), -1);
+        fe_check_sent(vu_fe_send(s.sock, VHOST_USER_GET_FEATURES, junk,
+                                 sizeof(junk), -1), "ending the session");
     }
     {
         struct pollfd pfd = { .fd = s.served_fd, .events = POLLIN };

@@ -1,0 +1,44 @@
+/*
+ * virtiofsd tests: the front-end's end of a vhost-user socket
+ *
+ * The transport's unit test (test-vhost-queue.c) and its fuzzer
+ * (tools/virtiofsd/fuzz/fuzz-vhost.c) both play QEMU against
+ * vfsd_vhost_serve(): the messages that give the daemon guest memory
+ * and a queue are written here once.  Each call says whether every
+ * message went out whole; on a failed send errno is sendmsg()'s, so a
+ * caller can tell a daemon that hung up (EPIPE, ECONNRESET) from a bug.
+ *
+ * Copyright (c) 2026 virtiofs-dax developers
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#ifndef VIRTIOFSD_TEST_VU_FRONTEND_H
+#define VIRTIOFSD_TEST_VU_FRONTEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* One message: its header, @size bytes of @payload, and @fd if not -1 */
+bool vu_fe_send(int sock, uint32_t request, const void *payload,
+                uint32_t size, int fd);
+
+/*
+ * SET_MEM_TABLE of one region: @size bytes of @memfd from its start, at
+ * guest physical @gpa, which is also the front-end's address for it
+ */
+bool vu_fe_set_mem_table(int sock, int memfd, uint64_t gpa, uint64_t size);
+
+/* A split queue as the front-end sets it up, before it is enabled */
+typedef struct VuFeVring {
+    unsigned int index;
+    unsigned int num;           /* entries */
+    uint16_t base;              /* where the daemon starts in the rings */
+    uint64_t desc, avail, used; /* the rings' front-end addresses */
+    int call, kick;             /* eventfds */
+} VuFeVring;
+
+/* SET_VRING_NUM, _BASE, _ADDR, _CALL and _KICK of @v */
+bool vu_fe_set_vring(int sock, const VuFeVring *v);
+
+#endif /* VIRTIOFSD_TEST_VU_FRONTEND_H */
