@@ -754,6 +754,12 @@ MUST_RUN = [
     ("qtest: vhost-user-fs DAX window",
      "/x86_64/vhost-user-fs/window/kvm-truncate-efault", kvm_hardware,
      "KVM virtualizes in hardware here (kvm_intel or kvm_amd, no kvm_pvm)"),
+    ("qtest: vhost-user-fs DAX window",
+     "/x86_64/vhost-user-fs/window/kvm-readonly-stores", kvm_answers,
+     "/dev/kvm answers and makes a VM"),
+    ("qtest: vhost-user-fs DAX window",
+     "/x86_64/vhost-user-fs/window/kvm-readonly-stores-efault", kvm_hardware,
+     "KVM virtualizes in hardware here (kvm_intel or kvm_amd, no kvm_pvm)"),
     *[("virtiofsd: file system operations", f"/virtiofsd/ops/{p}",
        build_fs_fileattr, f"the file system of {BUILD_TMP} has the "
        "attribute ioctls") for p in ("ioctl-fileattr",

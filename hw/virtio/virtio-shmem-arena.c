@@ -8,7 +8,10 @@
  * same, so a guest can keep thousands of mappings and churn through them
  * quickly.  Holes all show one small shared scratch buffer (see
  * shmem_arena_fill()): they read as zeros until the guest writes there,
- * and what it writes costs QEMU no more than that buffer.
+ * and what it writes costs QEMU no more than that buffer.  Read-only
+ * ranges are mapped without write access, and a store into one makes
+ * that whole mapping a hole (shmem_arena_write_fault_fixup()), so what
+ * the guest stores there costs no more either.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -47,6 +50,8 @@ struct VirtioSharedMemoryArenaSlot {
     uint64_t offset;
     /* What is still mapped from the file there; 0: a free slot */
     uint64_t len;
+    /* Whether guest writes reach the file; else it is mapped PROT_READ */
+    bool writable;
 };
 
 /*
@@ -78,6 +83,14 @@ static ShmemArenaRange shmem_arena_ranges[SHMEM_ARENA_MAX_RANGES];
 
 /* Pages the fixup filled with zeros since the last report */
 static unsigned int shmem_arena_sigbus_pages, shmem_arena_sigbus_fixups;
+/* Read-only mappings a guest store made holes since the last report */
+static unsigned int shmem_arena_ro_pages, shmem_arena_ro_fixups;
+/*
+ * Bumped by every change to what a window maps, under its range lock:
+ * tells a KVM EFAULT that nothing explains from one that the window
+ * changed under (shmem_arena_fixup_all()).
+ */
+static unsigned int shmem_arena_generation;
 
 bool virtio_shmem_arena_check_size(const char *prop, uint64_t size,
                                    Error **errp)
@@ -221,6 +234,7 @@ static void shmem_arena_end_remap(VirtioSharedMemoryArena *win, uint64_t offset,
             win->slots[slot].offset = offset;
             win->slots[slot].len = len;
         }
+        qatomic_inc(&shmem_arena_generation);
     }
     if (r) {
         shmem_arena_range_unlock(r);
@@ -241,10 +255,8 @@ static void shmem_arena_sigbus_say(const char *msg)
  * The first page of [@lo, @fault] that faults, given that @fault does:
  * a file mapping faults from the page past the file's end on, so probe
  * by halves.  MADV_POPULATE_READ fails with EFAULT where an access would
- * raise SIGBUS; it reads one page of the file at most per probe.  A page
- * the guest wrote in a private mapping does not fault even past the end:
- * the search may then settle on a later page, which only means another
- * fault, and another fixup, before that page.  Async-signal-safe.
+ * raise SIGBUS; it reads one page of the file at most per probe.
+ * Async-signal-safe.
  */
 static uintptr_t shmem_arena_first_fault(uintptr_t lo, uintptr_t fault,
                                          uintptr_t page_size)
@@ -283,7 +295,101 @@ static bool shmem_arena_fix_slot(ShmemArenaRange *r, uintptr_t start,
     slot->len = first - start - slot->offset;
     qatomic_add(&shmem_arena_sigbus_pages, (end - first) / page_size);
     qatomic_inc(&shmem_arena_sigbus_fixups);
+    qatomic_inc(&shmem_arena_generation);
     return true;
+}
+
+/*
+ * A store into read-only @slot: make what is left of it a hole.  Called
+ * under @r's lock.  Async-signal-safe.
+ */
+static bool shmem_arena_fix_readonly(ShmemArenaRange *r, uintptr_t start,
+                                     VirtioSharedMemoryArenaSlot *slot,
+                                     uintptr_t page_size)
+{
+    if (!shmem_arena_fill((uint8_t *)start, r->scratch_fd, r->scratch_size,
+                          slot->offset, slot->len)) {
+        return false;
+    }
+    qatomic_add(&shmem_arena_ro_pages, slot->len / page_size);
+    qatomic_inc(&shmem_arena_ro_fixups);
+    qatomic_inc(&shmem_arena_generation);
+    slot->len = 0;
+    return true;
+}
+
+/* Every read-only mapping of every window becomes a hole: how many */
+static unsigned int shmem_arena_fix_readonly_all(void)
+{
+    uintptr_t page_size = qemu_real_host_page_size();
+    unsigned int i, j, fixed = 0;
+
+    for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
+        ShmemArenaRange *r = &shmem_arena_ranges[i];
+
+        if (!qatomic_read(&r->size)) {
+            continue;
+        }
+        shmem_arena_range_lock(r);
+        for (j = 0; r->size && j < r->nr_slots; j++) {
+            VirtioSharedMemoryArenaSlot *slot = &r->slots[j];
+
+            if (slot->len && !slot->writable) {
+                fixed += shmem_arena_fix_readonly(r, r->start, slot,
+                                                  page_size);
+            }
+        }
+        shmem_arena_range_unlock(r);
+    }
+    return fixed;
+}
+
+/*
+ * The range of the window that holds @page, locked, and its start in
+ * @start; NULL if no window holds it.  Async-signal-safe.
+ */
+static ShmemArenaRange *shmem_arena_lock_range_of(uintptr_t page,
+                                                  uintptr_t *start)
+{
+    unsigned int i;
+
+    for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
+        ShmemArenaRange *r = &shmem_arena_ranges[i];
+        uintptr_t size = qatomic_read(&r->size);
+        uintptr_t s;
+
+        /* Read the size before the start it publishes */
+        smp_rmb();
+        s = qatomic_read(&r->start);
+        if (!size || page - s >= size) {
+            continue;
+        }
+        shmem_arena_range_lock(r);
+        /* Gone meanwhile (hot-unplug): not ours after all */
+        if (r->size != size || r->start != s) {
+            shmem_arena_range_unlock(r);
+            return NULL;
+        }
+        *start = s;
+        return r;
+    }
+    return NULL;
+}
+
+/* The live mapping of @r that holds @page, or NULL; under @r's lock */
+static VirtioSharedMemoryArenaSlot *shmem_arena_slot_of(ShmemArenaRange *r,
+                                                        uintptr_t start,
+                                                        uintptr_t page)
+{
+    unsigned int j;
+
+    for (j = 0; j < r->nr_slots; j++) {
+        if (r->slots[j].len &&
+            page - start - r->slots[j].offset < r->slots[j].len) {
+            return &r->slots[j];
+        }
+    }
+    return NULL;
 }
 
 static void shmem_arena_report_sigbus(void);
@@ -298,12 +404,30 @@ static void shmem_arena_report_sigbus(void);
  * the end, and grows the mapping with the file), so a mapping whose last
  * page now faults lies partly past the end of a file that shrank: repair
  * every such mapping.  One probe per live mapping, on a path a guest
- * takes once per host truncate.  Not in signal context.
+ * takes once per host truncate.
+ *
+ * The EFAULT may also be a guest store into a read-only mapping (see
+ * shmem_arena_write_fault_fixup()), and KVM does not say which one.  When
+ * nothing is truncated, that EFAULT may still be old news: another vCPU
+ * may have repaired the page since, or the back-end mapped the range
+ * anew.  So the first such EFAULT only lets the vCPU retry (the caller
+ * retries once when we return false), and so does one that comes after
+ * a window changed.  One that comes back when no window has changed
+ * since is a store into a read-only mapping, or a fault that is not a
+ * window's at all: every read-only mapping of every window becomes a
+ * hole, and the guest reads the scratch where it had mapped files
+ * read-only, until they are mapped again.  A guest that follows the
+ * protocol never stores there (it asks for the range writable first),
+ * and so never loses its read-only mappings this way.  Not in signal
+ * context.
  */
 static bool shmem_arena_fixup_all(void)
 {
+    static __thread bool unexplained;
+    static __thread unsigned int unexplained_generation;
     uintptr_t page_size = qemu_real_host_page_size();
-    unsigned int i, j, fixed = 0;
+    unsigned int i, j, fixed = 0, generation;
+    bool retry;
 
     for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
         ShmemArenaRange *r = &shmem_arena_ranges[i];
@@ -330,13 +454,31 @@ static bool shmem_arena_fixup_all(void)
         }
         shmem_arena_range_unlock(r);
     }
+    /* Read after the probes: a repair they found done is counted in it */
+    generation = qatomic_read(&shmem_arena_generation);
+    if (!fixed && !unexplained) {
+        /* The caller retries once */
+        unexplained = true;
+        unexplained_generation = generation;
+        retry = false;
+    } else if (!fixed && generation != unexplained_generation) {
+        /* The windows changed since: that may have been it */
+        unexplained_generation = generation;
+        retry = true;
+    } else {
+        if (!fixed) {
+            fixed = shmem_arena_fix_readonly_all();
+        }
+        unexplained = false;
+        retry = fixed;
+    }
     /*
      * Apart from the signal path's own trace, which both report: a test
      * must be able to tell which repair the accelerator took
      */
     trace_virtio_shmem_arena_fixup_all(fixed);
     shmem_arena_report_sigbus();
-    return fixed;
+    return retry;
 }
 
 /*
@@ -368,66 +510,93 @@ static bool shmem_arena_sigbus_fixup(void *addr)
 {
     static __thread uintptr_t probed;
     uintptr_t page_size = qemu_real_host_page_size();
-    uintptr_t a = (uintptr_t)addr;
-    uintptr_t page = a & ~(page_size - 1);
-    unsigned int i, j;
+    uintptr_t page = (uintptr_t)addr & ~(page_size - 1);
+    VirtioSharedMemoryArenaSlot *slot;
+    ShmemArenaRange *r;
+    uintptr_t start;
+    bool fixed = false;
+    int saved_errno;
 
     if (!addr) {
         return shmem_arena_fixup_all();
     }
-    for (i = 0; i < SHMEM_ARENA_MAX_RANGES; i++) {
-        ShmemArenaRange *r = &shmem_arena_ranges[i];
-        uintptr_t size = qatomic_read(&r->size);
-        VirtioSharedMemoryArenaSlot *slot = NULL;
-        uintptr_t start;
-        bool fixed = false;
-        int saved_errno;
-
-        /* Read the size before the start it publishes */
-        smp_rmb();
-        start = qatomic_read(&r->start);
-        if (!size || a - start >= size) {
-            continue;
-        }
-        saved_errno = errno;
-        shmem_arena_range_lock(r);
-        /* Gone meanwhile (hot-unplug): not ours after all */
-        if (r->size != size || r->start != start) {
-            shmem_arena_range_unlock(r);
-            errno = saved_errno;
-            return false;
-        }
-        if (probed != page &&
-            madvise((void *)page, page_size, MADV_POPULATE_READ) == 0) {
-            /* Mapped anew since the fault */
-            probed = page;
-            shmem_arena_range_unlock(r);
-            errno = saved_errno;
-            return true;
-        }
-        probed = 0;
-        for (j = 0; j < r->nr_slots; j++) {
-            if (r->slots[j].len &&
-                page - start - r->slots[j].offset < r->slots[j].len) {
-                slot = &r->slots[j];
-                break;
-            }
-        }
-        if (!slot) {
-            /* Not a file page that we know of: nothing we can fix */
-            shmem_arena_sigbus_say("qemu: SIGBUS in a virtio shared memory "
-                                   "window outside its mappings\n");
-        } else {
-            fixed = shmem_arena_fix_slot(r, start, slot, page, page_size);
-        }
+    saved_errno = errno;
+    r = shmem_arena_lock_range_of(page, &start);
+    if (!r) {
+        errno = saved_errno;
+        return false;
+    }
+    if (probed != page &&
+        madvise((void *)page, page_size, MADV_POPULATE_READ) == 0) {
+        /* Mapped anew since the fault */
+        probed = page;
         shmem_arena_range_unlock(r);
         errno = saved_errno;
-        return fixed;
+        return true;
     }
-    return false;
+    probed = 0;
+    slot = shmem_arena_slot_of(r, start, page);
+    if (!slot) {
+        /* Not a file page that we know of: nothing we can fix */
+        shmem_arena_sigbus_say("qemu: SIGBUS in a virtio shared memory "
+                               "window outside its mappings\n");
+    } else {
+        fixed = shmem_arena_fix_slot(r, start, slot, page, page_size);
+    }
+    shmem_arena_range_unlock(r);
+    errno = saved_errno;
+    return fixed;
 }
 
-/* Say, outside signal context, that the fixup had to step in. */
+/*
+ * A store into a range that the back-end mapped read-only.  Such ranges
+ * are mapped PROT_READ: a private writable mapping would keep the
+ * guest's writes out of the file too, but would copy every page the
+ * guest writes into QEMU's anonymous memory, up to the window's size.
+ * Instead the whole mapping becomes a hole, like the part of a mapping
+ * past the end of a truncated file: one mmap() per piece of scratch, no
+ * VMA more than the mapping had, and from then on the guest's stores
+ * there land in the scratch and cost QEMU nothing more.  It reads the
+ * scratch there until the range is mapped again.  The guest loses the
+ * file's content in that range, but a guest that follows the protocol
+ * never stores into a read-only range: Linux asks for it writable first
+ * (FUSE_SETUPMAPPING again with the WRITE flag, which the back-end
+ * answers with a replacing map), and only then lets anything write.
+ *
+ * Under TCG the store is QEMU's own and raises SIGSEGV, and so does a
+ * copy by any thread of QEMU into a buffer the guest placed there; under
+ * KVM the guest's store fails KVM_RUN with EFAULT instead, see
+ * shmem_arena_fixup_all().  The fault may be old news by the time we
+ * hold the lock (the back-end replaced the mapping, say with the
+ * writable one the guest asked for): the slots say what is mapped now,
+ * and a page in no read-only mapping is writable, so the store is just
+ * retried.  Async-signal-safe.
+ */
+static bool shmem_arena_write_fault_fixup(void *addr)
+{
+    uintptr_t page_size = qemu_real_host_page_size();
+    uintptr_t page = (uintptr_t)addr & ~(page_size - 1);
+    VirtioSharedMemoryArenaSlot *slot;
+    ShmemArenaRange *r;
+    uintptr_t start;
+    bool fixed = true;
+    int saved_errno = errno;
+
+    r = shmem_arena_lock_range_of(page, &start);
+    if (!r) {
+        errno = saved_errno;
+        return false;
+    }
+    slot = shmem_arena_slot_of(r, start, page);
+    if (slot && !slot->writable) {
+        fixed = shmem_arena_fix_readonly(r, start, slot, page_size);
+    }
+    shmem_arena_range_unlock(r);
+    errno = saved_errno;
+    return fixed;
+}
+
+/* Say, outside signal context, that the fixups had to step in. */
 static void shmem_arena_report_sigbus(void)
 {
     unsigned int fixups = qatomic_xchg(&shmem_arena_sigbus_fixups, 0);
@@ -438,6 +607,14 @@ static void shmem_arena_report_sigbus(void)
         warn_report_once("the guest accessed pages past the end of files "
                          "mapped into a virtio shared memory window (files "
                          "truncated on the host?); they now read as zeros");
+    }
+    fixups = qatomic_xchg(&shmem_arena_ro_fixups, 0);
+    pages = qatomic_xchg(&shmem_arena_ro_pages, 0);
+    if (fixups) {
+        trace_virtio_shmem_arena_readonly_store(fixups, pages);
+        warn_report_once("the guest stored into ranges of a virtio shared "
+                         "memory window mapped read-only; those ranges no "
+                         "longer show their files until mapped again");
     }
 }
 
@@ -461,6 +638,7 @@ static void shmem_arena_add_range(VirtioSharedMemoryArena *win)
             qatomic_set(&r->size, win->size);
             win->range = i;
             qemu_set_sigbus_fixup(shmem_arena_sigbus_fixup);
+            qemu_set_write_fault_fixup(shmem_arena_write_fault_fixup);
             return;
         }
     }
@@ -716,8 +894,8 @@ int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
     IntervalTreeNode *node;
     VirtioSharedMemoryArenaMapping *m;
     unsigned int replaced = 0;
-    int prot = PROT_READ | PROT_WRITE;
-    int flags, ret, slot;
+    int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    int ret, slot;
     void *p;
 
     shmem_arena_report_sigbus();
@@ -742,20 +920,20 @@ int virtio_shmem_arena_map(VirtioSharedMemoryArena *win, uint64_t offset,
         return -ENOSPC;
     }
 
-    /*
-     * A read-only mapping is private but writable: guest writes must not
-     * reach the file, and must not fault either, since under TCG the
-     * fault would be QEMU's own and kill it.  Pages the guest has not
-     * written keep following the file.  No swap is reserved for the
-     * copies, as for the holes.
-     */
-    flags = writable ? MAP_SHARED : MAP_PRIVATE | MAP_NORESERVE;
-    flags |= MAP_FIXED;
     /* There is one: at most max_mappings are in use, and one more slot */
     assert(win->nr_free_slots);
     slot = win->free_slots[--win->nr_free_slots];
+    /* A free slot: the fixups look at it once end_remap() publishes it */
+    win->slots[slot].writable = writable;
+    /*
+     * Shared either way, so that no page of the file is ever copied into
+     * QEMU's memory.  A read-only mapping has no write access: a guest
+     * store there must not reach the file, and makes the mapping a hole
+     * instead (shmem_arena_write_fault_fixup()).
+     */
     shmem_arena_begin_remap(win);
-    p = mmap(win->host + offset, len, prot, flags, fd, fd_offset);
+    p = mmap(win->host + offset, len, prot, MAP_SHARED | MAP_FIXED, fd,
+             fd_offset);
     ret = shmem_arena_remapped(win, offset, len, p, slot);
     if (ret < 0) {
         win->free_slots[win->nr_free_slots++] = slot;

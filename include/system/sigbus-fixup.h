@@ -1,6 +1,7 @@
 /*
- * SIGBUS fixups: let the owner of RAM mapped from a file survive the file
- * shrinking under the guest.
+ * SIGBUS and write fault fixups: let the owner of RAM mapped from a file
+ * survive the file shrinking under the guest, or a store into a range it
+ * mapped read-only.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -18,8 +19,11 @@
  * With an address, called in signal context, so it must be
  * async-signal-safe.  Without, called by a vCPU thread, which is not in
  * signal context and holds no lock: the fixup then repairs every such
- * access it can find.  Returns true if it made the access (or, without an
- * address, some access) retryable, false if @addr is not its own.
+ * access it can find, and since KVM's EFAULT does not say whether the
+ * access was a load or a store, also a store into RAM mapped read-only
+ * (see qemu_set_write_fault_fixup()).  Returns true if it made the access
+ * (or, without an address, some access) retryable, false if @addr is not
+ * its own.
  */
 typedef bool (*QemuSigbusFixup)(void *addr);
 
@@ -51,5 +55,32 @@ bool qemu_sigbus_fixup(void *addr);
  * SIGBUS, or the kernel kills the process instead of running a fixup.
  */
 void qemu_unblock_sigbus(void);
+
+/**
+ * QemuWriteFaultFixup: repair a store into RAM mapped without write access
+ * @addr: the host address that faulted (SIGSEGV with SEGV_ACCERR)
+ *
+ * Called in signal context, on whatever thread stored there (a TCG vCPU,
+ * or any thread of QEMU copying into guest RAM), so it must be
+ * async-signal-safe.  Returns true if the store can be retried, false if
+ * @addr is not its own or it cannot help.
+ */
+typedef bool (*QemuWriteFaultFixup)(void *addr);
+
+/**
+ * qemu_set_write_fault_fixup: handle stores into read-only guest RAM
+ * @fixup: the function to try, or NULL
+ *
+ * RAM that must never be written through QEMU's mapping (e.g. a virtio
+ * shared memory window's read-only file ranges) can be mapped without
+ * PROT_WRITE; a store into it then raises SIGSEGV, which would kill QEMU.
+ * The first call installs a SIGSEGV handler that tries @fixup for
+ * SEGV_ACCERR and leaves every other SIGSEGV to the disposition it
+ * replaced.  There is one fixup for the process.  Under KVM a guest store
+ * raises no signal: KVM_RUN fails with EFAULT, and the KVM code calls the
+ * SIGBUS fixup without an address (see #QemuSigbusFixup).  Does nothing
+ * on hosts other than Linux.
+ */
+void qemu_set_write_fault_fixup(QemuWriteFaultFixup fixup);
 
 #endif

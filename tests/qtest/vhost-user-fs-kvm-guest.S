@@ -1,11 +1,13 @@
 /*
- * The guest of vhost-user-fs-test's window/kvm-truncate: a 64 KiB
- * firmware image that enters 32-bit protected mode and reads one word of
- * every 4 KiB page of the cache window again and again.  The test tells
- * it where the window is (guest physical 0x8000) and how many bytes to
- * read (0x8004); it adds up the words it reads (0x8008) and counts its
- * passes (0x800c).  The test carries the assembled bytes; to make them
- * again:
+ * The guest of vhost-user-fs-test's window/kvm-truncate and
+ * window/kvm-readonly-stores: a 64 KiB firmware image that enters 32-bit
+ * protected mode and reads one word of every 4 KiB page of the cache
+ * window again and again.  The test tells it where the window is (guest
+ * physical 0x8000) and how many bytes to read (0x8004); it adds up the
+ * words it reads (0x8008) and counts its passes (0x800c).  If the word
+ * at 0x8010 is not zero when a pass starts, the pass stores that word
+ * into each page instead of reading it.  The test carries the assembled
+ * bytes; to make them again:
  *
  *   as --32 -o g.o vhost-user-fs-kvm-guest.S &&
  *   ld -m elf_i386 -Ttext=0 --oformat=binary -o g.bin g.o && xxd -i g.bin
@@ -45,10 +47,17 @@ wait:
     jz wait
 outer:
     movl 0x8004, %ecx
+    movl 0x8010, %ebx
     xorl %edx, %edx
 inner:
+    testl %ebx, %ebx
+    jnz store
     movl (%esi,%edx), %eax
     addl %eax, 0x8008
+    jmp next
+store:
+    movl %ebx, (%esi,%edx)
+next:
     addl $4096, %edx
     cmpl %ecx, %edx
     jb inner

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/uio.h>
+#include <sys/resource.h>
 #include <poll.h>
 #include "qemu/cutils.h"
 #include "qemu/units.h"
@@ -1155,15 +1156,22 @@ static void test_map_read_write_unmap(void)
     g_assert_cmphex(bar_readq(&t, 10 * MiB - 8), ==, 0);
     g_assert_cmphex(bar_readq(&t, 12 * MiB), ==, 0);
 
-    /* A guest write to a read-only mapping must not reach the file */
+    /*
+     * A guest write to a read-only mapping must not reach the file: it
+     * makes the whole mapping a hole (window/readonly-stores), which
+     * shows the write, and stays the back-end's to unmap
+     */
     qtest_writeq(t.qts, CACHE_BAR_ADDR + 10 * MiB + 64, 0xdeadbeef);
     g_assert_cmpint(pread(fd, &word, 8, 4 * MiB + 64), ==, 8);
     g_assert_cmphex(word, ==, file_word(0x1111, 4 * MiB + 64));
-
-    g_assert_cmpuint(shmem_unmap(t.be, 10 * MiB, TWO_MB), ==, 0);
     g_assert_cmpuint(count_maps(&t, "vuf-data"), ==, 0);
     g_assert_cmphex(bar_readq(&t, 10 * MiB), ==, 0);
-    g_assert_cmphex(bar_readq(&t, 10 * MiB + 64), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 10 * MiB + 64), ==, 0xdeadbeef);
+
+    g_assert_cmpuint(shmem_unmap(t.be, 10 * MiB, TWO_MB), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 10 * MiB), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 10 * MiB + 64), ==, 0xdeadbeef);
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + 10 * MiB + 64, 0);
 
     /* Read-write: guest writes reach the file and back */
     g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, 4 * MiB, VU_MAP_RW), ==, 0);
@@ -1330,6 +1338,160 @@ out:
     close(a);
     close(b);
     teardown(&t);
+}
+
+/* QEMU's proportional set size in bytes: what its memory costs the host */
+static uint64_t qemu_pss(TestCtx *t)
+{
+    g_autofree char *path = g_strdup_printf("/proc/%d/smaps_rollup",
+                                            qtest_pid(t->qts));
+    g_autofree char *text = NULL;
+    const char *pss;
+
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    pss = strstr(text, "\nPss:");
+    g_assert_nonnull(pss);
+    return g_ascii_strtoull(pss + strlen("\nPss:"), NULL, 10) * KiB;
+}
+
+static uint64_t pread_word(int fd, uint64_t offset)
+{
+    uint64_t word;
+
+    g_assert_cmpint(pread(fd, &word, 8, offset), ==, 8);
+    return word;
+}
+
+/*
+ * A guest store into a range mapped read-only must not reach the file,
+ * and must not cost QEMU memory either: it makes the mapping a hole,
+ * which shows the window's scratch (16 MiB for a 512 MiB window), so
+ * stores into every page of 256 MiB cost 16 MiB at most.  A private
+ * writable mapping would copy every page stored into, 256 MiB.
+ */
+#define RO_STORES_LEN (256 * MiB)
+#define RO_STORES_MAX_COST (64 * MiB)
+
+static void test_readonly_stores(void)
+{
+    g_autofree char *trace_path = g_strdup_printf(
+        "%s/vuf-ro-stores-trace.%d", g_get_tmp_dir(), getpid());
+    g_autofree char *extra = g_strdup_printf(
+        " -trace enable=virtio_shmem_arena_readonly_store,file=%s",
+        trace_path);
+    g_autofree char *trace = NULL;
+    uint64_t seed = 0x5eed, before, after, off;
+    int fd = make_file("vuf-ro-stores", RO_STORES_LEN, seed);
+    int other = make_file("vuf-ro-other", TWO_MB, 0x0e);
+    TestCtx t;
+
+    setup_full(&t, "512M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES, extra);
+    /* As a Linux guest has them: 2 MiB ranges */
+    for (off = 0; off < RO_STORES_LEN; off += TWO_MB) {
+        g_assert_cmpuint(shmem_map(t.be, fd, off, off, TWO_MB, 0), ==, 0);
+    }
+    /* A read-only range nobody stores into */
+    g_assert_cmpuint(shmem_map(t.be, other, 0, 300 * MiB, TWO_MB, 0), ==, 0);
+
+    /* QEMU's own stores, as a device model's or a TCG vCPU's */
+    before = qemu_pss(&t);
+    for (off = 0; off < RO_STORES_LEN; off += TWO_MB) {
+        qtest_memset(t.qts, CACHE_BAR_ADDR + off, 0xa5, TWO_MB);
+    }
+    after = qemu_pss(&t);
+    g_test_message("QEMU's Pss: %" PRIu64 " KiB before the stores, %" PRIu64
+                   " KiB after", before / KiB, after / KiB);
+    g_assert_cmpuint(after, <, before + RO_STORES_MAX_COST);
+
+    /* The file never saw them; the ranges are holes with what was stored */
+    for (off = 0; off < RO_STORES_LEN; off += 32 * MiB) {
+        g_assert_cmphex(pread_word(fd, off + 8), ==, file_word(seed, off + 8));
+    }
+    g_assert_cmpuint(count_maps(&t, "vuf-ro-stores"), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 8), ==, 0xa5a5a5a5a5a5a5a5ULL);
+    g_assert_cmphex(bar_readq(&t, RO_STORES_LEN - 8), ==,
+                    0xa5a5a5a5a5a5a5a5ULL);
+    /* The range nobody stored into still shows its file */
+    g_assert_cmpuint(count_maps(&t, "vuf-ro-other"), ==, 1);
+    g_assert_cmphex(bar_readq(&t, 300 * MiB + 8), ==, file_word(0x0e, 8));
+
+    /* The guest's upgrade shows the file again, and writes reach it */
+    g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, TWO_MB,
+                               VU_MAP_RW | VU_MAP_REPLACE), ==, 0);
+    g_assert_cmphex(bar_readq(&t, 8), ==, file_word(seed, 8));
+    qtest_writeq(t.qts, CACHE_BAR_ADDR + 16, 0x600d);
+    g_assert_cmphex(pread_word(fd, 16), ==, 0x600d);
+    /* The mappings made holes are still the back-end's to unmap */
+    g_assert_cmpuint(shmem_unmap(t.be, 0, RO_STORES_LEN), ==, 0);
+    g_assert_cmpuint(shmem_unmap(t.be, 300 * MiB, TWO_MB), ==, 0);
+    close(fd);
+    close(other);
+    teardown(&t);
+
+    /* One fix-up per mapping stored into, all of its pages at once */
+    g_assert_true(g_file_get_contents(trace_path, &trace, NULL, NULL));
+    unlink(trace_path);
+    g_assert_nonnull(strstr(trace, "virtio_shmem_arena_readonly_store "
+                            "128 fix-ups: 65536 pages"));
+}
+
+/*
+ * Only a store into a window is the window's: QEMU dies of any other
+ * SIGSEGV as it would without the window's handler.  A SIGSEGV sent to
+ * it stands for the others, which the handler passes on the same way.
+ */
+/* In the child: a QEMU that is meant to die leaves no core file behind */
+static void no_core_dump(gpointer data)
+{
+    struct rlimit none = { 0, 0 };
+
+    setrlimit(RLIMIT_CORE, &none);
+}
+
+static void test_other_sigsegv(void)
+{
+    TestBackend *be = be_new(VU_BASE_FEATURES | VU_SHM_FEATURES);
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * 1000;
+    g_autofree char *cmd = NULL;
+    g_autofree char *status_path = NULL;
+    g_autofree char *status = NULL;
+    g_auto(GStrv) argv = NULL;
+    const char *caught;
+    int wstatus;
+    GPid pid;
+
+    /* Not libqtest's: it would take the death for a failure */
+    cmd = g_strdup_printf("%s -machine pc -m 128M -nodefaults -display none "
+                          "-accel qtest -object memory-backend-memfd,id=mem,"
+                          "size=128M,share=on -numa node,memdev=mem "
+                          "-chardev socket,id=vuf,path=%s "
+                          "-device vhost-user-fs-pci,chardev=vuf,tag=myfs,"
+                          "cache-size=64M", g_getenv("QTEST_QEMU_BINARY"),
+                          be->sock_path);
+    g_assert_true(g_shell_parse_argv(cmd, NULL, &argv, NULL));
+    g_assert_true(g_spawn_async(NULL, argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+                                no_core_dump, NULL, &pid, NULL));
+    /* The window exists once the device has its back-end channel */
+    g_mutex_lock(&be->lock);
+    while (be->backend_req_fd < 0) {
+        g_assert_true(g_cond_wait_until(&be->cond, &be->lock, deadline));
+    }
+    g_mutex_unlock(&be->lock);
+
+    /* The window's handler is there (SIGSEGV's bit in SigCgt) */
+    status_path = g_strdup_printf("/proc/%d/status", pid);
+    g_assert_true(g_file_get_contents(status_path, &status, NULL, NULL));
+    caught = strstr(status, "SigCgt:");
+    g_assert_nonnull(caught);
+    g_assert_true(g_ascii_strtoull(caught + strlen("SigCgt:"), NULL, 16) &
+                  (1ULL << (SIGSEGV - 1)));
+
+    g_assert_cmpint(kill(pid, SIGSEGV), ==, 0);
+    g_assert_cmpint(waitpid(pid, &wstatus, 0), ==, pid);
+    g_spawn_close_pid(pid);
+    g_assert_true(WIFSIGNALED(wstatus));
+    g_assert_cmpint(WTERMSIG(wstatus), ==, SIGSEGV);
+    be_free(be);
 }
 
 /*
@@ -2146,19 +2308,22 @@ static void test_migration_with_window(void)
 #define KVM_GUEST_LEN 0x8004            /* bytes to read */
 #define KVM_GUEST_SUM 0x8008            /* the sum of the words read */
 #define KVM_GUEST_PASSES 0x800c
+#define KVM_GUEST_STORE 0x8010          /* not 0: store it, do not read */
 
 static const uint8_t kvm_guest[] = {
-    0xfa, 0xfc, 0x2e, 0x66, 0x0f, 0x01, 0x1e, 0x7e, 0x00, 0x2e, 0x66, 0x0f,
-    0x01, 0x16, 0x78, 0x00, 0x0f, 0x20, 0xc0, 0x66, 0x25, 0xff, 0xff, 0xff,
+    0xfa, 0xfc, 0x2e, 0x66, 0x0f, 0x01, 0x1e, 0x8e, 0x00, 0x2e, 0x66, 0x0f,
+    0x01, 0x16, 0x88, 0x00, 0x0f, 0x20, 0xc0, 0x66, 0x25, 0xff, 0xff, 0xff,
     0x9f, 0x66, 0x83, 0xc8, 0x01, 0x0f, 0x22, 0xc0, 0x66, 0xea, 0x28, 0x00,
     0x0f, 0x00, 0x08, 0x00, 0x66, 0xb8, 0x10, 0x00, 0x8e, 0xd8, 0x8e, 0xc0,
     0x8e, 0xd0, 0x8b, 0x35, 0x00, 0x80, 0x00, 0x00, 0x85, 0xf6, 0x74, 0xf6,
-    0x8b, 0x0d, 0x04, 0x80, 0x00, 0x00, 0x31, 0xd2, 0x8b, 0x04, 0x16, 0x01,
-    0x05, 0x08, 0x80, 0x00, 0x00, 0x81, 0xc2, 0x00, 0x10, 0x00, 0x00, 0x39,
-    0xca, 0x72, 0xed, 0xff, 0x05, 0x0c, 0x80, 0x00, 0x00, 0xeb, 0xdd, 0x90,
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,
-    0x00, 0x9b, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x93, 0xcf, 0x00,
-    0x17, 0x00, 0x60, 0x00, 0x0f, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00
+    0x8b, 0x0d, 0x04, 0x80, 0x00, 0x00, 0x8b, 0x1d, 0x10, 0x80, 0x00, 0x00,
+    0x31, 0xd2, 0x85, 0xdb, 0x75, 0x0b, 0x8b, 0x04, 0x16, 0x01, 0x05, 0x08,
+    0x80, 0x00, 0x00, 0xeb, 0x03, 0x89, 0x1c, 0x16, 0x81, 0xc2, 0x00, 0x10,
+    0x00, 0x00, 0x39, 0xca, 0x72, 0xe4, 0xff, 0x05, 0x0c, 0x80, 0x00, 0x00,
+    0xeb, 0xce, 0x66, 0x90, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0xff, 0xff, 0x00, 0x00, 0x00, 0x9b, 0xcf, 0x00, 0xff, 0xff, 0x00, 0x00,
+    0x00, 0x93, 0xcf, 0x00, 0x17, 0x00, 0x70, 0x00, 0x0f, 0x00, 0x00, 0x00,
+    0x00, 0x00, 0x00, 0x00
 };
 
 /* The guest's pass count once it is at least @n past @from */
@@ -2198,6 +2363,59 @@ static unsigned int trace_sum(const char *trace, const char *event,
 }
 
 /*
+ * Boot the firmware under @accel with a window of @cache_size at
+ * KVM_BAR_ADDR, tracing the events @events (one a line) into
+ * @dir/trace
+ */
+static void fw_guest_setup(TestCtx *t, const char *accel,
+                           const char *cache_size, const char *dir,
+                           const char *events)
+{
+    /* At the reset vector: ljmp $0xf000, $0 */
+    static const uint8_t reset[] = { 0xea, 0x00, 0x00, 0x00, 0xf0 };
+    g_autofree char *image_path = g_build_filename(dir, "guest.bin", NULL);
+    g_autofree char *events_path = g_build_filename(dir, "events", NULL);
+    g_autofree char *trace_path = g_build_filename(dir, "trace", NULL);
+    g_autofree uint8_t *image = g_malloc0(64 * KiB);
+    g_autofree char *extra = NULL;
+
+    memcpy(image, kvm_guest, sizeof(kvm_guest));
+    memcpy(image + 64 * KiB - 16, reset, sizeof(reset));
+    g_assert_true(g_file_set_contents(image_path, (char *)image, 64 * KiB,
+                                      NULL));
+    g_assert_true(g_file_set_contents(events_path, events, -1, NULL));
+    extra = g_strdup_printf(" -accel %s -bios %s -trace events=%s,file=%s",
+                            accel, image_path, events_path, trace_path);
+    setup_full(t, cache_size, 1, VU_BASE_FEATURES | VU_SHM_FEATURES, extra);
+    qvhost_user_fs_pci_place_cache_bar(t->fs, KVM_BAR_ADDR);
+}
+
+/* What fw_guest_setup() traced, once QEMU is gone; removes @dir */
+static char *fw_guest_trace(const char *dir)
+{
+    g_autofree char *image_path = g_build_filename(dir, "guest.bin", NULL);
+    g_autofree char *events_path = g_build_filename(dir, "events", NULL);
+    g_autofree char *trace_path = g_build_filename(dir, "trace", NULL);
+    char *trace = NULL;
+
+    g_assert_true(g_file_get_contents(trace_path, &trace, NULL, NULL));
+    unlink(image_path);
+    unlink(events_path);
+    unlink(trace_path);
+    rmdir(dir);
+    return trace;
+}
+
+static bool vm_running(TestCtx *t)
+{
+    QDict *rsp = qtest_qmp(t->qts, "{'execute': 'query-status'}");
+    bool running = qdict_get_bool(qdict_get_qdict(rsp, "return"), "running");
+
+    qobject_unref(rsp);
+    return running;
+}
+
+/*
  * What the KVM truncate case saw, run once for both of its tests: the
  * mappings the window repaired, and how many of them through the path
  * without an address, after KVM_RUN failed with EFAULT (the rest came
@@ -2211,15 +2429,9 @@ static struct {
 
 static void kvm_truncate_run(void)
 {
-    /* At the reset vector: ljmp $0xf000, $0 */
-    static const uint8_t reset[] = { 0xea, 0x00, 0x00, 0x00, 0xf0 };
-    g_autofree char *dir = NULL, *image_path = NULL, *trace_path = NULL;
-    g_autofree char *events_path = NULL;
-    g_autofree char *extra = NULL, *trace = NULL;
-    g_autofree uint8_t *image = g_malloc0(64 * KiB);
+    g_autofree char *dir = NULL, *trace = NULL;
     uint64_t seed = 0x4b564d;
     uint32_t passes;
-    QDict *rsp;
     TestCtx t;
     int fd;
 
@@ -2232,22 +2444,9 @@ static void kvm_truncate_run(void)
     }
     dir = g_dir_make_tmp("vuf-kvm-XXXXXX", NULL);
     g_assert_nonnull(dir);
-    image_path = g_build_filename(dir, "guest.bin", NULL);
-    trace_path = g_build_filename(dir, "trace", NULL);
-    events_path = g_build_filename(dir, "events", NULL);
-    memcpy(image, kvm_guest, sizeof(kvm_guest));
-    memcpy(image + 64 * KiB - 16, reset, sizeof(reset));
-    g_assert_true(g_file_set_contents(image_path, (char *)image, 64 * KiB,
-                                      NULL));
-    /* Both repairs' events, into one file */
-    g_assert_true(g_file_set_contents(events_path,
-                                      "virtio_shmem_arena_sigbus\n"
-                                      "virtio_shmem_arena_fixup_all\n", -1,
-                                      NULL));
-    extra = g_strdup_printf(" -accel kvm -bios %s -trace events=%s,file=%s",
-                            image_path, events_path, trace_path);
-    setup_full(&t, "64M", 1, VU_BASE_FEATURES | VU_SHM_FEATURES, extra);
-    qvhost_user_fs_pci_place_cache_bar(t.fs, KVM_BAR_ADDR);
+    /* Both repairs' events */
+    fw_guest_setup(&t, "kvm", "64M", dir, "virtio_shmem_arena_sigbus\n"
+                   "virtio_shmem_arena_fixup_all\n");
 
     fd = make_file("vuf-kvm", 8 * MiB, seed);
     g_assert_cmpuint(shmem_map(t.be, fd, 0, 0, 8 * MiB, 0), ==, 0);
@@ -2259,9 +2458,7 @@ static void kvm_truncate_run(void)
     /* The host cuts the file in half under the reading guest */
     g_assert_cmpint(ftruncate(fd, 4 * MiB), ==, 0);
     kvm_guest_passes(&t, passes, 3);
-    rsp = qtest_qmp(t.qts, "{'execute': 'query-status'}");
-    g_assert_true(qdict_get_bool(qdict_get_qdict(rsp, "return"), "running"));
-    qobject_unref(rsp);
+    g_assert_true(vm_running(&t));
     g_assert_cmphex(qtest_readq(t.qts, KVM_BAR_ADDR + 6 * MiB), ==, 0);
     g_assert_cmphex(qtest_readq(t.qts, KVM_BAR_ADDR + MiB), ==,
                     file_word(seed, MiB));
@@ -2270,16 +2467,12 @@ static void kvm_truncate_run(void)
     close(fd);
     teardown(&t);
 
-    g_assert_true(g_file_get_contents(trace_path, &trace, NULL, NULL));
+    trace = fw_guest_trace(dir);
     kvm_truncate_seen.fixups = trace_sum(trace, "virtio_shmem_arena_sigbus ",
                                          "");
     kvm_truncate_seen.efault_fixups =
         trace_sum(trace, "virtio_shmem_arena_fixup_all ", "EFAULT): ");
     kvm_truncate_seen.ran = true;
-    unlink(image_path);
-    unlink(trace_path);
-    unlink(events_path);
-    rmdir(dir);
 }
 
 /* The guest went on because the window repaired the mapping, either way */
@@ -2324,6 +2517,139 @@ static void test_kvm_truncate_efault(void)
         return;
     }
     g_assert_cmpuint(kvm_truncate_seen.efault_fixups, >, 0);
+}
+
+/*
+ * window/readonly-stores from a guest: the firmware stores into every
+ * page of 256 MiB of read-only ranges, pass after pass, and must go on
+ * at no cost to QEMU.  Under TCG the vCPU thread's own store raises
+ * SIGSEGV.  Under KVM, where the host virtualizes in hardware, each
+ * store fails KVM_RUN with EFAULT, which says nothing of where; under
+ * kvm_pvm the vCPU thread takes SIGSEGV, as under TCG.  Returns the
+ * mappings the window made holes, and in @efault_fixups how many of them
+ * after KVM_RUN failed with EFAULT.
+ */
+static unsigned int guest_readonly_stores(const char *accel,
+                                          unsigned int *efault_fixups)
+{
+    g_autofree char *dir = g_dir_make_tmp("vuf-fw-XXXXXX", NULL);
+    g_autofree char *trace = NULL;
+    uint64_t seed = 0x4b564d2;
+    uint64_t before, after, off;
+    int fd;
+    TestCtx t;
+
+    g_assert_nonnull(dir);
+    fw_guest_setup(&t, accel, "512M", dir,
+                   "virtio_shmem_arena_readonly_store\n"
+                   "virtio_shmem_arena_fixup_all\n");
+    fd = make_file("vuf-fw-ro", RO_STORES_LEN, seed);
+    for (off = 0; off < RO_STORES_LEN; off += TWO_MB) {
+        g_assert_cmpuint(shmem_map(t.be, fd, off, off, TWO_MB, 0), ==, 0);
+    }
+    before = qemu_pss(&t);
+    qtest_writel(t.qts, KVM_GUEST_STORE, 0x5707e);
+    qtest_writel(t.qts, KVM_GUEST_LEN, RO_STORES_LEN);
+    qtest_writel(t.qts, KVM_GUEST_WIN, KVM_BAR_ADDR);
+    kvm_guest_passes(&t, 0, 3);
+    g_assert_true(vm_running(&t));
+    after = qemu_pss(&t);
+    g_test_message("QEMU's Pss: %" PRIu64 " KiB before the stores, %" PRIu64
+                   " KiB after", before / KiB, after / KiB);
+    g_assert_cmpuint(after, <, before + RO_STORES_MAX_COST);
+
+    g_assert_cmpuint(count_maps(&t, "vuf-fw-ro"), ==, 0);
+    g_assert_cmphex(qtest_readl(t.qts, KVM_BAR_ADDR + 4 * MiB), ==, 0x5707e);
+    for (off = 0; off < RO_STORES_LEN; off += 32 * MiB) {
+        g_assert_cmphex(pread_word(fd, off), ==, file_word(seed, off));
+    }
+
+    g_assert_cmpuint(shmem_unmap(t.be, 0, RO_STORES_LEN), ==, 0);
+    close(fd);
+    teardown(&t);
+
+    trace = fw_guest_trace(dir);
+    *efault_fixups = trace_sum(trace, "virtio_shmem_arena_fixup_all ",
+                               "EFAULT): ");
+    return trace_sum(trace, "virtio_shmem_arena_readonly_store ", "");
+}
+
+static void test_tcg_readonly_stores(void)
+{
+    unsigned int efault_fixups;
+
+    if (!qtest_has_accel("tcg")) {
+        g_test_skip("no TCG in this QEMU");
+        return;
+    }
+    /* One fix-up per 2 MiB mapping, in the SIGSEGV handler */
+    g_assert_cmpuint(guest_readonly_stores("tcg", &efault_fixups), ==, 128);
+    g_assert_cmpuint(efault_fixups, ==, 0);
+}
+
+/* What the KVM case saw, run once for both of its tests */
+static struct {
+    bool ran;
+    const char *skipped;
+    unsigned int fixups, efault_fixups;
+} kvm_readonly_seen;
+
+static void kvm_readonly_stores_run(void)
+{
+    if (kvm_readonly_seen.ran || kvm_readonly_seen.skipped) {
+        return;
+    }
+    if (!qtest_has_accel("kvm")) {
+        kvm_readonly_seen.skipped = "no usable KVM here (/dev/kvm)";
+        return;
+    }
+    kvm_readonly_seen.fixups =
+        guest_readonly_stores("kvm", &kvm_readonly_seen.efault_fixups);
+    kvm_readonly_seen.ran = true;
+}
+
+/*
+ * Either way every mapping became a hole: one at a time through SIGSEGV,
+ * or all of them at once after an EFAULT
+ */
+static void test_kvm_readonly_stores(void)
+{
+    kvm_readonly_stores_run();
+    if (kvm_readonly_seen.skipped) {
+        g_test_skip(kvm_readonly_seen.skipped);
+        return;
+    }
+    g_test_message("%u mappings made holes, %u of them after KVM_RUN's "
+                   "EFAULT", kvm_readonly_seen.fixups,
+                   kvm_readonly_seen.efault_fixups);
+    g_assert_cmpuint(kvm_readonly_seen.fixups, ==, 128);
+    g_assert_cmpuint(kvm_readonly_seen.efault_fixups, <=, 128);
+}
+
+/*
+ * ...through the path without an address, after KVM_RUN failed with
+ * EFAULT: skipped, saying so, where the vCPU thread took SIGSEGV instead
+ * (kvm_pvm), as window/kvm-truncate-efault is.
+ */
+static void test_kvm_readonly_stores_efault(void)
+{
+    g_autofree char *why = NULL;
+
+    kvm_readonly_stores_run();
+    if (kvm_readonly_seen.skipped) {
+        g_test_skip(kvm_readonly_seen.skipped);
+        return;
+    }
+    if (!kvm_readonly_seen.efault_fixups) {
+        why = g_strdup_printf("the EFAULT repair was not reached: this KVM "
+                              "raised SIGSEGV in the vCPU thread (one that "
+                              "shadows guest page tables, as kvm_pvm "
+                              "does), and the signal path made %u "
+                              "mappings holes", kvm_readonly_seen.fixups);
+        g_test_skip(why);
+        return;
+    }
+    g_assert_cmpuint(kvm_readonly_seen.efault_fixups, ==, 128);
 }
 
 /*
@@ -2762,6 +3088,9 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/window/replace", test_replace);
     qtest_add_func("/vhost-user-fs/window/replace-never-shows-zeros",
                    test_replace_atomic);
+    qtest_add_func("/vhost-user-fs/window/readonly-stores",
+                   test_readonly_stores);
+    qtest_add_func("/vhost-user-fs/window/other-sigsegv", test_other_sigsegv);
     qtest_add_func("/vhost-user-fs/window/replace-needs-feature",
                    test_replace_needs_feature);
     qtest_add_func("/vhost-user-fs/window/invalid-requests",
@@ -2784,6 +3113,12 @@ int main(int argc, char **argv)
     qtest_add_func("/vhost-user-fs/window/kvm-truncate", test_kvm_truncate);
     qtest_add_func("/vhost-user-fs/window/kvm-truncate-efault",
                    test_kvm_truncate_efault);
+    qtest_add_func("/vhost-user-fs/window/tcg-readonly-stores",
+                   test_tcg_readonly_stores);
+    qtest_add_func("/vhost-user-fs/window/kvm-readonly-stores",
+                   test_kvm_readonly_stores);
+    qtest_add_func("/vhost-user-fs/window/kvm-readonly-stores-efault",
+                   test_kvm_readonly_stores_efault);
     qtest_add_func("/vhost-user-fs/window/migration-blocked",
                    test_migration_blocked);
     qtest_add_func("/vhost-user-fs/window/migration-with-window",
