@@ -409,6 +409,16 @@ SUITES = [
     # cache=auto for what the host left alone (harness/tests/adaptive-cache.sh)
     guest("guest: adaptive cache timeouts, host changes seen within the "
           "bound", "adaptive-cache.sh", timeout=200),
+    # A host process appends through one long-lived fd to a file the guest
+    # reads as it grows: each record seen within --cache=adaptive's bound
+    # (measured delays printed), read right through the page cache, and
+    # through the DAX window as soon as stat shows the new size
+    # (harness/tests/append-watch.sh)
+    guest("guest: host appends seen within the adaptive bound",
+          "append-watch.sh", "adaptive", timeout=240),
+    guest("guest: host appends seen within the adaptive bound, read at "
+          "once through the DAX window", "append-watch.sh", "dax",
+          timeout=240),
     # A guest that holds and looks up files without end (CVE-2020-10717)
     # QEMU killed mid-I/O: the daemon exits by itself, status 0
     guest("guest: our virtiofsd when QEMU is killed mid-request",
@@ -459,6 +469,21 @@ SUITES = [
            "--timeout", "870", "defaults"],
           env={"FILES": "200000", "NOFILE": "20000"},
           needs=[QEMU, INITRAMFS], timeout=900),
+    # A hard-link farm (8 objects, 1000 links each) walked and read
+    # twice while the host adds and removes links: no ESTALE, no error
+    # but the host's ENOENT, the churn proven to overlap the walk
+    # (harness/tests/link-farm.sh); our daemon with its defaults, with
+    # every request re-opening its inode through the broker, and the
+    # Rust virtiofsd by fd and by handle, which pass it too.
+    guest("guest: hard-link farm under host churn, our virtiofsd",
+          "link-farm.sh", "ours", timeout=300),
+    guest("guest: hard-link farm under host churn, our virtiofsd, "
+          "every inode re-opened by handle", "link-farm.sh", "ours-handles",
+          timeout=300),
+    guest("guest: hard-link farm under host churn, Rust virtiofsd",
+          "link-farm.sh", "rust", timeout=300),
+    guest("guest: hard-link farm under host churn, Rust virtiofsd by "
+          "file handle", "link-farm.sh", "rust-handles", timeout=300),
     # --posix-acl with --uid-map/--gid-map: ids, umask, ACLs end to end
     guest("guest: our virtiofsd with POSIX ACLs and id maps",
           "acl-idmap.sh", timeout=300),
