@@ -208,8 +208,8 @@ static uint64_t dax_keep(VfsdDax *dax, uint64_t foffset, uint64_t len,
 struct VfsdDaxInode {
     gint maps;                  /* atomic, changed under lock: mappings */
     int wd;                     /* under lock: inotify watch, 0: none */
-    uint64_t size;              /* under lock, read atomically: the size
-                                   the mappings follow */
+    /* Under lock, read atomically: the size the mappings follow */
+    uint64_t size;
     gint setting_up;            /* atomic: SETUPMAPPINGs under way */
 };
 

@@ -95,16 +95,16 @@ struct VfsdDev {
     VfsdQueue *queues[VFSD_MAX_QUEUES];
     GThreadPool *pool;
     GThreadPool *blocking_pool;
-    gint blocking;              /* atomic: blocking requests, running or
-                                   parked */
+    /* Atomic: blocking requests, running or parked */
+    gint blocking;
     /* Blocking requests across stops of their queue: see park() */
     GMutex park_lock;
     GCond park_cond;
-    unsigned int running[VFSD_MAX_QUEUES]; /* under park_lock: in
-                                              blocking_pool */
+    /* Under park_lock: requests of each queue in blocking_pool */
+    unsigned int running[VFSD_MAX_QUEUES];
     GQueue parked;              /* under park_lock: VfsdElem */
-    bool paused;                /* under park_lock: waits interrupted
-                                   (vfsd_interrupt_pause) */
+    /* Under park_lock: waits interrupted (vfsd_interrupt_pause) */
+    bool paused;
     uint64_t pause_seq;         /* under park_lock: pauses so far */
     VfsdRingMark mark[VFSD_MAX_QUEUES];
     /*
