@@ -205,19 +205,22 @@ check_daemon() {
     if [ "${SANDBOX_SELFTEST:-}" = change ]; then
         touch "$outside/secret.txt"
     fi
-    dpid=$pid
     if [ "$mode" = namespace ]; then
         case "$cmd" in
         *--sandbox*|*--seccomp*|*sandbox=*|*seccomp=*)
             daemon_report+="; vm.py overrides the sandbox"; return 0 ;;
         esac
-        # vm.py started the parent; the daemon serving the guest is its child
-        dpid=$(only_child "$pid")
-        [ -n "$dpid" ] || { daemon_report+="; not exactly one child"; return 0; }
-        daemon_report+="; daemon pid $dpid"
-        v=$(status_field "$pid" CapEff)
-        [ "$v" = 0000000000000000 ] ||
-            { daemon_report+="; the parent keeps capabilities $v"; return 0; }
+    fi
+    # Every mode forks: vm.py started the parent, which keeps the log
+    # (contained.sh) and no capability; the daemon serving the guest is
+    # its child
+    dpid=$(only_child "$pid")
+    [ -n "$dpid" ] || { daemon_report+="; not exactly one child"; return 0; }
+    daemon_report+="; daemon pid $dpid"
+    v=$(status_field "$pid" CapEff)
+    [ "$v" = 0000000000000000 ] ||
+        { daemon_report+="; the parent keeps capabilities $v"; return 0; }
+    if [ "$mode" = namespace ]; then
         for ns in mnt pid net; do
             [ "$(readlink "/proc/$dpid/ns/$ns")" != "$(readlink "/proc/self/ns/$ns")" ] ||
                 { daemon_report+="; not in its own $ns namespace"; return 0; }
@@ -232,14 +235,7 @@ check_daemon() {
         [ "$ifaces" = lo ] ||
             { daemon_report+="; network interfaces: $ifaces"; return 0; }
     else
-        # Every mode forks a parent that keeps the log (contained.sh);
         # none makes no namespace
-        dpid=$(only_child "$pid")
-        [ -n "$dpid" ] || { daemon_report+="; not exactly one child"; return 0; }
-        daemon_report+="; daemon pid $dpid"
-        v=$(status_field "$pid" CapEff)
-        [ "$v" = 0000000000000000 ] ||
-            { daemon_report+="; the parent keeps capabilities $v"; return 0; }
         for ns in mnt pid net; do
             [ "$(readlink "/proc/$dpid/ns/$ns")" = "$(readlink "/proc/self/ns/$ns")" ] ||
                 { daemon_report+="; --sandbox=none made a $ns namespace"; return 0; }
