@@ -37,7 +37,7 @@ export BUILD PREFIX QEMU_BASE GUEST_DIR GUEST_KERNEL GUEST_DIR_BOOKWORM GUEST_DI
 QEMU_BUILD := $(BUILD)/qemu
 QEMU_BIN := $(QEMU_BUILD)/qemu-system-x86_64
 
-.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree bench-memory bench-loadgen fuzz fstests \
+.PHONY: all deps prepare qemu guest guest-matrix rust-virtiofsd upstream-qemu demo check bench bench-tree bench-memory bench-loadgen bench-density fuzz fstests \
         refresh-patches verify-tree checkpatch install clean distclean help \
         port-base check-bases series bisect-check patch-lines
 
@@ -50,6 +50,7 @@ help:
 	@echo "make bench-tree [TREE_ROUNDS=N]  a source tree on each kind of guest storage (docs/benchmarks/tree.md)"
 	@echo "make bench-memory  memory for one read of a large file, with and without the window (docs/benchmarks/memory.md)"
 	@echo "make bench-loadgen [QUICK=1]  the daemons' own speed without a guest, and the floor (docs/benchmarks/loadgen.md)"
+	@echo "make bench-density [DENSITY_ROUNDS=N]  1, 2, 4 guests running from one Debian root, with and without the window (docs/benchmarks/density.md)"
 	@echo "make fuzz [FUZZ_SECONDS=N]  fuzz virtiofsd's request path (default 300 s)"
 	@echo "make fstests [FSTESTS=SRC] [FSTESTS_ARGS=...]  fstests' generic group on ours and the Rust virtiofsd"
 	@echo "make prepare         prepare build/src (upstream + our files + patches/)"
@@ -132,6 +133,8 @@ bench: qemu guest rust-virtiofsd
 	@$(TOP)/bench/tree.py $(if $(QUICK),--rounds 1,$(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS)))
 	@$(TOP)/bench/memory.py $(if $(QUICK),--rounds 1)
 	@$(TOP)/bench/loadgen.py $(if $(QUICK),--quick)
+	@$(TOP)/mk/deps.sh density
+	@$(TOP)/bench/density.py $(if $(QUICK),--rounds 1,$(if $(DENSITY_ROUNDS),--rounds $(DENSITY_ROUNDS)))
 
 # Unpack, walk, grep, copy, delete a source tree: tmpfs, ext4 on
 # virtio-blk, 9p, the Rust virtiofsd and ours, with and without a window
@@ -148,6 +151,14 @@ bench-loadgen: qemu rust-virtiofsd
 # daemon's memory, with and without the window (docs/benchmarks/memory.md)
 bench-memory: qemu guest rust-virtiofsd
 	@$(TOP)/bench/memory.py
+
+# 1, 2 and 4 guests boot their user space from one read-only Debian root
+# (mk/density-root.sh) and run the same work: host memory and time, with
+# and without the window (docs/benchmarks/density.md)
+DENSITY_ROUNDS ?=
+bench-density: qemu guest
+	@$(TOP)/mk/deps.sh density
+	@$(TOP)/bench/density.py $(if $(DENSITY_ROUNDS),--rounds $(DENSITY_ROUNDS))
 
 # libFuzzer on virtiofsd's request decoding and dispatch (mk/fuzz.sh)
 FUZZ_SECONDS ?= 300

@@ -11,6 +11,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import density  # noqa: E402
 import run  # noqa: E402
 import tree  # noqa: E402
 import loadgen  # noqa: E402
@@ -309,6 +310,79 @@ class Loadgen(unittest.TestCase):
         res = self.res({32: {"rps": (100, 100, 100)}}, {}, {32: two})
         self.assertFalse(self.verdicts(res)["two request queues at least "
                                             "1.6x one (ours, depth 32)"][0])
+
+
+class Density(unittest.TestCase):
+    """bench/density.py: the targets from memory and time medians."""
+
+    @staticmethod
+    def n(total_mib, boot_mib, t):
+        return {"mem work total": fig(total_mib * 1024),
+                "mem boot total": fig(boot_mib * 1024),
+                "boot+work s": t}
+
+    def res(self, four_mib, t_dax, t_nowin):
+        return {
+            "dax-exec": {"1": self.n(300, 250, t_dax),
+                         "4": self.n(four_mib, 1000, t_dax)},
+            "nowin": {"1": self.n(330, 240, t_nowin),
+                      "4": self.n(1300, 960, t_nowin)},
+        }
+
+    def verdicts(self, res):
+        return {what: (ok, f) for what, ok, f in density.targets(res)}
+
+    def test_memory_met_missed_and_figure(self):
+        v = self.verdicts(self.res(390, fig(10, 10, 10), fig(10, 10, 10)))
+        mem = "dax-exec: host memory, 4 guests <= 1.3 x 1 guest"
+        self.assertEqual(v[mem], (True, "390 vs 300 MiB: 1.30x"))
+        v = self.verdicts(self.res(1150, fig(10, 10, 10), fig(10, 10, 10)))
+        self.assertEqual(v[mem], (False, "1150 vs 300 MiB: 3.83x"))
+        # The work's part: 150 vs 50 MiB
+        work = [k for k in v if k.startswith("dax-exec: the work's part")]
+        self.assertEqual(v[work[0]], (False, "150 vs 50 MiB: 3.00x"))
+        # Without the window a figure, no verdict
+        self.assertEqual(v["nowin: host memory, 4 guests / 1 guest"],
+                         (None, "1300 vs 330 MiB: 3.94x"))
+
+    def test_time_met_missed_and_spread(self):
+        key = ("dax-exec: boot+work with 4 guest(s) <= 1.1 x without the "
+               "window")
+        v = self.verdicts(self.res(400, fig(10, 11, 12), fig(10, 10.5, 11)))
+        self.assertEqual(v[key], (True, "11.0 vs 10.5 s: 1.05x"))
+        v = self.verdicts(self.res(400, fig(11, 12, 13), fig(10, 10.5, 11)))
+        self.assertEqual(v[key], (False, "12.0 vs 10.5 s: 1.14x "
+                                         "(spreads overlap)"))
+        v = self.verdicts(self.res(400, fig(13, 14, 15), fig(10, 10.5, 11)))
+        self.assertEqual(v[key], (False, "14.0 vs 10.5 s: 1.33x"))
+
+    def test_report_from_json(self):
+        res = self.res(390, fig(10, 10, 10), fig(12, 12, 12))
+        del res["nowin"]["4"]
+        data = {"setup": {"date": "d", "root": "r", "guest": "g",
+                          "rounds": 1},
+                "configs": {"nowin": "no window", "dax-exec": "exec"},
+                "results": res, "errors": []}
+        with tempfile.TemporaryDirectory() as out:
+            path = os.path.join(out, "density.json")
+            with open(path, "w") as f:
+                json.dump(data, f)
+            # The hand-written notes of an earlier report are kept
+            with open(os.path.join(out, "density.md"), "w") as f:
+                f.write("old figures\n" + density.NOTES_MARK + "\nmine\n")
+            with open(path) as f:
+                density.write_report(json.load(f), out)
+            with open(os.path.join(out, "density.md")) as f:
+                md = f.read()
+            self.assertTrue(os.path.exists(os.path.join(out, "density.svg")))
+        # Configurations in their order; a set that did not run is "-"
+        self.assertIn("| | nowin | dax-exec |", md)
+        self.assertNotIn("old figures", md)
+        self.assertTrue(md.endswith(density.NOTES_MARK + "\nmine\n"))
+        self.assertIn("| host memory after the work (MiB) | - | "
+                      "390 [390-390] |", md)
+        self.assertIn("- met: dax-exec: boot+work with 1 guest(s) <= 1.1 x "
+                      "without the window: 10.0 vs 12.0 s: 0.83x", md)
 
 
 if __name__ == "__main__":

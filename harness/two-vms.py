@@ -9,6 +9,10 @@ virtio-fs back-end serving the one directory.  Guest A runs SCRIPT_A and
 sees VFS_GUEST=A, guest B runs SCRIPT_B with VFS_GUEST=B.  Their output is
 interleaved on stdout, each line prefixed with "A: " or "B: ".
 
+With --state-dir DIR, guest A's vm.py writes its state (QEMU's and the
+daemon's pids...) to DIR/A and guest B's to DIR/B, so that the host can
+look at each; so with --log-dir.
+
 The exit status is 0 when both scripts exit 0, else the first failure's
 (125: a harness failure).  When one guest fails, the other is given
 --peer-grace seconds to finish, then stopped: a guest waiting for a peer
@@ -64,6 +68,23 @@ def main():
         return HARNESS_FAILURE
     options, scripts = argv[:-2], argv[-2:]
 
+    def own_state(options, name):
+        """OPTIONS with a --state-dir and --log-dir of its own for guest
+        NAME"""
+        out, i = [], 0
+        while i < len(options):
+            a, opt = options[i], options[i].split("=", 1)[0]
+            if opt in ("--state-dir", "--log-dir"):
+                if "=" in a:
+                    a = opt + "=" + os.path.join(a.split("=", 1)[1], name)
+                elif i + 1 < len(options):
+                    out += [a, os.path.join(options[i + 1], name)]
+                    i += 2
+                    continue
+            out.append(a)
+            i += 1
+        return out
+
     # SIGTERM (a CI timeout) must tear the guests down like Ctrl-C does.
     def on_term(signum, frame):
         raise KeyboardInterrupt
@@ -74,7 +95,8 @@ def main():
     try:
         for name, script in zip("AB", scripts):
             procs[name] = subprocess.Popen(
-                [sys.executable, VM, *options, "--env", f"VFS_GUEST={name}",
+                [sys.executable, VM, *own_state(options, name),
+                 "--env", f"VFS_GUEST={name}",
                  script],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                 errors="replace", stdin=subprocess.DEVNULL,

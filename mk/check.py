@@ -576,6 +576,14 @@ SUITES = [
     guest("guest: DAX, a reboot with live mappings, then a new mount",
           "dax-reboot.sh", timeout=300),
     guest("guest: DAX remap flushes TCG code", "dax-exec.sh"),
+    # A shared root through the window with --dax-policy=exec: the
+    # dynamic loader, an interpreter, a program replaced on the host by
+    # rename while it runs (one guest); a library's pages shared by two
+    # guests, by each QEMU's Pss and the host's page cache (two guests).
+    guest("guest: exec and mmap from a shared root through the window",
+          "shared-root-exec.sh", timeout=240),
+    guest("guest: two guests share a library's pages through their windows",
+          "shared-root-two.sh", timeout=240),
     # TCG: a vCPU keeps using MMIO while another changes the memory map
     # (the accel/tcg patch of patches/); without the fix the guest hangs or QEMU aborts.
     guest("guest: TCG, MMIO while the memory map changes", "tcg-map-race.sh",

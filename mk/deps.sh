@@ -3,7 +3,7 @@
 # Debian or Ubuntu the missing packages are installed; otherwise the missing
 # ones are named with the command that installs them.
 #
-#   mk/deps.sh [build|guest|libvirt|fuzz|docs|upstream|fstests]...  (default: build guest)
+#   mk/deps.sh [build|guest|libvirt|fuzz|docs|upstream|fstests|density]...  (default: build guest)
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
 
@@ -18,6 +18,7 @@ declare -A PKGS=(
     [docs]="python3-sphinx"
     [upstream]="debootstrap"
     [fstests]="debootstrap debian-archive-keyring"
+    [density]="debootstrap debian-archive-keyring"
 )
 
 groups=("$@")

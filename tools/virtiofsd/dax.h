@@ -78,9 +78,12 @@ bool vfsd_dax_size_mappable(VfsdFs *fs, uint64_t size);
 void vfsd_dax_free(VfsdDax *dax);
 /*
  * The policy (--dax-policy): whether the guest is to map @inode, whose
- * attributes are @stx, through the window (VfsdAttr.dax).
+ * attributes are @stx, through the window (VfsdAttr.dax).  @entry: for a
+ * new entry (LOOKUP, READDIRPLUS, CREATE...), where the guest decides how
+ * it accesses the inode; only there may the policy read the file.
  */
-bool vfsd_dax_wanted(VfsdFs *fs, VfsdInode *inode, const struct statx *stx);
+bool vfsd_dax_wanted(VfsdFs *fs, VfsdInode *inode, const struct statx *stx,
+                     bool entry);
 bool vfsd_dax_available(VfsdFs *fs);
 
 /*

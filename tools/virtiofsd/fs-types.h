@@ -102,6 +102,11 @@ typedef struct VfsdInode {
      */
     VfsdDaxInode *dax;
     /*
+     * dax.c's, atomic: --dax-policy=exec's last look at the file's first
+     * bytes, with the stamp of the file it was made on (dax_is_elf())
+     */
+    uint64_t elf_verdict;
+    /*
      * Not found again after a migration (--migration-on-error=guest-error):
      * fd is -1, and every request on it gets EIO until the guest forgets it
      */

@@ -197,12 +197,13 @@ void vfsd_fs_cleanup(VfsdFs *fs)
 }
 
 /*
- * The guest's attributes of @inode, whose host attributes are @stx.  The
- * DAX policy decides whether the guest maps the file; it has no side
- * effect on the window.
+ * The guest's attributes of @inode, whose host attributes are @stx, in an
+ * entry reply (@entry) or another.  The DAX policy decides whether the
+ * guest maps the file; it has no side effect on the window.
  */
 static void attr_from_statx(VfsdFs *fs, VfsdInode *inode,
-                            const struct statx *stx, VfsdAttr *attr)
+                            const struct statx *stx, VfsdAttr *attr,
+                            bool entry)
 {
     memset(attr, 0, sizeof(*attr));
     attr->ino = stx->stx_ino;
@@ -220,7 +221,7 @@ static void attr_from_statx(VfsdFs *fs, VfsdInode *inode,
     attr->gid = vfsd_idmap_to_guest(&fs->opts->gid_map, stx->stx_gid);
     attr->rdev = makedev(stx->stx_rdev_major, stx->stx_rdev_minor);
     attr->blksize = stx->stx_blksize;
-    attr->dax = vfsd_dax_wanted(fs, inode, stx);
+    attr->dax = vfsd_dax_wanted(fs, inode, stx, entry);
 }
 
 int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, VfsdAttr *attr)
@@ -231,7 +232,7 @@ int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, VfsdAttr *attr)
     if (ret < 0) {
         return ret;
     }
-    attr_from_statx(fs, inode, &stx, attr);
+    attr_from_statx(fs, inode, &stx, attr, false);
     return 0;
 }
 
@@ -266,7 +267,7 @@ int vfsd_fill_statx(VfsdFs *fs, VfsdInode *inode, int sync_flags,
         return -errno;
     }
     memset(sx, 0, sizeof(*sx));
-    attr_from_statx(fs, inode, &stx, &sx->attr);
+    attr_from_statx(fs, inode, &stx, &sx->attr, false);
     sx->mask = stx.stx_mask & (STATX_BASIC_STATS | STATX_BTIME);
     if (sx->mask & STATX_BTIME) {
         sx->btime.tv_sec = stx.stx_btime.tv_sec;
@@ -314,7 +315,7 @@ int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
 
     memset(e, 0, sizeof(*e));
     e->nodeid = inode->nodeid;
-    attr_from_statx(fs, inode, &stx, &e->attr);
+    attr_from_statx(fs, inode, &stx, &e->attr, true);
     /* The guest may touch what the size it learns covers */
     vfsd_dax_size_seen(fs, inode, stx.stx_size);
     e->attr.submount = fs->opts->announce_submounts &&

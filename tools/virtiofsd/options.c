@@ -113,10 +113,12 @@ void vfsd_options_usage(const char *prog)
            "                            host truncates (best effort)\n"
            "  --stats                   log per-request counts and service\n"
            "                            times when the session ends\n"
-           "  --dax-policy=never|always|size:N|xattr\n"
+           "  --dax-policy=never|always|size:N|xattr|exec[:N]\n"
            "                            files with per-inode DAX (dax=inode)\n"
            "                            (size:2M; xattr: files carrying\n"
-           "                            " VFSD_DAX_XATTR_NAME ")\n"
+           "                            " VFSD_DAX_XATTR_NAME ";\n"
+           "                            exec: executables, ELF objects and\n"
+           "                            files of N (2M) bytes and more)\n"
            "  --tag=TAG                 the mount tag, for a front-end that\n"
            "                            reads the device's configuration\n"
            "                            from the back-end (upstream QEMU's\n"
@@ -389,9 +391,16 @@ static bool parse_dax_policy(VfsdOptions *o, const char *v, char **err)
     } else if (g_str_has_prefix(v, "size:") &&
                parse_size(v + 5, &o->dax_min_size)) {
         o->dax_policy = VFSD_DAX_SIZE;
+    } else if (!strcmp(v, "exec")) {
+        /* A size:N given before must not linger in exec's large files */
+        o->dax_policy = VFSD_DAX_EXEC;
+        o->dax_min_size = VFSD_DAX_DEFAULT_MIN_SIZE;
+    } else if (g_str_has_prefix(v, "exec:") &&
+               parse_size(v + 5, &o->dax_min_size)) {
+        o->dax_policy = VFSD_DAX_EXEC;
     } else {
         *err = g_strdup_printf("invalid DAX policy '%s' (never, always, "
-                               "size:N or xattr)", v);
+                               "size:N, xattr, exec or exec:N)", v);
         return false;
     }
     return true;

@@ -39,6 +39,11 @@ typedef enum VfsdDaxPolicy {
     VFSD_DAX_ALWAYS,
     VFSD_DAX_SIZE,      /* regular files of at least dax_min_size bytes */
     VFSD_DAX_XATTR,     /* files carrying VFSD_DAX_XATTR_NAME */
+    /*
+     * Files the guest maps as code: an execute bit or the ELF magic, and
+     * the files of VFSD_DAX_SIZE (dax.c, "The exec policy")
+     */
+    VFSD_DAX_EXEC,
 } VfsdDaxPolicy;
 
 #define VFSD_DAX_XATTR_NAME "user.virtiofsd.dax"

@@ -75,6 +75,12 @@ void vfsd_stats_record(VfsdStats *stats, uint32_t slot, int64_t start)
     record(stats, slot, start);
 }
 
+uint64_t vfsd_stats_count(VfsdStats *stats, uint32_t slot)
+{
+    g_assert(slot < VFSD_STATS_SLOTS);
+    return __atomic_load_n(&stats->slot[slot].count, __ATOMIC_RELAXED);
+}
+
 static const char *slot_name(uint32_t slot)
 {
     switch (slot) {
@@ -88,6 +94,8 @@ static const char *slot_name(uint32_t slot)
         return "removed range kept until mapped again";
     case VFSD_STATS_DAX_UNMAPPED_LATE:
         return "removed range kept until unmapped";
+    case VFSD_STATS_DAX_ELF_CHECK:
+        return "ELF check (--dax-policy=exec)";
     default:
         return vfsd_opname(slot);
     }

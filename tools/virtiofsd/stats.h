@@ -24,6 +24,8 @@ enum {
     /* Lazy unmaps: how long removed ranges stayed mapped, by fate */
     VFSD_STATS_DAX_TAKEN_OVER,
     VFSD_STATS_DAX_UNMAPPED_LATE,
+    /* --dax-policy=exec reading a file's first bytes */
+    VFSD_STATS_DAX_ELF_CHECK,
     VFSD_STATS_SLOTS,
 };
 
@@ -37,6 +39,8 @@ int64_t vfsd_stats_now(void);
 void vfsd_stats_record_op(VfsdStats *stats, uint32_t opcode, int64_t start);
 /* Counts one wait of ours, @slot (VFSD_STATS_FE_*, _DAX_*), from @start */
 void vfsd_stats_record(VfsdStats *stats, uint32_t slot, int64_t start);
+/* How many @slot counted (a test's look at what was done) */
+uint64_t vfsd_stats_count(VfsdStats *stats, uint32_t slot);
 /* One log line per slot that saw any request */
 void vfsd_stats_report(VfsdStats *stats);
 

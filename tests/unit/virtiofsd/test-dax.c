@@ -270,6 +270,127 @@ static void test_xattr_policy_opens_nothing(DaxFixture *d,
     g_assert_true(out.attr.flags & FUSE_ATTR_DAX);
 }
 
+static void put_file(DaxFixture *d, const char *name, mode_t mode,
+                     const void *data, size_t len, off_t size)
+{
+    int fd = openat(d->t.dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC |
+                    O_CLOEXEC, mode);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(fchmod(fd, mode), ==, 0);
+    g_assert_cmpint(pwrite(fd, data, len, 0), ==, len);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    close(fd);
+}
+
+static bool dax_flag(DaxFixture *d, uint64_t nodeid)
+{
+    TestReq *r = test_req_new(FUSE_GETATTR, nodeid);
+    struct fuse_attr_out out;
+
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(&d->t, r, 4096, &out, sizeof(out), NULL), ==,
+                    0);
+    return out.attr.flags & FUSE_ATTR_DAX;
+}
+
+static uint64_t elf_checks(DaxFixture *d)
+{
+    return vfsd_stats_count(d->t.fs.stats, VFSD_STATS_DAX_ELF_CHECK);
+}
+
+/*
+ * --dax-policy=exec: programs by their mode, libraries by their first
+ * bytes (Debian installs them 0644), large files by their size; not a
+ * small data file, not an empty program (one being written), not four
+ * bytes of ELF magic too short to be an ELF object.
+ */
+static void test_exec_policy(DaxFixture *d, gconstpointer data)
+{
+    static const char elf[64] = { 0x7f, 'E', 'L', 'F', 2, 1, 1 };
+    static const char text[64] = "#!/bin/sh\necho a script\n";
+    static const struct {
+        const char *name;
+        mode_t mode;
+        const char *data;
+        off_t size;
+        bool dax;
+    } files[] = {
+        { "prog", 0755, text, 64, true },
+        { "lib.so", 0644, elf, 64, true },
+        { "data", 0644, text, 64, false },
+        { "empty-prog", 0755, text, 0, false },
+        { "big", 0644, text, 2 * MiB, true },
+        { "short-magic", 0644, elf, 4, false },
+    };
+    VfsdStats *stats = vfsd_stats_new();
+    struct fuse_attr attr;
+    uint64_t lib = 0, made, fh;
+    unsigned int i;
+
+    d->t.opts.dax_policy = VFSD_DAX_EXEC;
+    d->t.opts.dax_min_size = 2 * MiB;
+    d->t.fs.stats = stats;
+    for (i = 0; i < G_N_ELEMENTS(files); i++) {
+        uint64_t ino;
+
+        put_file(d, files[i].name, files[i].mode, files[i].data,
+                 MIN(files[i].size, 64), files[i].size);
+        ino = test_lookup(&d->t, FUSE_ROOT_ID, files[i].name, &attr);
+        g_test_message("%s: %s", files[i].name,
+                       attr.flags & FUSE_ATTR_DAX ? "dax" : "nodax");
+        g_assert_cmpint(!!(attr.flags & FUSE_ATTR_DAX), ==, files[i].dax);
+        if (!strcmp(files[i].name, "lib.so")) {
+            lib = ino;
+        }
+    }
+    /* Only lib.so and data were read: the others' mode or size decided */
+    g_assert_cmpuint(elf_checks(d), ==, 2);
+
+    /* The verdict is kept */
+    g_assert_true(dax_flag(d, lib));
+    test_lookup(&d->t, FUSE_ROOT_ID, "lib.so", &attr);
+    g_assert_true(attr.flags & FUSE_ATTR_DAX);
+    g_assert_cmpuint(elf_checks(d), ==, 2);
+
+    /*
+     * A changed file is looked at again at the next entry reply (a size
+     * of its own: an mtime of coarse granularity may not have moved); a
+     * GETATTR repeats the guest's choice until then
+     */
+    put_file(d, "lib.so", 0644, text, 64, 65);
+    g_assert_true(dax_flag(d, lib));
+    test_lookup(&d->t, FUSE_ROOT_ID, "lib.so", &attr);
+    g_assert_false(attr.flags & FUSE_ATTR_DAX);
+    g_assert_false(dax_flag(d, lib));
+    put_file(d, "lib.so", 0644, elf, 64, 64);
+    test_lookup(&d->t, FUSE_ROOT_ID, "lib.so", &attr);
+    g_assert_true(attr.flags & FUSE_ATTR_DAX);
+    g_assert_cmpuint(elf_checks(d), ==, 4);
+
+    /* A chmod alone is no reason to look again */
+    g_assert_cmpint(fchmodat(d->t.dir_fd, "lib.so", 0640, 0), ==, 0);
+    test_lookup(&d->t, FUSE_ROOT_ID, "lib.so", &attr);
+    g_assert_true(attr.flags & FUSE_ATTR_DAX);
+    g_assert_cmpuint(elf_checks(d), ==, 4);
+
+    /*
+     * What an unpack does: a file made empty, then written; its attribute
+     * replies keep the creation's choice, and nothing is read for them
+     */
+    made = test_create(&d->t, FUSE_ROOT_ID, "made.so", O_RDWR, &fh);
+    g_assert_cmpint(test_write(&d->t, made, fh, 0, elf, sizeof(elf)), ==,
+                    sizeof(elf));
+    g_assert_false(dax_flag(d, made));
+    g_assert_cmpuint(elf_checks(d), ==, 4);
+    test_lookup(&d->t, FUSE_ROOT_ID, "made.so", &attr);
+    g_assert_true(attr.flags & FUSE_ATTR_DAX);
+    g_assert_cmpuint(elf_checks(d), ==, 5);
+    d->t.fs.stats = NULL;
+    vfsd_stats_free(stats);
+}
+
 static void test_map_upgrade_remove(DaxFixture *d, gconstpointer data)
 {
     const uint64_t R = FUSE_SETUPMAPPING_FLAG_READ;
@@ -1411,6 +1532,7 @@ int main(int argc, char **argv)
     ADD("attr-flag", test_attr_flag, 0);
     ADD("map-upgrade-remove", test_map_upgrade_remove, 0);
     ADD("xattr-policy-opens-nothing", test_xattr_policy_opens_nothing, 0);
+    ADD("exec-policy", test_exec_policy, 0);
     ADD("without-replace", test_without_replace, 1);
     ADD("without-replace/eof", test_without_replace_eof, 1);
     ADD("without-replace/adjacent", test_without_replace_adjacent, 1);

@@ -70,6 +70,23 @@ static void test_new_style(void)
     g_assert_cmpuint(o.dax_unmap_delay_ms, ==, 0);
     vfsd_options_free(&o);
 
+    /* exec: its large files at the default size, or at its own */
+    g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x "
+                        "--dax-policy=size:64K --dax-policy=exec"));
+    g_assert_cmpint(o.dax_policy, ==, VFSD_DAX_EXEC);
+    g_assert_cmpuint(o.dax_min_size, ==, 2 * 1024 * 1024);
+    vfsd_options_free(&o);
+    g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x "
+                        "--dax-policy exec:1M"));
+    g_assert_cmpint(o.dax_policy, ==, VFSD_DAX_EXEC);
+    g_assert_cmpuint(o.dax_min_size, ==, 1024 * 1024);
+    vfsd_options_free(&o);
+    g_assert_false(parse(&o, &err, "--fd=5 --shared-dir=/x "
+                         "--dax-policy=exec:"));
+    g_assert_nonnull(strstr(err, "exec:N"));
+    g_clear_pointer(&err, g_free);
+    vfsd_options_free(&o);
+
     g_assert_true(parse(&o, &err, "--fd=5 --shared-dir=/x "
                         "--dax-unmap-delay 1000"));
     g_assert_cmpuint(o.dax_unmap_delay_ms, ==, 1000);
