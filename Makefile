@@ -133,6 +133,7 @@ bench: qemu guest rust-virtiofsd
 	@$(TOP)/bench/tree.py $(if $(QUICK),--rounds 1,$(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS)))
 	@$(TOP)/bench/memory.py $(if $(QUICK),--rounds 1)
 	@$(TOP)/bench/loadgen.py $(if $(QUICK),--quick)
+	@$(TOP)/bench/kvm_estimate.py
 	@$(TOP)/mk/deps.sh density
 	@$(TOP)/bench/density.py $(if $(QUICK),--rounds 1,$(if $(DENSITY_ROUNDS),--rounds $(DENSITY_ROUNDS)))
 
@@ -146,6 +147,7 @@ bench-tree: qemu guest rust-virtiofsd
 # guest: requests/s, latency, CPU and switches per request, and the floor
 bench-loadgen: qemu rust-virtiofsd
 	@$(TOP)/bench/loadgen.py $(if $(QUICK),--quick)
+	@$(TOP)/bench/kvm_estimate.py
 
 # One read of a 512 MiB file: the guest's page cache and QEMU's and the
 # daemon's memory, with and without the window (docs/benchmarks/memory.md)

@@ -15,6 +15,7 @@ import density  # noqa: E402
 import run  # noqa: E402
 import tree  # noqa: E402
 import loadgen  # noqa: E402
+import kvm_estimate  # noqa: E402
 
 
 def fig(*runs):
@@ -383,6 +384,30 @@ class Density(unittest.TestCase):
                       "390 [390-390] |", md)
         self.assertIn("- met: dax-exec: boot+work with 1 guest(s) <= 1.1 x "
                       "without the window: 10.0 vs 12.0 s: 0.83x", md)
+
+
+class KvmEstimate(unittest.TestCase):
+    """bench/kvm_estimate.py: the round trip under KVM on paper"""
+
+    def test_guest_part_added_to_both_daemons(self):
+        data = {"results": {
+            "ours": {"q1": {"getattr": {"d1": {"p50_us": fig(3, 3, 3)},
+                                        "d32": {"cpu_us": fig(1, 1, 1)}}}},
+            "rust": {"q1": {"getattr": {"d1": {"p50_us": fig(5, 5, 5)},
+                                        "d32": {"cpu_us": fig(3, 3, 3)}}},
+                     # A mix only one daemon ran has no row
+                     "lookup": {"d1": {"p50_us": fig(4, 4, 4)}}}}}
+        r = kvm_estimate.rows(data, (4.0, 12.0))
+        self.assertEqual([x["mix"] for x in r], ["getattr"])
+        self.assertEqual(r[0]["kvm_ours"], (7.0, 15.0))
+        self.assertEqual(r[0]["kvm_rust"], (9.0, 17.0))
+        self.assertAlmostEqual(r[0]["ratio"][0], 7 / 9)
+        self.assertEqual(r[0]["saved_us"], 2)
+        self.assertEqual(r[0]["cpu_saved_s_per_m"], 2)
+        md = kvm_estimate.report(data, (4.0, 12.0))
+        self.assertIn("| getattr | 3.0 | 5.0 | 7.0-15.0 | 9.0-17.0 | "
+                      "0.78x-0.88x | +2.0 |", md)
+        self.assertIn("| getattr | 1.00 | 3.00 | 3.00x | +2.00 |", md)
 
 
 if __name__ == "__main__":
