@@ -29,6 +29,7 @@
 #include "standard-headers/linux/virtio_ring.h"
 
 #include "vhost.h"
+#include "vhost-dev.h"
 #include "dax.h"
 #include "fs.h"
 #include "inode.h"
@@ -37,214 +38,8 @@
 #include "migrate.h"
 #include "server.h"
 
-/* Queue 0 is hiprio; QEMU enables as many request queues as it wants */
-#define VFSD_MAX_QUEUES (1 + 64)
-/*
- * Blocking requests (SETLKW) waiting at once, each in a thread of its
- * own.  Past that a SETLKW fails with ENOLCK if its lock is taken: a
- * guest that has this many lock waiters is more likely broken than
- * patient, and a bound is what keeps it from costing threads without end.
- */
-#define VFSD_MAX_BLOCKING 64
-/*
- * The most of a blocking request's arguments, and of its reply, copied:
- * a SETLKW has a few dozen bytes of arguments and replies with a header.
- */
-#define VFSD_BLOCKING_MAX_COPY 4096
-
-typedef struct VfsdDev VfsdDev;
-
-typedef struct VfsdQueue {
-    VfsdDev *dev;
-    int qidx;
-    pthread_t thread;
-    int stop_fd;
-    GMutex lock;                /* pops and pushes */
-    /* Requests handed to the thread pool, waited for when stopping */
-    GMutex inflight_lock;
-    GCond inflight_cond;
-    unsigned int inflight;
-    /* Set under dispatch_lock for writing: pop no more (queue_stop()) */
-    gint stopping;
-} VfsdQueue;
-
-/*
- * Where a ring stood when its queue stopped, to tell a restart of the
- * same ring (stop/cont) from a new one (a device reset) when the queue
- * starts again.
- */
-typedef struct VfsdRingMark {
-    bool valid;
-    uint16_t last_avail;
-    uint16_t used;
-    uint64_t desc, avail, used_addr;    /* the front-end's addresses */
-} VfsdRingMark;
-
-/*
- * The device.  Its locks, outer first (the whole order is in
- * fs-types.h): dispatch_lock, taken for writing by the main thread
- * around each vhost-user message and for reading by whoever touches a
- * virtqueue or guest memory; then a queue's lock (pops and pushes) or
- * park_lock, both leaves.  Fields say which guards them; those that do
- * not are the main thread's, or set before the queues start.
- */
-struct VfsdDev {
-    VuDev vu;
-    VfsdFs *fs;
-    pthread_rwlock_t dispatch_lock;
-    VfsdQueue *queues[VFSD_MAX_QUEUES];
-    GThreadPool *pool;
-    GThreadPool *blocking_pool;
-    /* Atomic: blocking requests, running or parked */
-    gint blocking;
-    /* Blocking requests across stops of their queue: see park() */
-    GMutex park_lock;
-    GCond park_cond;
-    /* Under park_lock: requests of each queue in blocking_pool */
-    unsigned int running[VFSD_MAX_QUEUES];
-    GQueue parked;              /* under park_lock: VfsdElem */
-    /* Under park_lock: waits interrupted (vfsd_interrupt_pause) */
-    bool paused;
-    uint64_t pause_seq;         /* under park_lock: pauses so far */
-    VfsdRingMark mark[VFSD_MAX_QUEUES];
-    /*
-     * Bumped under dispatch_lock for writing when the memory table
-     * changes: the host addresses of a request popped before may then be
-     * unmapped, or mapped to something else.
-     */
-    uint64_t mem_gen;
-    int panic_fd;               /* wakes the main thread up on vu_panic() */
-    /*
-     * Readable while a stop gives up the waits for front-end answers
-     * (see queue_stop()); cancelling is set along with it, under
-     * park_lock.
-     */
-    int cancel_fd;
-    bool cancelling;
-    /* --watch-truncate: a thread reads the inotify events */
-    pthread_t watch_thread;
-    int watch_stop_fd;          /* -1: no such thread */
-    /* A back-end state transfer between SET_DEVICE_STATE_FD and CHECK */
-    VfsdMigXfer *mig_xfer;
-    gint polled;                /* atomic: --poll-us found requests */
-};
-
-/* The device whose libvhost-user state is @vu */
-static VfsdDev *dev_of(VuDev *vu)
-{
-    return (VfsdDev *)((char *)vu - offsetof(VfsdDev, vu));
-}
-
-typedef struct VfsdElem {
-    VuVirtqElement elem;
-    VfsdDev *dev;
-    int qidx;
-    uint64_t mem_gen;           /* of the memory table elem was mapped with */
-    uint64_t *gpa;              /* guest address of each out_sg, then in_sg */
-    VfsdReqHead head;           /* read from the guest once, when popped */
-    void *args;                 /* a blocking request's arguments, copied */
-    size_t args_len;
-    bool counted;               /* in the queue's inflight */
-    /* Blocking requests only, under park_lock */
-    uint64_t pause_seq;         /* dev's when it was handed to a worker */
-    void *reply;                /* parked with its reply; NULL: to run */
-    size_t reply_len;
-    bool carried;               /* from a migration source: not popped here */
-    /* No host address at all: carried, or the table changed as it ran */
-    bool by_gpa;
-    /* Parked to run again: a stop gave up its front-end round trip */
-    bool rerun;
-} VfsdElem;
-
-/* Not found in the memory table (see elem_record_gpa()) */
-#define VFSD_NO_GPA UINT64_MAX
-
-/*
- * The request this thread runs (process_elem()), with the segments its
- * buffers are reached by: a thread that lets dispatch_lock go in the
- * middle of it (dax_wait_begin()) must not use host addresses from
- * before once it has the lock back, as the memory table may have changed
- * meanwhile (see dax_wait_end()).
- */
-typedef struct VfsdRunning {
-    VfsdElem *el;
-    VfsdSeg *segs[2];           /* out, in */
-    unsigned int nsegs[2];
-} VfsdRunning;
-
-static __thread VfsdRunning *thread_req;
-/*
- * Whether this thread holds dispatch_lock for reading, as a queue
- * thread, a pool worker or the truncation watch does around work that
- * may wait for the front-end; only such a hold is let go for the wait.
- */
-static __thread bool thread_reads;
-/* A front-end round trip of the request this thread runs was given up */
-static __thread bool thread_cancelled;
-/*
- * The queue whose requests this thread runs in a batch (drain_queue()),
- * and how many of their completions it has not signalled yet: the guest
- * is told once for several, but always before dispatch_lock goes.
- */
-static __thread VfsdQueue *thread_batch;
-static __thread unsigned int thread_unsignalled;
-
 /* Requests a queue thread runs under one hold of dispatch_lock */
 #define VFSD_BATCH 16
-
-static void dispatch_read_lock(VfsdDev *dev)
-{
-    pthread_rwlock_rdlock(&dev->dispatch_lock);
-    thread_reads = true;
-}
-
-static void dispatch_read_unlock(VfsdDev *dev)
-{
-    thread_reads = false;
-    pthread_rwlock_unlock(&dev->dispatch_lock);
-}
-
-static void elem_free(VfsdElem *el)
-{
-    g_free(el->gpa);
-    g_free(el->args);
-    g_free(el->reply);
-    free(el);                   /* libvhost-user malloc()ed it */
-}
-
-/*
- * Guest memory by guest address, under the memory table in force now:
- * what the daemon maps is copied directly, the rest (a buffer inside the
- * DAX window) goes through the front-end.
- */
-static bool mem_access(void *opaque, uint64_t addr, void *buf, size_t len,
-                       bool is_write)
-{
-    VfsdDev *dev = opaque;
-    uint8_t *p = buf;
-
-    while (len) {
-        uint64_t n = len;
-        uint8_t *va = vu_gpa_to_va(&dev->vu, &n, addr);
-
-        if (!va) {
-            break;
-        }
-        if (is_write) {
-            memcpy(va, p, n);
-        } else {
-            memcpy(p, va, n);
-        }
-        addr += n;
-        p += n;
-        len -= n;
-    }
-    if (!len) {
-        return true;
-    }
-    return is_write ? vu_mem_write(&dev->vu, addr, p, len) :
-                      vu_mem_read(&dev->vu, addr, p, len);
-}
 
 /* The guest address libvhost-user translated to @va, under today's table */
 static uint64_t va_to_gpa(VuDev *vu, const void *va)
@@ -266,7 +61,7 @@ static uint64_t va_to_gpa(VuDev *vu, const void *va)
 /*
  * Remembers the guest address of every piece of the request while the
  * table that mapped it is in force: a worker that runs it after the
- * table changed reaches it by those (see elem_segs()).  libvhost-user
+ * table changed reaches it by those (see vfsd_elem_segs()).  libvhost-user
  * mapped each piece within one region of this table, so each is found.
  */
 static void elem_record_gpa(VfsdDev *dev, VfsdElem *el)
@@ -285,90 +80,6 @@ static void elem_record_gpa(VfsdDev *dev, VfsdElem *el)
     }
 }
 
-/*
- * One direction of a request, for access under dispatch_lock.  Popped
- * under another memory table, its host addresses mean nothing now: every
- * piece is then reached by guest address.
- */
-static VfsdSeg *elem_segs(VfsdElem *el, bool in)
-{
-    VuVirtqElement *e = &el->elem;
-    unsigned int n = in ? e->in_num : e->out_num;
-    struct iovec *iov = in ? e->in_sg : e->out_sg;
-    uint64_t *gpa = el->gpa + (in ? e->out_num : 0);
-    bool stale = el->by_gpa || el->mem_gen != el->dev->mem_gen;
-    VfsdSeg *segs = g_new(VfsdSeg, n ? n : 1);
-    unsigned int i;
-
-    for (i = 0; i < n; i++) {
-        segs[i].base = stale ? NULL : iov[i].iov_base;
-        /* Cannot happen; if it did, better a short buffer than a wrong one */
-        segs[i].len = stale && gpa[i] == VFSD_NO_GPA ? 0 : iov[i].iov_len;
-        segs[i].addr = gpa[i];
-    }
-    return segs;
-}
-
-/*
- * Called with dispatch_lock held, while the queue el came from runs: the
- * queue thread, the pool's requests and blocking ones (see park()) all
- * end before the queue stops.
- */
-static void inflight_done(VfsdElem *el)
-{
-    VfsdQueue *q = el->dev->queues[el->qidx];
-
-    if (el->counted) {
-        g_mutex_lock(&q->inflight_lock);
-        if (--q->inflight == 0) {
-            g_cond_broadcast(&q->inflight_cond);
-        }
-        g_mutex_unlock(&q->inflight_lock);
-    }
-}
-
-/* Tells the guest of the completions this thread's batch has not */
-static void batch_signal(void)
-{
-    VfsdQueue *q = thread_batch;
-
-    if (q && thread_unsignalled) {
-        VuDev *vu = &q->dev->vu;
-
-        g_mutex_lock(&q->lock);
-        vu_queue_notify(vu, vu_get_queue(vu, q->qidx));
-        g_mutex_unlock(&q->lock);
-        thread_unsignalled = 0;
-    }
-}
-
-/*
- * In a batch, the guest is told at once only when it has queued nothing
- * more: otherwise the next requests run first, and one signal covers
- * them all (at the batch's end at the latest).
- */
-static void complete(VfsdElem *el, size_t written)
-{
-    VfsdDev *dev = el->dev;
-    VfsdQueue *q = dev->queues[el->qidx];
-    VuDev *vu = &dev->vu;
-    VuVirtq *vq = vu_get_queue(vu, el->qidx);
-
-    g_mutex_lock(&q->lock);
-    vu_queue_push(vu, vq, &el->elem, written);
-    if (thread_batch == q && !vu_queue_empty(vu, vq)) {
-        thread_unsignalled++;
-    } else {
-        vu_queue_notify(vu, vq);
-        if (thread_batch == q) {
-            thread_unsignalled = 0;
-        }
-    }
-    g_mutex_unlock(&q->lock);
-    inflight_done(el);
-    elem_free(el);
-}
-
 static void park_rerun(VfsdElem *el, VfsdSeg *out_segs);
 
 /*
@@ -384,9 +95,9 @@ static void park_rerun(VfsdElem *el, VfsdSeg *out_segs);
  */
 static bool rerun_wanted(VfsdElem *el)
 {
-    bool cancelled = thread_cancelled;
+    bool cancelled = vfsd_thread_cancelled();
 
-    thread_cancelled = false;
+    vfsd_thread_set_cancelled(false);
     return cancelled && el->qidx > 0 && el->head.valid &&
            el->head.h.opcode == FUSE_SETUPMAPPING;
 }
@@ -398,8 +109,8 @@ static bool rerun_wanted(VfsdElem *el)
 static void process_elem(VfsdElem *el, bool no_wait)
 {
     VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *out_segs = elem_segs(el, false);
-    g_autofree VfsdSeg *in_segs = elem_segs(el, true);
+    g_autofree VfsdSeg *out_segs = vfsd_elem_segs(el, false);
+    g_autofree VfsdSeg *in_segs = vfsd_elem_segs(el, true);
     VfsdBuf in, out;
     size_t written;
 
@@ -408,17 +119,17 @@ static void process_elem(VfsdElem *el, bool no_wait)
                    "map", el->qidx);
     }
     /* The guest's out buffers are our input; the header was read already */
-    vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
+    vfsd_buf_init(&in, out_segs, el->elem.out_num, vfsd_dev_mem_access, dev);
     if (el->head.valid) {
         vfsd_buf_skip(&in, sizeof(el->head.h));
     }
-    vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
-    thread_req = &(VfsdRunning) {
+    vfsd_buf_init(&out, in_segs, el->elem.in_num, vfsd_dev_mem_access, dev);
+    vfsd_thread_set_req(&(VfsdRunning) {
         .el = el,
         .segs = { out_segs, in_segs },
         .nsegs = { el->elem.out_num, el->elem.in_num },
-    };
-    thread_cancelled = false;
+    });
+    vfsd_thread_set_cancelled(false);
     if (el->qidx == 0) {
         written = vfsd_process_hiprio(dev->fs, &el->head, &in, &out);
     } else if (no_wait) {
@@ -426,11 +137,11 @@ static void process_elem(VfsdElem *el, bool no_wait)
     } else {
         written = vfsd_process_request(dev->fs, &el->head, &in, &out);
     }
-    thread_req = NULL;
+    vfsd_thread_set_req(NULL);
     if (rerun_wanted(el)) {
         park_rerun(el, out_segs);
     } else {
-        complete(el, written);
+        vfsd_elem_complete(el, written);
     }
 }
 
@@ -439,9 +150,9 @@ static void pool_worker(gpointer data, gpointer user_data)
     VfsdElem *el = data;
     VfsdDev *dev = el->dev;
 
-    dispatch_read_lock(dev);
+    vfsd_dev_read_lock(dev);
     process_elem(el, false);
-    dispatch_read_unlock(dev);
+    vfsd_dev_read_unlock(dev);
 }
 
 /*
@@ -481,14 +192,14 @@ static void blocking_submit(VfsdDev *dev, VfsdElem *el)
 static void blocking_reply(VfsdElem *el, const void *rep, size_t written)
 {
     VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *in_segs = elem_segs(el, true);
+    g_autofree VfsdSeg *in_segs = vfsd_elem_segs(el, true);
     VfsdBuf guest;
 
-    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
+    vfsd_buf_init(&guest, in_segs, el->elem.in_num, vfsd_dev_mem_access, dev);
     if (!vfsd_buf_write(&guest, rep, written)) {
         written = 0;
     }
-    complete(el, written);
+    vfsd_elem_complete(el, written);
     g_atomic_int_add(&dev->blocking, -1);
 }
 
@@ -548,14 +259,14 @@ static void park_rerun(VfsdElem *el, VfsdSeg *out_segs)
     VfsdBuf in;
     size_t n;
 
-    vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
+    vfsd_buf_init(&in, out_segs, el->elem.out_num, vfsd_dev_mem_access, dev);
     vfsd_buf_skip(&in, sizeof(el->head.h));
     n = MIN(vfsd_buf_remaining(&in), (size_t)VFSD_BLOCKING_MAX_COPY);
     g_free(el->args);
     el->args = g_malloc(n ? n : 1);
     el->args_len = vfsd_buf_read(&in, el->args, n) ? n : 0;
     el->head.avail = sizeof(el->head.h) + el->args_len;
-    inflight_done(el);
+    vfsd_elem_inflight_done(el);
     el->counted = false;
     g_atomic_int_add(&dev->blocking, 1);
     g_mutex_lock(&dev->park_lock);
@@ -613,7 +324,7 @@ static void blocking_worker(gpointer data, gpointer user_data)
     rep_seg = (VfsdSeg) { .base = rep, .len = rep_len };
     vfsd_buf_init(&in, &req_seg, 1, NULL, NULL);
     vfsd_buf_init(&out, &rep_seg, 1, NULL, NULL);
-    thread_cancelled = false;
+    vfsd_thread_set_cancelled(false);
     written = vfsd_process_request(dev->fs, &el->head, &in, &out);
     rerun = rerun_wanted(el);
 
@@ -746,7 +457,7 @@ static void parked_drop(VfsdDev *dev, int qidx, bool carried)
             continue;
         }
         g_queue_delete_link(&dev->parked, l);
-        elem_free(el);
+        vfsd_elem_free(el);
         g_atomic_int_add(&dev->blocking, -1);
     }
 }
@@ -943,7 +654,7 @@ static VfsdElem *load_one_parked(VfsdDev *dev, VfsdMigReader *r,
     return el;
 
 bad:
-    elem_free(el);
+    vfsd_elem_free(el);
     *err = g_strdup_printf("bad parked request record %" PRIu64, i);
     return NULL;
 }
@@ -1007,8 +718,8 @@ static void elem_prepare(VfsdQueue *q, VfsdElem *el)
     el->carried = el->by_gpa = el->rerun = false;
     elem_record_gpa(dev, el);
 
-    segs = elem_segs(el, false);
-    vfsd_buf_init(&in, segs, el->elem.out_num, mem_access, dev);
+    segs = vfsd_elem_segs(el, false);
+    vfsd_buf_init(&in, segs, el->elem.out_num, vfsd_dev_mem_access, dev);
     vfsd_request_head(&in, &el->head);
     if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
         size_t n = MIN(vfsd_buf_remaining(&in),
@@ -1067,9 +778,9 @@ static void drain_queue(VfsdQueue *q)
     unsigned int n;
     bool done = false;
 
-    thread_batch = q;
+    vfsd_thread_batch_begin(q);
     while (!done) {
-        dispatch_read_lock(dev);
+        vfsd_dev_read_lock(dev);
         for (n = 0; n < VFSD_BATCH && !done; n++) {
             /*
              * A guest that keeps its ring full must not keep us here
@@ -1089,10 +800,10 @@ static void drain_queue(VfsdQueue *q)
             }
             drain_one(q, el);
         }
-        batch_signal();
-        dispatch_read_unlock(dev);
+        vfsd_thread_batch_signal();
+        vfsd_dev_read_unlock(dev);
     }
-    thread_batch = NULL;
+    vfsd_thread_batch_end();
 }
 
 /*
@@ -1105,7 +816,7 @@ static bool queue_has_work(VfsdQueue *q, int notify, bool *stop)
     VuDev *vu = &dev->vu;
     bool work = false;
 
-    dispatch_read_lock(dev);
+    vfsd_dev_read_lock(dev);
     *stop = g_atomic_int_get(&q->stopping);
     if (!*stop) {
         VuVirtq *vq = vu_get_queue(vu, q->qidx);
@@ -1117,7 +828,7 @@ static bool queue_has_work(VfsdQueue *q, int notify, bool *stop)
         work = !vu_queue_empty(vu, vq);
         g_mutex_unlock(&q->lock);
     }
-    dispatch_read_unlock(dev);
+    vfsd_dev_read_unlock(dev);
     return work;
 }
 
@@ -1207,8 +918,6 @@ static void *queue_thread(void *opaque)
  * lock before every pop, so it pops nothing more, however full the guest
  * keeps the ring.
  */
-static bool has_protocol_feature(VfsdDev *dev, unsigned int bit);
-
 static void queue_stop(VfsdDev *dev, int qidx)
 {
     VfsdQueue *q = dev->queues[qidx];
@@ -1229,8 +938,8 @@ static void queue_stop(VfsdDev *dev, int qidx)
      * F_SHMEM_REPLACE serves back-end requests while it waits and needs
      * none of this.
      */
-    cancel = has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
-             !has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
+    cancel = vfsd_dev_has_proto(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
+             !vfsd_dev_has_proto(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
     if (cancel) {
         g_mutex_lock(&dev->park_lock);
         dev->cancelling = true;
@@ -1270,7 +979,7 @@ static void queue_stop(VfsdDev *dev, int qidx)
 
 static void queue_set_started(VuDev *vu, int qidx, bool started)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
     VfsdQueue *q;
     int err;
 
@@ -1338,9 +1047,9 @@ static void *watch_thread(void *opaque)
             break;
         }
         if (pfd[0].revents & POLLIN) {
-            dispatch_read_lock(dev);
+            vfsd_dev_read_lock(dev);
             vfsd_dax_watch_events(dev->fs);
-            dispatch_read_unlock(dev);
+            vfsd_dev_read_unlock(dev);
         }
     }
     return NULL;
@@ -1410,7 +1119,7 @@ static uint64_t get_features(VuDev *vu)
 
 static uint64_t get_protocol_features(VuDev *vu)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
     uint64_t features = 1ULL << VHOST_USER_PROTOCOL_F_SHMEM |
                         1ULL << VHOST_USER_PROTOCOL_F_SHMEM_REPLACE |
                         1ULL << VHOST_USER_PROTOCOL_F_MEM_RW;
@@ -1447,7 +1156,7 @@ static uint64_t get_protocol_features(VuDev *vu)
 
 static int get_config(VuDev *vu, uint8_t *config, uint32_t len)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
     const char *tag = dev->fs->opts->tag;
     uint8_t cfg[VFSD_CONFIG_SIZE] = { 0 };
     uint32_t queues = GUINT32_TO_LE(1);
@@ -1516,7 +1225,7 @@ static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req,
          */
         uint64_t size = dev->fs->opts->cache_size;
 
-        if (!has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE)) {
+        if (!vfsd_dev_has_proto(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE)) {
             size = MIN(size, VFSD_UPSTREAM_MAX_WINDOW);
         }
 
@@ -1548,7 +1257,7 @@ static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req,
  */
 static void panic_cb(VuDev *vu, const char *err)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
 
     vfsd_err("vhost-user: %s", err ? err : "unknown error");
     eventfd_write(dev->panic_fd, 1);
@@ -1562,11 +1271,6 @@ static void set_watch(VuDev *vu, int fd, int condition, vu_watch_cb cb,
 
 static void remove_watch(VuDev *vu, int fd)
 {
-}
-
-static bool has_protocol_feature(VfsdDev *dev, unsigned int bit)
-{
-    return dev->vu.protocol_features & (1ULL << bit);
 }
 
 static int reply_u64(VhostUserMsg *vmsg, uint64_t v, int *do_reply)
@@ -1614,7 +1318,7 @@ static int set_device_state_fd(VfsdDev *dev, VhostUserMsg *vmsg,
         close(vmsg->fds[i]);
     }
     if (fd < 0 || vmsg->size < sizeof(params) ||
-        !has_protocol_feature(dev, VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE)) {
+        !vfsd_dev_has_proto(dev, VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE)) {
         vfsd_err("migration: malformed SET_DEVICE_STATE_FD (%u fds, %u "
                  "bytes)", vmsg->fd_num, vmsg->size);
         if (fd >= 0) {
@@ -1647,7 +1351,7 @@ static int set_device_state_fd(VfsdDev *dev, VhostUserMsg *vmsg,
  */
 static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
 
     switch (vmsg->request) {
     case VHOST_USER_SET_MEM_TABLE:
@@ -1717,7 +1421,7 @@ static bool dax_available(void *opaque)
 {
     VfsdDev *dev = opaque;
 
-    return has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
+    return vfsd_dev_has_proto(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
            dev->vu.backend_fd >= 0;
 }
 
@@ -1725,7 +1429,7 @@ static bool dax_can_replace(void *opaque)
 {
     VfsdDev *dev = opaque;
 
-    return has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
+    return vfsd_dev_has_proto(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
 }
 
 /*
@@ -1746,11 +1450,11 @@ static bool dax_can_replace(void *opaque)
  */
 static bool dax_wait_begin(VfsdDev *dev)
 {
-    if (dax_can_replace(dev) || !thread_reads) {
+    if (dax_can_replace(dev) || !vfsd_thread_reads()) {
         return false;
     }
-    batch_signal();
-    dispatch_read_unlock(dev);
+    vfsd_thread_batch_signal();
+    vfsd_dev_read_unlock(dev);
     return true;
 }
 
@@ -1766,7 +1470,7 @@ static bool dax_wait_begin(VfsdDev *dev)
  */
 static void thread_req_retranslate(VfsdDev *dev)
 {
-    VfsdRunning *r = thread_req;
+    VfsdRunning *r = vfsd_thread_req();
     VuVirtqElement *e;
     unsigned int d, i;
 
@@ -1791,7 +1495,7 @@ static void thread_req_retranslate(VfsdDev *dev)
 static void dax_wait_end(VfsdDev *dev, bool dropped)
 {
     if (dropped) {
-        dispatch_read_lock(dev);
+        vfsd_dev_read_lock(dev);
         thread_req_retranslate(dev);
     }
 }
@@ -1816,7 +1520,7 @@ static bool dax_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
         vfsd_info("DAX: device stopping: map of window range 0x%" PRIx64
                   "+0x%" PRIx64 " given up, and undone", shm_offset, len);
         vu_shmem_unmap_nowait(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
-        thread_cancelled = true;
+        vfsd_thread_set_cancelled(true);
     }
     dax_wait_end(dev, dropped);
     return ok;
@@ -1833,7 +1537,7 @@ static bool dax_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
     if (!ok && errno == ECANCELED) {
         /* Sent, and handled after the stop: as good as unmap_nowait's */
         ok = true;
-        thread_cancelled = true;
+        vfsd_thread_set_cancelled(true);
     }
     dax_wait_end(dev, dropped);
     return ok;
@@ -1860,7 +1564,7 @@ static bool dax_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)
 
 static bool dax_can_migrate(void *opaque)
 {
-    return has_protocol_feature(opaque,
+    return vfsd_dev_has_proto(opaque,
                                 VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE);
 }
 
@@ -1999,9 +1703,9 @@ static bool serve_loop(VfsdDev *dev, int conn_fd, char **err)
         }
         if (pfd[2].revents & POLLIN) {
             /* Unmaps talk to the front-end, like a worker's */
-            dispatch_read_lock(dev);
+            vfsd_dev_read_lock(dev);
             vfsd_dax_flush(fs);
-            dispatch_read_unlock(dev);
+            vfsd_dev_read_unlock(dev);
             if (!pfd[0].revents) {
                 continue;
             }
