@@ -19,7 +19,7 @@
  *   VfsdDev.dispatch_lock (vhost-dev.h; read by queue threads and
  *     workers, written by the main thread around a vhost-user message)
  *   VfsdDax.lock (dax.c; given up across a front-end round trip, see
- *     dax_lock() in vhost.c)
+ *     dax_lock() in vhost-dax.c)
  *   VfsdInodeStore.lock
  *   VfsdInode.fd_lock
  *   VfsdInodeStore.idle_lock

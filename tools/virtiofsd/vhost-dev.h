@@ -12,7 +12,7 @@
  *                           the lazy unmaps).  Outer to the file system's
  *                           locks (fs-types.h); a thread lets it go while it
  *                           waits for the front-end or for the DAX window's
- *                           lock, and takes it back after (dax_lock())
+ *                           lock, and takes it back after (vhost-dax.c)
  *   VfsdDev.park_lock       blocking requests and the parked ones
  *   VfsdQueue.lock          pops and pushes; a leaf
  *   VfsdQueue.inflight_lock requests handed to the pool; a leaf
@@ -171,9 +171,9 @@ typedef struct VfsdElem {
 /*
  * The request a thread runs (process_elem()), with the segments its
  * buffers are reached by: a thread that lets dispatch_lock go in the
- * middle of it (dax_wait_begin()) must not use host addresses from
- * before once it has the lock back, as the memory table may have changed
- * meanwhile (see dax_wait_end()).
+ * middle of it (vhost-dax.c, dax_wait_begin()) must not use host
+ * addresses from before once it has the lock back, as the memory table
+ * may have changed meanwhile (see dax_wait_end()).
  */
 typedef struct VfsdRunning {
     VfsdElem *el;
