@@ -149,8 +149,8 @@ VfsdSeg *vfsd_elem_segs(VfsdElem *el, bool in)
 
 /*
  * Called with dispatch_lock held, while the queue el came from runs: the
- * queue thread, the pool's requests and blocking ones (see park()) all
- * end before the queue stops.
+ * queue thread, the pool's requests and blocking ones (see vfsd_park())
+ * all end before the queue stops.
  */
 void vfsd_elem_inflight_done(VfsdElem *el)
 {

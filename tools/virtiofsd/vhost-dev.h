@@ -99,7 +99,7 @@ struct VfsdDev {
     GThreadPool *blocking_pool;
     /* Atomic: blocking requests, running or parked */
     gint blocking;
-    /* Blocking requests across stops of their queue: see park() */
+    /* Blocking requests across stops of their queue: vhost-park.c */
     GMutex park_lock;
     GCond park_cond;
     /* Under park_lock: requests of each queue in blocking_pool */

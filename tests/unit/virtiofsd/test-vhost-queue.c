@@ -1029,8 +1029,8 @@ static void test_device_state(void)
 }
 
 /*
- * Lock waits across a stop of their queue (vhost.c, park()).  The
- * guest's SETLKW (owner 2, on its own handle) waits for owner 1's lock.
+ * Lock waits across a stop of their queue (vhost-park.c, vfsd_park()).
+ * The guest's SETLKW (owner 2, on its own handle) waits for owner 1's lock.
  */
 typedef struct LockWait {
     uint64_t ino, fh1, fh2;
