@@ -121,7 +121,7 @@ static bool dax_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
                       flags, fd);
     if (!ok && errno == ECANCELED) {
         /*
-         * A stop gave the wait up (queue_stop()): the front-end carries
+         * A stop gave the wait up (vfsd_queue_stop()): the front-end carries
          * the map out after the stop, or refuses it.  Either way it is
          * undone right after, so that the window holds what our records
          * say: nothing there.

@@ -67,7 +67,7 @@ typedef struct VfsdQueue {
     GMutex inflight_lock;
     GCond inflight_cond;
     unsigned int inflight;      /* under inflight_lock */
-    /* Set under dispatch_lock for writing: pop no more (queue_stop()) */
+    /* Set under dispatch_lock for writing: pop no more (vfsd_queue_stop()) */
     gint stopping;
 } VfsdQueue;
 
@@ -119,7 +119,7 @@ struct VfsdDev {
     int panic_fd;               /* wakes the main thread up on vu_panic() */
     /*
      * Readable while a stop gives up the waits for front-end answers
-     * (see queue_stop()); cancelling is set along with it, under
+     * (see vfsd_queue_stop()); cancelling is set along with it, under
      * park_lock.
      */
     int cancel_fd;

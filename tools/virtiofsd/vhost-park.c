@@ -94,7 +94,7 @@ static void blocking_settle(VfsdElem *el, void *rep, size_t written,
 }
 
 /*
- * A request whose map a stop gave up (see queue_stop()) did not do what
+ * A request whose map a stop gave up (see vfsd_queue_stop()) did not do what
  * it was asked, and the front-end could not tell us why: it took the
  * ring back.  Nor could a guest that resets its device ever see a reply;
  * one that stopped (QMP stop, or a migration) gets the request run again
@@ -234,7 +234,7 @@ void vfsd_park_worker(gpointer data, gpointer user_data)
 }
 
 /*
- * Called by the main thread from queue_stop(), without dispatch_lock:
+ * Called by the main thread from vfsd_queue_stop(), without dispatch_lock:
  * the waits of @qidx end, and their requests are parked.
  */
 void vfsd_park(VfsdDev *dev, int qidx)
