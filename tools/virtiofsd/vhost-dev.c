@@ -27,9 +27,10 @@ static __thread bool thread_reads;
 /* A front-end round trip of the request this thread runs was given up */
 static __thread bool thread_cancelled;
 /*
- * The queue whose requests this thread runs in a batch (drain_queue()),
- * and how many of their completions it has not signalled yet: the guest
- * is told once for several, but always before dispatch_lock goes.
+ * The queue whose requests this thread runs in a batch (vhost-queue.c,
+ * drain_queue()), and how many of their completions it has not
+ * signalled yet: the guest is told once for several, but always before
+ * dispatch_lock goes.
  */
 static __thread VfsdQueue *thread_batch;
 static __thread unsigned int thread_unsignalled;

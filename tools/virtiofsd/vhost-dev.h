@@ -1,6 +1,11 @@
 /*
  * virtiofsd: the vhost-user device, as the transport's files share it
  *
+ * The transport is the device (vhost.c) and its workers: the queue
+ * threads (vhost-queue.c), the blocking requests and their parking
+ * (vhost-park.c), the DAX back-end (vhost-dax.c).  This header holds what
+ * they share.
+ *
  * Lock order, outer first; a thread holding one may take only those
  * listed after it:
  *
@@ -14,7 +19,9 @@
  *                           waits for the front-end or for the DAX window's
  *                           lock, and takes it back after (vhost-dax.c)
  *   VfsdDev.park_lock       blocking requests and the parked ones
- *   VfsdQueue.lock          pops and pushes; a leaf
+ *   VfsdQueue.lock          pops and pushes; a leaf, also taken under the
+ *                           DAX window's lock (a batch's signal before a
+ *                           wait, vhost-dax.c)
  *   VfsdQueue.inflight_lock requests handed to the pool; a leaf
  *
  * A field shared between threads says which lock guards it ("under ..."),
@@ -165,15 +172,15 @@ typedef struct VfsdElem {
     bool rerun;
 } VfsdElem;
 
-/* Not found in the memory table (see elem_record_gpa()) */
+/* Not found in the memory table (vhost-queue.c, elem_record_gpa()) */
 #define VFSD_NO_GPA UINT64_MAX
 
 /*
- * The request a thread runs (process_elem()), with the segments its
- * buffers are reached by: a thread that lets dispatch_lock go in the
- * middle of it (vhost-dax.c, dax_wait_begin()) must not use host
- * addresses from before once it has the lock back, as the memory table
- * may have changed meanwhile (see dax_wait_end()).
+ * The request a thread runs (vhost-queue.c, process_elem()), with the
+ * segments its buffers are reached by: a thread that lets dispatch_lock
+ * go in the middle of it (vhost-dax.c, dax_wait_begin()) must not use
+ * host addresses from before once it has the lock back, as the memory
+ * table may have changed meanwhile (see dax_wait_end()).
  */
 typedef struct VfsdRunning {
     VfsdElem *el;

@@ -1,5 +1,5 @@
 /*
- * virtiofsd tests: the vhost-user transport (vhost.c) against a fake
+ * virtiofsd tests: the vhost-user transport (vhost*.c) against a fake
  * front-end on a socketpair, with guest memory in a memfd and a split
  * virtqueue the test fills as a guest would.
  *
