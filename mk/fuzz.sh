@@ -15,7 +15,7 @@
 #                               seeds in migrate-corpus/)
 # build and replay cover the three fuzzers.
 # Built outside meson (clang, not the QEMU build's compiler) from the
-# daemon's sources minus main.c, vhost.c, sandbox.c and seccomp-filter.c,
+# daemon's sources minus main.c, vhost*.c, sandbox.c and seccomp-filter.c,
 # with the include paths its meson.build uses.  Fails, naming the input, on any
 # crash; new crashes are kept in $BUILD/fuzz/crashes/.
 # The seeds: corpus/ (gen-corpus.py) and captured/ (capture-corpus.sh,
@@ -34,7 +34,7 @@ CC=${FUZZ_CC:-clang}
 
 # compile OUTPUT EXTRA-FLAGS...: the harness and the daemon's core files.
 # $HARNESS (default fuzz-request.c) is the harness; with $WITH_SECCOMP=1
-# seccomp-filter.c is linked too, with $WITH_VHOST=1 vhost.c,
+# seccomp-filter.c is linked too, with $WITH_VHOST=1 vhost*.c,
 # libvhost-user and the tests' vhost-user front-end (vu-frontend.c).
 # libseccomp always: the broker (broker.c) filters itself.
 compile() {
@@ -43,7 +43,7 @@ compile() {
     for f in "$VFSD"/*.c; do
         case ${f##*/} in
         seccomp-filter.c) [ "${WITH_SECCOMP:-0}" = 1 ] && srcs+=("$f") ;;
-        vhost.c) [ "${WITH_VHOST:-0}" = 1 ] && srcs+=("$f") ;;
+        vhost.c|vhost-*.c) [ "${WITH_VHOST:-0}" = 1 ] && srcs+=("$f") ;;
         main.c|sandbox.c) ;;
         *) srcs+=("$f") ;;
         esac
@@ -135,7 +135,7 @@ coverage() {
     llvm-profdata merge -sparse "$dir/cov.profraw" -o "$dir/cov.profdata"
     # shellcheck disable=SC2046
     llvm-cov report "$cov" -instr-profile="$dir/cov.profdata" \
-        $(ls "$VFSD"/*.c | grep -v -e /main.c -e /vhost.c -e /sandbox.c \
+        $(ls "$VFSD"/*.c | grep -v -e /main.c -e /vhost -e /sandbox.c \
           -e /seccomp-filter.c -e /options.c)
     say "fuzz: per line: llvm-cov show $cov -instr-profile=$dir/cov.profdata FILE"
 }

@@ -127,7 +127,7 @@ typedef struct VfsdDaxFileId {
 /*
  * Every request path takes the window's lock this way: the back-end may
  * have to let locks of its own go while it waits for a holder that is in
- * a front-end round trip (see dax_lock() in vhost.c).
+ * a front-end round trip (see dax_lock() in vhost-dax.c).
  */
 static void dax_lock(VfsdDax *dax)
 {

@@ -16,21 +16,22 @@
  * Lock order, outer first; a thread holding one may take only those
  * listed after it:
  *
- *   VfsdDev.dispatch_lock (vhost.c; read by queue threads and workers,
- *     written by the main thread around a vhost-user message)
+ *   VfsdDev.dispatch_lock (vhost-dev.h; read by queue threads and
+ *     workers, written by the main thread around a vhost-user message)
  *   VfsdDax.lock (dax.c; given up across a front-end round trip, see
- *     dax_lock() in vhost.c)
+ *     dax_lock() in vhost-dax.c)
  *   VfsdInodeStore.lock
  *   VfsdInode.fd_lock
  *   VfsdInodeStore.idle_lock
  *
  * Leaves, under which nothing else is taken: VfsdInode.plock_lock,
  * VfsdHandle.lock, VfsdFs.handles_lock, VfsdFs.umask_lock, VfsdIntr.lock,
- * VfsdQueue.lock and inflight_lock, VfsdDev.park_lock (vhost.c), the
- * broker's lock (broker.c, held across its socket round trip, taken
- * under VfsdInode.fd_lock), capture.c's and log.c's.  A field shared
- * between threads says which lock guards it ("under ...") or that it is
- * atomic.
+ * VfsdQueue.lock and inflight_lock (vhost-dev.h), the broker's lock
+ * (broker.c, held across its socket round trip, taken under
+ * VfsdInode.fd_lock), capture.c's and log.c's.  VfsdDev.park_lock is
+ * taken under no lock but dispatch_lock, and a queue's lock may be taken
+ * under it (vhost-dev.h).  A field shared between threads says which
+ * lock guards it ("under ...") or that it is atomic.
  */
 
 #include <glib.h>

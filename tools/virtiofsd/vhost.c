@@ -9,6 +9,14 @@
  * a virtqueue or guest memory, and each queue's lock orders pops and
  * pushes.
  *
+ * This file is the device: what it offers the front-end (features,
+ * config space, shared memory), the messages libvhost-user leaves to
+ * us, the back-end state transfer, and the serve loop with the device's
+ * setup and teardown.  Its workers are in files of their own: the queue
+ * threads (vhost-queue.c), blocking requests and their parking
+ * (vhost-park.c), the DAX back-end (vhost-dax.c); what they share is in
+ * vhost-dev.h, with the lock order.
+ *
  * Copyright (c) 2026 virtiofs-dax developers
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -29,1356 +37,16 @@
 #include "standard-headers/linux/virtio_ring.h"
 
 #include "vhost.h"
+#include "vhost-dax.h"
+#include "vhost-dev.h"
+#include "vhost-park.h"
+#include "vhost-queue.h"
 #include "dax.h"
 #include "fs.h"
 #include "inode.h"
 #include "intr.h"
 #include "log.h"
 #include "migrate.h"
-#include "server.h"
-
-/* Queue 0 is hiprio; QEMU enables as many request queues as it wants */
-#define VFSD_MAX_QUEUES (1 + 64)
-/*
- * Blocking requests (SETLKW) waiting at once, each in a thread of its
- * own.  Past that a SETLKW fails with ENOLCK if its lock is taken: a
- * guest that has this many lock waiters is more likely broken than
- * patient, and a bound is what keeps it from costing threads without end.
- */
-#define VFSD_MAX_BLOCKING 64
-/*
- * The most of a blocking request's arguments, and of its reply, copied:
- * a SETLKW has a few dozen bytes of arguments and replies with a header.
- */
-#define VFSD_BLOCKING_MAX_COPY 4096
-
-typedef struct VfsdDev VfsdDev;
-
-typedef struct VfsdQueue {
-    VfsdDev *dev;
-    int qidx;
-    pthread_t thread;
-    int stop_fd;
-    GMutex lock;                /* pops and pushes */
-    /* Requests handed to the thread pool, waited for when stopping */
-    GMutex inflight_lock;
-    GCond inflight_cond;
-    unsigned int inflight;
-    /* Set under dispatch_lock for writing: pop no more (queue_stop()) */
-    gint stopping;
-} VfsdQueue;
-
-/*
- * Where a ring stood when its queue stopped, to tell a restart of the
- * same ring (stop/cont) from a new one (a device reset) when the queue
- * starts again.
- */
-typedef struct VfsdRingMark {
-    bool valid;
-    uint16_t last_avail;
-    uint16_t used;
-    uint64_t desc, avail, used_addr;    /* the front-end's addresses */
-} VfsdRingMark;
-
-/*
- * The device.  Its locks, outer first (the whole order is in
- * fs-types.h): dispatch_lock, taken for writing by the main thread
- * around each vhost-user message and for reading by whoever touches a
- * virtqueue or guest memory; then a queue's lock (pops and pushes) or
- * park_lock, both leaves.  Fields say which guards them; those that do
- * not are the main thread's, or set before the queues start.
- */
-struct VfsdDev {
-    VuDev vu;
-    VfsdFs *fs;
-    pthread_rwlock_t dispatch_lock;
-    VfsdQueue *queues[VFSD_MAX_QUEUES];
-    GThreadPool *pool;
-    GThreadPool *blocking_pool;
-    /* Atomic: blocking requests, running or parked */
-    gint blocking;
-    /* Blocking requests across stops of their queue: see park() */
-    GMutex park_lock;
-    GCond park_cond;
-    /* Under park_lock: requests of each queue in blocking_pool */
-    unsigned int running[VFSD_MAX_QUEUES];
-    GQueue parked;              /* under park_lock: VfsdElem */
-    /* Under park_lock: waits interrupted (vfsd_interrupt_pause) */
-    bool paused;
-    uint64_t pause_seq;         /* under park_lock: pauses so far */
-    VfsdRingMark mark[VFSD_MAX_QUEUES];
-    /*
-     * Bumped under dispatch_lock for writing when the memory table
-     * changes: the host addresses of a request popped before may then be
-     * unmapped, or mapped to something else.
-     */
-    uint64_t mem_gen;
-    int panic_fd;               /* wakes the main thread up on vu_panic() */
-    /*
-     * Readable while a stop gives up the waits for front-end answers
-     * (see queue_stop()); cancelling is set along with it, under
-     * park_lock.
-     */
-    int cancel_fd;
-    bool cancelling;
-    /* --watch-truncate: a thread reads the inotify events */
-    pthread_t watch_thread;
-    int watch_stop_fd;          /* -1: no such thread */
-    /* A back-end state transfer between SET_DEVICE_STATE_FD and CHECK */
-    VfsdMigXfer *mig_xfer;
-    gint polled;                /* atomic: --poll-us found requests */
-};
-
-/* The device whose libvhost-user state is @vu */
-static VfsdDev *dev_of(VuDev *vu)
-{
-    return (VfsdDev *)((char *)vu - offsetof(VfsdDev, vu));
-}
-
-typedef struct VfsdElem {
-    VuVirtqElement elem;
-    VfsdDev *dev;
-    int qidx;
-    uint64_t mem_gen;           /* of the memory table elem was mapped with */
-    uint64_t *gpa;              /* guest address of each out_sg, then in_sg */
-    VfsdReqHead head;           /* read from the guest once, when popped */
-    void *args;                 /* a blocking request's arguments, copied */
-    size_t args_len;
-    bool counted;               /* in the queue's inflight */
-    /* Blocking requests only, under park_lock */
-    uint64_t pause_seq;         /* dev's when it was handed to a worker */
-    void *reply;                /* parked with its reply; NULL: to run */
-    size_t reply_len;
-    bool carried;               /* from a migration source: not popped here */
-    /* No host address at all: carried, or the table changed as it ran */
-    bool by_gpa;
-    /* Parked to run again: a stop gave up its front-end round trip */
-    bool rerun;
-} VfsdElem;
-
-/* Not found in the memory table (see elem_record_gpa()) */
-#define VFSD_NO_GPA UINT64_MAX
-
-/*
- * The request this thread runs (process_elem()), with the segments its
- * buffers are reached by: a thread that lets dispatch_lock go in the
- * middle of it (dax_wait_begin()) must not use host addresses from
- * before once it has the lock back, as the memory table may have changed
- * meanwhile (see dax_wait_end()).
- */
-typedef struct VfsdRunning {
-    VfsdElem *el;
-    VfsdSeg *segs[2];           /* out, in */
-    unsigned int nsegs[2];
-} VfsdRunning;
-
-static __thread VfsdRunning *thread_req;
-/*
- * Whether this thread holds dispatch_lock for reading, as a queue
- * thread, a pool worker or the truncation watch does around work that
- * may wait for the front-end; only such a hold is let go for the wait.
- */
-static __thread bool thread_reads;
-/* A front-end round trip of the request this thread runs was given up */
-static __thread bool thread_cancelled;
-/*
- * The queue whose requests this thread runs in a batch (drain_queue()),
- * and how many of their completions it has not signalled yet: the guest
- * is told once for several, but always before dispatch_lock goes.
- */
-static __thread VfsdQueue *thread_batch;
-static __thread unsigned int thread_unsignalled;
-
-/* Requests a queue thread runs under one hold of dispatch_lock */
-#define VFSD_BATCH 16
-
-static void dispatch_read_lock(VfsdDev *dev)
-{
-    pthread_rwlock_rdlock(&dev->dispatch_lock);
-    thread_reads = true;
-}
-
-static void dispatch_read_unlock(VfsdDev *dev)
-{
-    thread_reads = false;
-    pthread_rwlock_unlock(&dev->dispatch_lock);
-}
-
-static void elem_free(VfsdElem *el)
-{
-    g_free(el->gpa);
-    g_free(el->args);
-    g_free(el->reply);
-    free(el);                   /* libvhost-user malloc()ed it */
-}
-
-/*
- * Guest memory by guest address, under the memory table in force now:
- * what the daemon maps is copied directly, the rest (a buffer inside the
- * DAX window) goes through the front-end.
- */
-static bool mem_access(void *opaque, uint64_t addr, void *buf, size_t len,
-                       bool is_write)
-{
-    VfsdDev *dev = opaque;
-    uint8_t *p = buf;
-
-    while (len) {
-        uint64_t n = len;
-        uint8_t *va = vu_gpa_to_va(&dev->vu, &n, addr);
-
-        if (!va) {
-            break;
-        }
-        if (is_write) {
-            memcpy(va, p, n);
-        } else {
-            memcpy(p, va, n);
-        }
-        addr += n;
-        p += n;
-        len -= n;
-    }
-    if (!len) {
-        return true;
-    }
-    return is_write ? vu_mem_write(&dev->vu, addr, p, len) :
-                      vu_mem_read(&dev->vu, addr, p, len);
-}
-
-/* The guest address libvhost-user translated to @va, under today's table */
-static uint64_t va_to_gpa(VuDev *vu, const void *va)
-{
-    uintptr_t p = (uintptr_t)va;
-    unsigned int i;
-
-    for (i = 0; i < vu->nregions; i++) {
-        VuDevRegion *r = &vu->regions[i];
-        uintptr_t start = r->mmap_addr + r->mmap_offset;
-
-        if (p >= start && p - start < r->size) {
-            return r->gpa + (p - start);
-        }
-    }
-    return VFSD_NO_GPA;
-}
-
-/*
- * Remembers the guest address of every piece of the request while the
- * table that mapped it is in force: a worker that runs it after the
- * table changed reaches it by those (see elem_segs()).  libvhost-user
- * mapped each piece within one region of this table, so each is found.
- */
-static void elem_record_gpa(VfsdDev *dev, VfsdElem *el)
-{
-    VuVirtqElement *e = &el->elem;
-    unsigned int n = e->out_num + e->in_num, i;
-
-    el->gpa = g_new(uint64_t, n ? n : 1);
-    for (i = 0; i < n; i++) {
-        bool in = i >= e->out_num;
-        unsigned int k = in ? i - e->out_num : i;
-        uint64_t *addr = in ? e->in_addr : e->out_addr;
-        struct iovec *iov = in ? e->in_sg : e->out_sg;
-
-        el->gpa[i] = addr ? addr[k] : va_to_gpa(&dev->vu, iov[k].iov_base);
-    }
-}
-
-/*
- * One direction of a request, for access under dispatch_lock.  Popped
- * under another memory table, its host addresses mean nothing now: every
- * piece is then reached by guest address.
- */
-static VfsdSeg *elem_segs(VfsdElem *el, bool in)
-{
-    VuVirtqElement *e = &el->elem;
-    unsigned int n = in ? e->in_num : e->out_num;
-    struct iovec *iov = in ? e->in_sg : e->out_sg;
-    uint64_t *gpa = el->gpa + (in ? e->out_num : 0);
-    bool stale = el->by_gpa || el->mem_gen != el->dev->mem_gen;
-    VfsdSeg *segs = g_new(VfsdSeg, n ? n : 1);
-    unsigned int i;
-
-    for (i = 0; i < n; i++) {
-        segs[i].base = stale ? NULL : iov[i].iov_base;
-        /* Cannot happen; if it did, better a short buffer than a wrong one */
-        segs[i].len = stale && gpa[i] == VFSD_NO_GPA ? 0 : iov[i].iov_len;
-        segs[i].addr = gpa[i];
-    }
-    return segs;
-}
-
-/*
- * Called with dispatch_lock held, while the queue el came from runs: the
- * queue thread, the pool's requests and blocking ones (see park()) all
- * end before the queue stops.
- */
-static void inflight_done(VfsdElem *el)
-{
-    VfsdQueue *q = el->dev->queues[el->qidx];
-
-    if (el->counted) {
-        g_mutex_lock(&q->inflight_lock);
-        if (--q->inflight == 0) {
-            g_cond_broadcast(&q->inflight_cond);
-        }
-        g_mutex_unlock(&q->inflight_lock);
-    }
-}
-
-/* Tells the guest of the completions this thread's batch has not */
-static void batch_signal(void)
-{
-    VfsdQueue *q = thread_batch;
-
-    if (q && thread_unsignalled) {
-        VuDev *vu = &q->dev->vu;
-
-        g_mutex_lock(&q->lock);
-        vu_queue_notify(vu, vu_get_queue(vu, q->qidx));
-        g_mutex_unlock(&q->lock);
-        thread_unsignalled = 0;
-    }
-}
-
-/*
- * In a batch, the guest is told at once only when it has queued nothing
- * more: otherwise the next requests run first, and one signal covers
- * them all (at the batch's end at the latest).
- */
-static void complete(VfsdElem *el, size_t written)
-{
-    VfsdDev *dev = el->dev;
-    VfsdQueue *q = dev->queues[el->qidx];
-    VuDev *vu = &dev->vu;
-    VuVirtq *vq = vu_get_queue(vu, el->qidx);
-
-    g_mutex_lock(&q->lock);
-    vu_queue_push(vu, vq, &el->elem, written);
-    if (thread_batch == q && !vu_queue_empty(vu, vq)) {
-        thread_unsignalled++;
-    } else {
-        vu_queue_notify(vu, vq);
-        if (thread_batch == q) {
-            thread_unsignalled = 0;
-        }
-    }
-    g_mutex_unlock(&q->lock);
-    inflight_done(el);
-    elem_free(el);
-}
-
-static void park_rerun(VfsdElem *el, VfsdSeg *out_segs);
-
-/*
- * A request whose map a stop gave up (see queue_stop()) did not do what
- * it was asked, and the front-end could not tell us why: it took the
- * ring back.  Nor could a guest that resets its device ever see a reply;
- * one that stopped (QMP stop, or a migration) gets the request run again
- * when the ring starts, as a parked lock request does.  Only a
- * SETUPMAPPING is run again: it can be, and others that map (those that
- * grow a file) have done their part on the host already, which is what
- * their reply says; their mappings are handled as the front-end's
- * failures are.
- */
-static bool rerun_wanted(VfsdElem *el)
-{
-    bool cancelled = thread_cancelled;
-
-    thread_cancelled = false;
-    return cancelled && el->qidx > 0 && el->head.valid &&
-           el->head.h.opcode == FUSE_SETUPMAPPING;
-}
-
-/*
- * Called with dispatch_lock held for reading: guest memory stays mapped.
- * @no_wait: a blocking request that has no thread to wait in.
- */
-static void process_elem(VfsdElem *el, bool no_wait)
-{
-    VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *out_segs = elem_segs(el, false);
-    g_autofree VfsdSeg *in_segs = elem_segs(el, true);
-    VfsdBuf in, out;
-    size_t written;
-
-    if (el->elem.in_addr || el->elem.out_addr) {
-        vfsd_debug("queue %d: request with buffers outside the memory we "
-                   "map", el->qidx);
-    }
-    /* The guest's out buffers are our input; the header was read already */
-    vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
-    if (el->head.valid) {
-        vfsd_buf_skip(&in, sizeof(el->head.h));
-    }
-    vfsd_buf_init(&out, in_segs, el->elem.in_num, mem_access, dev);
-    thread_req = &(VfsdRunning) {
-        .el = el,
-        .segs = { out_segs, in_segs },
-        .nsegs = { el->elem.out_num, el->elem.in_num },
-    };
-    thread_cancelled = false;
-    if (el->qidx == 0) {
-        written = vfsd_process_hiprio(dev->fs, &el->head, &in, &out);
-    } else if (no_wait) {
-        written = vfsd_process_no_wait(dev->fs, &el->head, &in, &out);
-    } else {
-        written = vfsd_process_request(dev->fs, &el->head, &in, &out);
-    }
-    thread_req = NULL;
-    if (rerun_wanted(el)) {
-        park_rerun(el, out_segs);
-    } else {
-        complete(el, written);
-    }
-}
-
-static void pool_worker(gpointer data, gpointer user_data)
-{
-    VfsdElem *el = data;
-    VfsdDev *dev = el->dev;
-
-    dispatch_read_lock(dev);
-    process_elem(el, false);
-    dispatch_read_unlock(dev);
-}
-
-/*
- * Blocking requests (SETLKW) across a stop of their queue.  At
- * GET_VRING_BASE the front-end takes the ring back, to start it again
- * as it was (QMP stop and cont), to hand it to another QEMU (live
- * migration), or to reset it.  A lock wait cannot go on meanwhile and
- * answer whenever the lock comes: the reply would land in a ring we no
- * longer own.  Nor can it be answered EINTR: Linux restarts an
- * interrupted FUSE lock call only when a signal is pending, so the guest
- * process would see an error that nothing caused.  So a stop interrupts
- * every wait (vfsd_interrupt_pause()) and parks its request, to run
- * again, or with its reply when the lock came first.  When the queue
- * starts on the same ring, parked requests run again or get their
- * replies; on a new ring they are dropped, as the guest that sent them
- * reset its device.  A live migration carries them, and the destination
- * does the same on the ring it is given (save_parked(), load_parked()).
- */
-
-/* Called with dispatch_lock held: whether @qidx's ring is ours to use */
-static bool queue_live(VfsdDev *dev, int qidx)
-{
-    VfsdQueue *q = dev->queues[qidx];
-
-    return q && !g_atomic_int_get(&q->stopping);
-}
-
-/* Called with park_lock held */
-static void blocking_submit(VfsdDev *dev, VfsdElem *el)
-{
-    dev->running[el->qidx]++;
-    el->pause_seq = dev->pause_seq;
-    g_thread_pool_push(dev->blocking_pool, el, NULL);
-}
-
-/* Called with dispatch_lock held, while el's queue is live */
-static void blocking_reply(VfsdElem *el, const void *rep, size_t written)
-{
-    VfsdDev *dev = el->dev;
-    g_autofree VfsdSeg *in_segs = elem_segs(el, true);
-    VfsdBuf guest;
-
-    vfsd_buf_init(&guest, in_segs, el->elem.in_num, mem_access, dev);
-    if (!vfsd_buf_write(&guest, rep, written)) {
-        written = 0;
-    }
-    complete(el, written);
-    g_atomic_int_add(&dev->blocking, -1);
-}
-
-/*
- * Called with dispatch_lock and park_lock held: a request that ran to
- * its end, or whose wait a pause interrupted (@interrupted), either
- * reaches the guest now, runs again, or is parked (@rep taken over).
- */
-static void blocking_settle(VfsdElem *el, void *rep, size_t written,
-                            bool interrupted)
-{
-    VfsdDev *dev = el->dev;
-
-    if (interrupted) {
-        g_free(rep);
-        if (!dev->paused && queue_live(dev, el->qidx)) {
-            blocking_submit(dev, el);
-        } else {
-            g_queue_push_tail(&dev->parked, el);
-        }
-    } else if (!queue_live(dev, el->qidx)) {
-        el->reply = rep;
-        el->reply_len = written;
-        g_queue_push_tail(&dev->parked, el);
-    } else {
-        blocking_reply(el, rep, written);
-        g_free(rep);
-    }
-}
-
-/*
- * Called with dispatch_lock and park_lock held: a request to run again
- * (rerun_wanted()) waits in the parked list while a stop gives up round
- * trips, or while its queue is stopped; otherwise it runs again now.
- */
-static void rerun_settle(VfsdElem *el)
-{
-    VfsdDev *dev = el->dev;
-
-    if (dev->cancelling || !queue_live(dev, el->qidx)) {
-        el->rerun = true;
-        g_queue_push_tail(&dev->parked, el);
-    } else {
-        blocking_submit(dev, el);
-    }
-}
-
-/*
- * Called with dispatch_lock held for reading: a request a pool worker or
- * the queue thread ran goes to the blocking requests' way of running
- * again, with a copy of its arguments, read from the guest's buffer
- * (@out_segs, as the request ran) now that the request is done with it.
- */
-static void park_rerun(VfsdElem *el, VfsdSeg *out_segs)
-{
-    VfsdDev *dev = el->dev;
-    VfsdBuf in;
-    size_t n;
-
-    vfsd_buf_init(&in, out_segs, el->elem.out_num, mem_access, dev);
-    vfsd_buf_skip(&in, sizeof(el->head.h));
-    n = MIN(vfsd_buf_remaining(&in), (size_t)VFSD_BLOCKING_MAX_COPY);
-    g_free(el->args);
-    el->args = g_malloc(n ? n : 1);
-    el->args_len = vfsd_buf_read(&in, el->args, n) ? n : 0;
-    el->head.avail = sizeof(el->head.h) + el->args_len;
-    inflight_done(el);
-    el->counted = false;
-    g_atomic_int_add(&dev->blocking, 1);
-    g_mutex_lock(&dev->park_lock);
-    rerun_settle(el);
-    g_mutex_unlock(&dev->park_lock);
-}
-
-/*
- * Called by the main thread with dispatch_lock held for writing, once a
- * stop no longer gives up round trips: requests parked to run again on
- * queues that did not stop run now.
- */
-static void rerun_live(VfsdDev *dev)
-{
-    GList *l, *next;
-
-    g_mutex_lock(&dev->park_lock);
-    dev->cancelling = false;
-    for (l = dev->parked.head; l; l = next) {
-        VfsdElem *el = l->data;
-
-        next = l->next;
-        if (el->rerun && !el->carried && queue_live(dev, el->qidx)) {
-            g_queue_delete_link(&dev->parked, l);
-            el->rerun = false;
-            blocking_submit(dev, el);
-        }
-    }
-    g_mutex_unlock(&dev->park_lock);
-}
-
-/*
- * A request that may wait forever (SETLKW) must not hold dispatch_lock
- * meanwhile, or the front-end could not even stop the device: it runs on
- * the copy of its arguments taken when it was popped, and its reply goes
- * to the guest through the memory table in force when it is done.
- */
-static void blocking_worker(gpointer data, gpointer user_data)
-{
-    VfsdElem *el = data;
-    VfsdDev *dev = el->dev;
-    void *rep;
-    VfsdSeg req_seg, rep_seg;
-    VfsdBuf in, out;
-    size_t rep_len = 0, written;
-    unsigned int i;
-    bool interrupted, rerun;
-
-    for (i = 0; i < el->elem.in_num; i++) {
-        rep_len += el->elem.in_sg[i].iov_len;
-    }
-    rep_len = MIN(rep_len, (size_t)VFSD_BLOCKING_MAX_COPY);
-    rep = g_malloc0(rep_len ? rep_len : 1);
-    req_seg = (VfsdSeg) { .base = el->args, .len = el->args_len };
-    rep_seg = (VfsdSeg) { .base = rep, .len = rep_len };
-    vfsd_buf_init(&in, &req_seg, 1, NULL, NULL);
-    vfsd_buf_init(&out, &rep_seg, 1, NULL, NULL);
-    thread_cancelled = false;
-    written = vfsd_process_request(dev->fs, &el->head, &in, &out);
-    rerun = rerun_wanted(el);
-
-    pthread_rwlock_rdlock(&dev->dispatch_lock);
-    g_mutex_lock(&dev->park_lock);
-    /*
-     * EINTR after a pause began is the pause's; the guest's own INTERRUPT
-     * at that very moment (Linux's virtio-fs sends none) would get the
-     * lock asked again instead.
-     */
-    interrupted = el->pause_seq != dev->pause_seq &&
-                  vfsd_reply_error(rep, written) == -EINTR;
-    dev->running[el->qidx]--;
-    if (rerun) {
-        g_free(rep);
-        rerun_settle(el);
-    } else {
-        blocking_settle(el, rep, written, interrupted);
-    }
-    g_cond_broadcast(&dev->park_cond);
-    g_mutex_unlock(&dev->park_lock);
-    pthread_rwlock_unlock(&dev->dispatch_lock);
-}
-
-/*
- * Called by the main thread from queue_stop(), without dispatch_lock:
- * the waits of @qidx end, and their requests are parked.
- */
-static void park(VfsdDev *dev, int qidx)
-{
-    g_mutex_lock(&dev->park_lock);
-    if (dev->running[qidx] && !dev->paused) {
-        dev->paused = true;
-        dev->pause_seq++;
-        g_mutex_unlock(&dev->park_lock);
-        /* Returns once every wait has ended */
-        vfsd_interrupt_pause(dev->fs, true);
-        g_mutex_lock(&dev->park_lock);
-    }
-    while (dev->running[qidx]) {
-        g_cond_wait(&dev->park_cond, &dev->park_lock);
-    }
-    g_mutex_unlock(&dev->park_lock);
-}
-
-/* Called with dispatch_lock held for writing: where @qidx's ring stands */
-static void ring_mark(VfsdDev *dev, int qidx)
-{
-    VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
-
-    dev->mark[qidx] = (VfsdRingMark) {
-        .valid = true,
-        .last_avail = vq->last_avail_idx,
-        .used = vq->used_idx,
-        .desc = vq->vra.desc_user_addr,
-        .avail = vq->vra.avail_user_addr,
-        .used_addr = vq->vra.used_user_addr,
-    };
-}
-
-/*
- * Whether @qidx starts on the ring it stopped on.  A parked request is
- * in flight, so that ring had fewer used than available entries: a reset
- * one, started from zero, cannot pass for it.
- */
-static bool ring_same(VfsdDev *dev, int qidx)
-{
-    VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
-    VfsdRingMark *m = &dev->mark[qidx];
-
-    return m->valid && m->last_avail == vq->last_avail_idx &&
-           m->used == vq->used_idx && m->desc == vq->vra.desc_user_addr &&
-           m->avail == vq->vra.avail_user_addr &&
-           m->used_addr == vq->vra.used_user_addr;
-}
-
-/*
- * Called with park_lock held: the parked requests of @qidx that came
- * with the migration take their places among the ring's requests in
- * flight, if they fit there; false if they do not, and the ring cannot
- * take them.  Which heads are in flight the ring does not say (the
- * guest may have reused their available entries since): a source that
- * names a wrong one can confuse this guest's ring, as any back-end of
- * its device could, but not our memory.
- */
-static bool carried_fit(VfsdDev *dev, int qidx, unsigned int n, char **err)
-{
-    VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
-    uint16_t in_flight = vq->last_avail_idx - vq->used_idx;
-    g_autofree bool *seen = g_new0(bool, vq->vring.num ? vq->vring.num : 1);
-    GList *l;
-
-    if (n > in_flight || n > vq->vring.num - vq->inuse) {
-        *err = g_strdup_printf("migration: queue %d has %u requests in "
-                               "flight, %u carried ones do not fit", qidx,
-                               in_flight, n);
-        return false;
-    }
-    for (l = dev->parked.head; l; l = l->next) {
-        VfsdElem *el = l->data;
-
-        if (el->qidx != qidx || !el->carried) {
-            continue;
-        }
-        if (el->elem.index >= vq->vring.num || seen[el->elem.index]) {
-            *err = g_strdup_printf("migration: carried request %u of queue "
-                                   "%d is not in its ring of %u",
-                                   el->elem.index, qidx, vq->vring.num);
-            return false;
-        }
-        seen[el->elem.index] = true;
-    }
-    vq->inuse += n;
-    return true;
-}
-
-/*
- * Called with park_lock held: drops the parked requests of @qidx (every
- * queue's if negative) that came with a migration (@carried) or not
- */
-static void parked_drop(VfsdDev *dev, int qidx, bool carried)
-{
-    GList *l = dev->parked.head, *next;
-
-    for (; l; l = next) {
-        VfsdElem *el = l->data;
-
-        next = l->next;
-        if ((qidx >= 0 && el->qidx != qidx) || el->carried != carried) {
-            continue;
-        }
-        g_queue_delete_link(&dev->parked, l);
-        elem_free(el);
-        g_atomic_int_add(&dev->blocking, -1);
-    }
-}
-
-/*
- * Called by the main thread with dispatch_lock held for writing, once
- * queue @qidx has started: parked requests of live queues run again or
- * get their replies.
- */
-static void parked_restart(VfsdDev *dev, int qidx)
-{
-    VuVirtq *vq = vu_get_queue(&dev->vu, qidx);
-    unsigned int here = 0, carried = 0;
-    bool resume;
-    GList *l, *next;
-
-    g_mutex_lock(&dev->park_lock);
-    for (l = dev->parked.head; l; l = l->next) {
-        VfsdElem *el = l->data;
-
-        if (el->qidx == qidx) {
-            if (el->carried) {
-                carried++;
-            } else {
-                here++;
-            }
-        }
-    }
-    if (here && !ring_same(dev, qidx)) {
-        vfsd_info("queue %d starts on a new ring: %u parked requests "
-                  "dropped", qidx, here);
-        parked_drop(dev, qidx, false);
-        vq->inuse -= MIN(vq->inuse, here);
-    }
-    dev->mark[qidx].valid = false;
-    if (carried) {
-        g_autofree char *err = NULL;
-
-        if (carried_fit(dev, qidx, carried, &err)) {
-            for (l = dev->parked.head; l; l = l->next) {
-                VfsdElem *el = l->data;
-
-                if (el->qidx == qidx) {
-                    el->carried = false;
-                }
-            }
-            vfsd_info("queue %d: %u lock requests carried by the migration "
-                      "resume", qidx, carried);
-        } else {
-            vfsd_err("%s", err);
-            parked_drop(dev, qidx, true);
-        }
-    }
-    resume = dev->paused;
-    dev->paused = false;
-    g_mutex_unlock(&dev->park_lock);
-    if (resume) {
-        vfsd_interrupt_pause(dev->fs, false);
-    }
-
-    g_mutex_lock(&dev->park_lock);
-    for (l = dev->parked.head; l; l = next) {
-        VfsdElem *el = l->data;
-
-        next = l->next;
-        if (el->carried || !queue_live(dev, el->qidx)) {
-            continue;
-        }
-        g_queue_delete_link(&dev->parked, l);
-        if (el->reply) {
-            blocking_reply(el, el->reply, el->reply_len);
-        } else {
-            el->rerun = false;
-            blocking_submit(dev, el);
-        }
-    }
-    g_mutex_unlock(&dev->park_lock);
-}
-
-/* The smallest parked request in the stream, and the most segments */
-#define VFSD_MIG_PARKED_MIN 13
-#define VFSD_MIG_PARKED_MAX_SEGS 1024
-
-/*
- * Migration (the VFSD_MIG_SEC_REQUESTS section): each parked request by
- * queue and descriptor head, with the guest addresses of the buffers its
- * reply goes to, and its reply, or its header and arguments to run it
- * again.  Called with dispatch_lock held for writing, the device stopped.
- */
-static bool save_parked(void *opaque, VfsdMigWriter *w, char **err)
-{
-    VfsdDev *dev = opaque;
-    GList *l;
-    unsigned int i;
-
-    g_mutex_lock(&dev->park_lock);
-    for (i = 0; i < VFSD_MAX_QUEUES; i++) {
-        if (dev->running[i]) {
-            g_mutex_unlock(&dev->park_lock);
-            *err = g_strdup_printf("queue %u still runs %u lock requests",
-                                   i, dev->running[i]);
-            return false;
-        }
-    }
-    if (!dev->parked.length) {
-        g_mutex_unlock(&dev->park_lock);
-        return true;
-    }
-    vfsd_mig_put_u64(w, dev->parked.length);
-    for (l = dev->parked.head; l; l = l->next) {
-        VfsdElem *el = l->data;
-        VuVirtqElement *e = &el->elem;
-
-        vfsd_mig_put_u16(w, el->qidx);
-        vfsd_mig_put_u16(w, e->index);
-        vfsd_mig_put_u8(w, el->reply != NULL);
-        vfsd_mig_put_u32(w, e->in_num);
-        for (i = 0; i < e->in_num; i++) {
-            vfsd_mig_put_u64(w, el->gpa[e->out_num + i]);
-            vfsd_mig_put_u32(w, e->in_sg[i].iov_len);
-        }
-        if (el->reply) {
-            vfsd_mig_put_blob(w, el->reply, el->reply_len);
-        } else {
-            /* A blob of the header and the arguments */
-            vfsd_mig_put_u32(w, sizeof(el->head.h) + el->args_len);
-            vfsd_mig_put_bytes(w, &el->head.h, sizeof(el->head.h));
-            vfsd_mig_put_bytes(w, el->args, el->args_len);
-        }
-    }
-    vfsd_info("migration: %u parked lock requests saved",
-              dev->parked.length);
-    g_mutex_unlock(&dev->park_lock);
-    return true;
-}
-
-/* One parked request from the stream, or NULL (@err) if it is malformed */
-static VfsdElem *load_one_parked(VfsdDev *dev, VfsdMigReader *r,
-                                 uint64_t i, char **err)
-{
-    uint16_t qidx = vfsd_mig_get_u16(r);
-    uint16_t head = vfsd_mig_get_u16(r);
-    uint8_t has_reply = vfsd_mig_get_u8(r);
-    uint32_t n_in = vfsd_mig_get_u32(r), len, k;
-    const uint8_t *blob;
-    VfsdElem *el;
-
-    if (r->bad || !qidx || qidx >= VFSD_MAX_QUEUES || has_reply > 1 ||
-        n_in > VFSD_MIG_PARKED_MAX_SEGS ||
-        n_in > vfsd_mig_remaining(r) / 12) {
-        *err = g_strdup_printf("bad parked request record %" PRIu64, i);
-        return NULL;
-    }
-    el = calloc(1, sizeof(*el) + n_in * sizeof(struct iovec));
-    if (!el) {
-        *err = g_strdup("out of memory");
-        return NULL;
-    }
-    el->dev = dev;
-    el->qidx = qidx;
-    el->carried = el->by_gpa = true;
-    el->elem.index = head;
-    el->elem.in_num = n_in;
-    el->elem.in_sg = (struct iovec *)(el + 1);
-    el->gpa = g_new(uint64_t, n_in ? n_in : 1);
-    for (k = 0; k < n_in; k++) {
-        el->gpa[k] = vfsd_mig_get_u64(r);
-        el->elem.in_sg[k].iov_len = vfsd_mig_get_u32(r);
-    }
-    blob = vfsd_mig_get_blob(r, sizeof(el->head.h) + VFSD_BLOCKING_MAX_COPY,
-                             &len);
-    if (!blob) {
-        goto bad;
-    }
-    if (has_reply) {
-        el->reply = g_memdup2(blob, len ? len : 1);
-        el->reply_len = len;
-    } else {
-        VfsdSeg seg = { .base = (void *)blob, .len = len };
-        VfsdBuf b;
-
-        vfsd_buf_init(&b, &seg, 1, NULL, NULL);
-        vfsd_request_head(&b, &el->head);
-        /* Only what the source parks: the rest never waits */
-        if (!vfsd_request_may_block(&el->head) &&
-            el->head.h.opcode != FUSE_SETUPMAPPING) {
-            goto bad;
-        }
-        el->args_len = len - sizeof(el->head.h);
-        el->args = g_memdup2(blob + sizeof(el->head.h),
-                             el->args_len ? el->args_len : 1);
-        el->head.avail = len;
-    }
-    return el;
-
-bad:
-    elem_free(el);
-    *err = g_strdup_printf("bad parked request record %" PRIu64, i);
-    return NULL;
-}
-
-/*
- * The destination's side, called with dispatch_lock held for writing
- * before any queue starts: the requests wait in the parked list until
- * their queue does (parked_restart()).
- */
-static bool load_parked(void *opaque, VfsdMigReader *r, char **err)
-{
-    VfsdDev *dev = opaque;
-    uint64_t count, i;
-    bool ok = true;
-
-    if (!vfsd_mig_get_count(r, VFSD_MIG_PARKED_MIN, &count) ||
-        count > VFSD_MAX_BLOCKING) {
-        *err = g_strdup("bad parked request count");
-        return false;
-    }
-    g_mutex_lock(&dev->park_lock);
-    for (i = 0; i < count && ok; i++) {
-        VfsdElem *el = load_one_parked(dev, r, i, err);
-
-        if (el) {
-            g_atomic_int_add(&dev->blocking, 1);
-            g_queue_push_tail(&dev->parked, el);
-        } else {
-            parked_drop(dev, -1, true);
-            ok = false;
-        }
-    }
-    g_mutex_unlock(&dev->park_lock);
-    if (ok) {
-        vfsd_info("migration: %" PRIu64 " parked lock requests restored",
-                  count);
-    }
-    return ok;
-}
-
-/*
- * Called with dispatch_lock held for reading, right after the pop: reads
- * the request's header once, into daemon memory, and a blocking request's
- * arguments, while the memory table that mapped it is in force.  Where
- * the request runs and what runs are both decided from that copy: the
- * guest can rewrite its buffer at any time.
- */
-static void elem_prepare(VfsdQueue *q, VfsdElem *el)
-{
-    VfsdDev *dev = q->dev;
-    g_autofree VfsdSeg *segs = NULL;
-    VfsdBuf in;
-
-    el->dev = dev;
-    el->qidx = q->qidx;
-    el->mem_gen = dev->mem_gen;
-    el->counted = false;
-    el->args = NULL;
-    el->args_len = 0;
-    el->reply = NULL;
-    el->carried = el->by_gpa = el->rerun = false;
-    elem_record_gpa(dev, el);
-
-    segs = elem_segs(el, false);
-    vfsd_buf_init(&in, segs, el->elem.out_num, mem_access, dev);
-    vfsd_request_head(&in, &el->head);
-    if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
-        size_t n = MIN(vfsd_buf_remaining(&in),
-                       (size_t)VFSD_BLOCKING_MAX_COPY);
-
-        el->args = g_malloc(n ? n : 1);
-        if (vfsd_buf_read(&in, el->args, n)) {
-            el->args_len = n;
-        }
-        /* What process() checks the header's length against */
-        el->head.avail = sizeof(el->head.h) + el->args_len;
-    }
-}
-
-/* Runs or hands over one request of @q; dispatch_lock held for reading */
-static void drain_one(VfsdQueue *q, VfsdElem *el)
-{
-    VfsdDev *dev = q->dev;
-
-    elem_prepare(q, el);
-    if (q->qidx > 0 && vfsd_request_may_block(&el->head)) {
-        if (g_atomic_int_add(&dev->blocking, 1) < VFSD_MAX_BLOCKING) {
-            g_mutex_lock(&dev->park_lock);
-            blocking_submit(dev, el);
-            g_mutex_unlock(&dev->park_lock);
-        } else {
-            g_atomic_int_add(&dev->blocking, -1);
-            process_elem(el, true);
-        }
-    } else if (dev->pool && q->qidx > 0) {
-        el->counted = true;
-        g_mutex_lock(&q->inflight_lock);
-        q->inflight++;
-        g_mutex_unlock(&q->inflight_lock);
-        g_thread_pool_push(dev->pool, el, NULL);
-    } else {
-        /*
-         * Hiprio requests are quick (the others there are refused): no
-         * need to hand them over.
-         */
-        process_elem(el, false);
-    }
-}
-
-/*
- * Pops what the guest queued.  dispatch_lock is taken per batch of
- * VFSD_BATCH requests, so that a busy queue cannot keep the main thread
- * from the front-end's messages for long, and the guest is signalled
- * before it goes.
- */
-static void drain_queue(VfsdQueue *q)
-{
-    VfsdDev *dev = q->dev;
-    VuDev *vu = &dev->vu;
-    VfsdElem *el;
-    unsigned int n;
-    bool done = false;
-
-    thread_batch = q;
-    while (!done) {
-        dispatch_read_lock(dev);
-        for (n = 0; n < VFSD_BATCH && !done; n++) {
-            /*
-             * A guest that keeps its ring full must not keep us here
-             * once the front-end wants the queue back.
-             */
-            if (g_atomic_int_get(&q->stopping)) {
-                done = true;
-                break;
-            }
-            g_mutex_lock(&q->lock);
-            el = vu_queue_pop(vu, vu_get_queue(vu, q->qidx),
-                              sizeof(VfsdElem));
-            g_mutex_unlock(&q->lock);
-            if (!el) {
-                done = true;
-                break;
-            }
-            drain_one(q, el);
-        }
-        batch_signal();
-        dispatch_read_unlock(dev);
-    }
-    thread_batch = NULL;
-}
-
-/*
- * Whether @q's ring has requests, or (@stop) the queue is stopping.
- * With @notify, the guest's kicks are first turned on (true) or off.
- */
-static bool queue_has_work(VfsdQueue *q, int notify, bool *stop)
-{
-    VfsdDev *dev = q->dev;
-    VuDev *vu = &dev->vu;
-    bool work = false;
-
-    dispatch_read_lock(dev);
-    *stop = g_atomic_int_get(&q->stopping);
-    if (!*stop) {
-        VuVirtq *vq = vu_get_queue(vu, q->qidx);
-
-        g_mutex_lock(&q->lock);
-        if (notify >= 0) {
-            vu_queue_set_notification(vu, vq, notify);
-        }
-        work = !vu_queue_empty(vu, vq);
-        g_mutex_unlock(&q->lock);
-    }
-    dispatch_read_unlock(dev);
-    return work;
-}
-
-/*
- * --poll-us: once @q has run dry, look for more for that long with the
- * guest's kicks off, so that a guest sending one request after another
- * neither kicks (a VM exit, an eventfd write) nor waits for this thread
- * to wake up.  Kicks are turned back on before giving up, and the ring
- * looked at once more, since a request queued just before then came
- * without one.  Returns whether there is work.
- */
-static bool queue_poll(VfsdQueue *q)
-{
-    gint64 end = g_get_monotonic_time() + q->dev->fs->opts->poll_us;
-    bool stop;
-
-    if (queue_has_work(q, false, &stop)) {
-        return true;
-    }
-    while (!stop && g_get_monotonic_time() < end) {
-        if (queue_has_work(q, -1, &stop)) {
-            g_atomic_int_inc(&q->dev->polled);
-            return true;
-        }
-    }
-    return !stop && queue_has_work(q, true, &stop);
-}
-
-static void *queue_thread(void *opaque)
-{
-    VfsdQueue *q = opaque;
-    VfsdDev *dev = q->dev;
-    bool poll_dry = q->qidx > 0 && dev->fs->opts->poll_us;
-    int kick_fd;
-
-    pthread_rwlock_rdlock(&dev->dispatch_lock);
-    kick_fd = vu_get_queue(&dev->vu, q->qidx)->kick_fd;
-    pthread_rwlock_unlock(&dev->dispatch_lock);
-    /*
-     * A poll that a stop ended left the kicks off: on again, and what
-     * came meanwhile without a kick is served now.
-     */
-    if (poll_dry) {
-        bool stop;
-
-        if (queue_has_work(q, true, &stop)) {
-            drain_queue(q);
-        }
-    }
-
-    for (;;) {
-        struct pollfd pfd[2] = {
-            { .fd = kick_fd, .events = POLLIN },
-            { .fd = q->stop_fd, .events = POLLIN },
-        };
-        eventfd_t v;
-
-        if (poll(pfd, 2, -1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            vfsd_err("queue %d: poll: %s", q->qidx, strerror(errno));
-            break;
-        }
-        if (pfd[1].revents) {
-            break;
-        }
-        if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
-            vfsd_err("queue %d: kick fd failed", q->qidx);
-            break;
-        }
-        if (pfd[0].revents & POLLIN) {
-            eventfd_read(kick_fd, &v);
-            do {
-                drain_queue(q);
-            } while (poll_dry && queue_poll(q));
-        }
-    }
-    return NULL;
-}
-
-/*
- * Called by the main thread, with dispatch_lock held for writing.  On
- * GET_VRING_BASE libvhost-user has just read where the queue stands, and
- * the front-end restarts it from there: a request popped after that would
- * run now and again then.  The queue thread checks stopping under the
- * lock before every pop, so it pops nothing more, however full the guest
- * keeps the ring.
- */
-static bool has_protocol_feature(VfsdDev *dev, unsigned int bit);
-
-static void queue_stop(VfsdDev *dev, int qidx)
-{
-    VfsdQueue *q = dev->queues[qidx];
-    bool cancel;
-
-    if (!q) {
-        return;
-    }
-    /*
-     * Upstream QEMU (11.1) reads no back-end request while it waits for
-     * our answer to GET_VRING_BASE: a map it was sent just before waits
-     * until then.  A thread of this queue may be waiting for that map's
-     * answer, or for the window's lock its holder keeps across such a
-     * wait, and we could not answer: QEMU and we would wait for each
-     * other (with its big lock held).  So those waits are given up until
-     * the queue stopped (libvhost-user drops the late answer), and the
-     * request is run again later (rerun_wanted()).  A QEMU that offers
-     * F_SHMEM_REPLACE serves back-end requests while it waits and needs
-     * none of this.
-     */
-    cancel = has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
-             !has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
-    if (cancel) {
-        g_mutex_lock(&dev->park_lock);
-        dev->cancelling = true;
-        g_mutex_unlock(&dev->park_lock);
-        eventfd_write(dev->cancel_fd, 1);
-    }
-    g_atomic_int_set(&q->stopping, 1);
-    eventfd_write(q->stop_fd, 1);
-    /* The thread may be waiting for the lock to finish a request */
-    pthread_rwlock_unlock(&dev->dispatch_lock);
-    pthread_join(q->thread, NULL);
-    /*
-     * Requests handed to the pool finish before the front-end learns
-     * where the queue stopped, and blocking ones are parked.
-     */
-    g_mutex_lock(&q->inflight_lock);
-    while (q->inflight) {
-        g_cond_wait(&q->inflight_cond, &q->inflight_lock);
-    }
-    g_mutex_unlock(&q->inflight_lock);
-    park(dev, qidx);
-    pthread_rwlock_wrlock(&dev->dispatch_lock);
-    if (cancel) {
-        eventfd_t v;
-
-        eventfd_read(dev->cancel_fd, &v);
-        rerun_live(dev);
-    }
-    ring_mark(dev, qidx);
-    close(q->stop_fd);
-    g_mutex_clear(&q->lock);
-    g_mutex_clear(&q->inflight_lock);
-    g_cond_clear(&q->inflight_cond);
-    g_free(q);
-    dev->queues[qidx] = NULL;
-}
-
-static void queue_set_started(VuDev *vu, int qidx, bool started)
-{
-    VfsdDev *dev = dev_of(vu);
-    VfsdQueue *q;
-    int err;
-
-    if (qidx < 0 || qidx >= VFSD_MAX_QUEUES) {
-        return;
-    }
-    queue_stop(dev, qidx);
-    if (!started) {
-        return;
-    }
-    /*
-     * Queues start again on the source only if the migration did not
-     * complete: the guest's locks, let go for the destination, come back.
-     */
-    vfsd_migrate_resume(dev->fs);
-
-    q = g_new0(VfsdQueue, 1);
-    q->dev = dev;
-    q->qidx = qidx;
-    g_mutex_init(&q->lock);
-    g_mutex_init(&q->inflight_lock);
-    g_cond_init(&q->inflight_cond);
-    q->stop_fd = eventfd(0, EFD_CLOEXEC);
-    if (q->stop_fd < 0) {
-        vfsd_err("queue %d: eventfd: %s", qidx, strerror(errno));
-        g_free(q);
-        return;
-    }
-    err = pthread_create(&q->thread, NULL, queue_thread, q);
-    if (err) {
-        vfsd_err("queue %d: cannot start its thread: %s", qidx,
-                 strerror(err));
-        close(q->stop_fd);
-        g_free(q);
-        return;
-    }
-    dev->queues[qidx] = q;
-    parked_restart(dev, qidx);
-}
-
-/*
- * Host-side truncation of mapped files.  Its own thread, so that
- * requests never wait for it; it takes dispatch_lock like a worker, since
- * dropping mappings talks to the front-end through libvhost-user.
- */
-static void *watch_thread(void *opaque)
-{
-    VfsdDev *dev = opaque;
-    int watch_fd = vfsd_dax_watch_fd(dev->fs->dax);
-
-    for (;;) {
-        struct pollfd pfd[2] = {
-            { .fd = watch_fd, .events = POLLIN },
-            { .fd = dev->watch_stop_fd, .events = POLLIN },
-        };
-
-        if (poll(pfd, 2, -1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            vfsd_err("truncation watch: poll: %s", strerror(errno));
-            break;
-        }
-        if (pfd[1].revents) {
-            break;
-        }
-        if (pfd[0].revents & POLLIN) {
-            dispatch_read_lock(dev);
-            vfsd_dax_watch_events(dev->fs);
-            dispatch_read_unlock(dev);
-        }
-    }
-    return NULL;
-}
-
-static bool watch_start(VfsdDev *dev, char **err)
-{
-    int ret;
-
-    if (!vfsd_dax_watch_start(dev->fs->dax, VFSD_DAX_MAX_WATCHES, err)) {
-        return false;
-    }
-    dev->watch_stop_fd = eventfd(0, EFD_CLOEXEC);
-    if (dev->watch_stop_fd < 0) {
-        *err = g_strdup_printf("eventfd: %s", strerror(errno));
-        return false;
-    }
-    ret = pthread_create(&dev->watch_thread, NULL, watch_thread, dev);
-    if (ret) {
-        *err = g_strdup_printf("cannot start the truncation watch thread: "
-                               "%s", strerror(ret));
-        close(dev->watch_stop_fd);
-        dev->watch_stop_fd = -1;
-        return false;
-    }
-    return true;
-}
-
-static void watch_stop(VfsdDev *dev)
-{
-    if (dev->watch_stop_fd < 0) {
-        return;
-    }
-    eventfd_write(dev->watch_stop_fd, 1);
-    pthread_join(dev->watch_thread, NULL);
-    close(dev->watch_stop_fd);
-    dev->watch_stop_fd = -1;
-}
 
 static uint64_t get_features(VuDev *vu)
 {
@@ -1396,13 +64,6 @@ static uint64_t get_features(VuDev *vu)
 #define VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE 19
 #define VFSD_VHOST_USER_SET_DEVICE_STATE_FD 42
 #define VFSD_VHOST_USER_CHECK_DEVICE_STATE 43
-/*
- * An extension not yet in the upstream specification (vhost-user.rst,
- * "Migrating shared memory mappings"): the DAX window's
- * mappings travel in the state, and the destination maps them again
- * before it answers CHECK_DEVICE_STATE.
- */
-#define VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE 42
 /* SET_DEVICE_STATE_FD's reply: no fd of ours comes back */
 #define VFSD_DEVICE_STATE_NO_FD (1ULL << 8)
 /* The only phase there is: the device stopped, after the RAM went */
@@ -1410,7 +71,7 @@ static uint64_t get_features(VuDev *vu)
 
 static uint64_t get_protocol_features(VuDev *vu)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
     uint64_t features = 1ULL << VHOST_USER_PROTOCOL_F_SHMEM |
                         1ULL << VHOST_USER_PROTOCOL_F_SHMEM_REPLACE |
                         1ULL << VHOST_USER_PROTOCOL_F_MEM_RW;
@@ -1447,7 +108,7 @@ static uint64_t get_protocol_features(VuDev *vu)
 
 static int get_config(VuDev *vu, uint8_t *config, uint32_t len)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
     const char *tag = dev->fs->opts->tag;
     uint8_t cfg[VFSD_CONFIG_SIZE] = { 0 };
     uint32_t queues = GUINT32_TO_LE(1);
@@ -1477,11 +138,11 @@ static int get_config(VuDev *vu, uint8_t *config, uint32_t len)
 #define VFSD_VHOST_USER_GET_SHMEM_CONFIG 44
 /*
  * Only upstream QEMU asks for it, and there every live mapping becomes a
- * region of the vhost memory table (see dax_wait_begin()).  Past
- * VHOST_USER_MAX_RAM_SLOTS regions libvhost-user gives up on the device:
- * measured with 11.1 and a 2 GiB window, the daemon disconnected at 509
- * live mappings, and each map took ~0.3 s by then.  256 ranges of 2 MiB
- * leave the guest's RAM (and DIMMs) their slots.
+ * region of the vhost memory table (see vhost-dax.c, dax_wait_begin()).
+ * Past VHOST_USER_MAX_RAM_SLOTS regions libvhost-user gives up on the
+ * device: measured with 11.1 and a 2 GiB window, the daemon disconnected
+ * at 509 live mappings, and each map took ~0.3 s by then.  256 ranges of
+ * 2 MiB leave the guest's RAM (and DIMMs) their slots.
  */
 #define VFSD_UPSTREAM_MAX_WINDOW (512ULL << 20)
 /* The version bits of a message's flags; libvhost-user keeps it private */
@@ -1516,7 +177,7 @@ static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req,
          */
         uint64_t size = dev->fs->opts->cache_size;
 
-        if (!has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE)) {
+        if (!vfsd_dev_has_proto(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE)) {
             size = MIN(size, VFSD_UPSTREAM_MAX_WINDOW);
         }
 
@@ -1548,7 +209,7 @@ static bool send_shmem_config(VfsdDev *dev, const VhostUserMsg *req,
  */
 static void panic_cb(VuDev *vu, const char *err)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
 
     vfsd_err("vhost-user: %s", err ? err : "unknown error");
     eventfd_write(dev->panic_fd, 1);
@@ -1562,11 +223,6 @@ static void set_watch(VuDev *vu, int fd, int condition, vu_watch_cb cb,
 
 static void remove_watch(VuDev *vu, int fd)
 {
-}
-
-static bool has_protocol_feature(VfsdDev *dev, unsigned int bit)
-{
-    return dev->vu.protocol_features & (1ULL << bit);
 }
 
 static int reply_u64(VhostUserMsg *vmsg, uint64_t v, int *do_reply)
@@ -1590,7 +246,7 @@ static bool mig_xfer_end(VfsdDev *dev)
         vfsd_err("migration: %s", err);
         /* A load that failed after them: none of it is the guest's */
         g_mutex_lock(&dev->park_lock);
-        parked_drop(dev, -1, true);
+        vfsd_park_drop(dev, -1, true);
         g_mutex_unlock(&dev->park_lock);
         return false;
     }
@@ -1614,7 +270,7 @@ static int set_device_state_fd(VfsdDev *dev, VhostUserMsg *vmsg,
         close(vmsg->fds[i]);
     }
     if (fd < 0 || vmsg->size < sizeof(params) ||
-        !has_protocol_feature(dev, VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE)) {
+        !vfsd_dev_has_proto(dev, VFSD_VHOST_USER_PROTOCOL_F_DEVICE_STATE)) {
         vfsd_err("migration: malformed SET_DEVICE_STATE_FD (%u fds, %u "
                  "bytes)", vmsg->fd_num, vmsg->size);
         if (fd >= 0) {
@@ -1647,7 +303,7 @@ static int set_device_state_fd(VfsdDev *dev, VhostUserMsg *vmsg,
  */
 static int process_msg(VuDev *vu, VhostUserMsg *vmsg, int *do_reply)
 {
-    VfsdDev *dev = dev_of(vu);
+    VfsdDev *dev = vfsd_dev_of(vu);
 
     switch (vmsg->request) {
     case VHOST_USER_SET_MEM_TABLE:
@@ -1710,196 +366,13 @@ static const VuDevIface iface = {
     .get_features = get_features,
     .get_protocol_features = get_protocol_features,
     .get_config = get_config,
-    .queue_set_started = queue_set_started,
+    .queue_set_started = vfsd_queue_set_started,
 };
-
-static bool dax_available(void *opaque)
-{
-    VfsdDev *dev = opaque;
-
-    return has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM) &&
-           dev->vu.backend_fd >= 0;
-}
-
-static bool dax_can_replace(void *opaque)
-{
-    VfsdDev *dev = opaque;
-
-    return has_protocol_feature(dev, VHOST_USER_PROTOCOL_F_SHMEM_REPLACE);
-}
-
-/*
- * Upstream QEMU (11.1) puts each window mapping into the vhost memory
- * table: right after answering a map or unmap, it sends us ADD_MEM_REG or
- * REM_MEM_REG and waits for the answer, and reads no back-end request
- * meanwhile.  Our main thread needs dispatch_lock for writing to take that
- * message, so a thread that held it for reading while it waited for the
- * answer to its next map or unmap would deadlock QEMU and us (a truncate
- * cuts several mappings in a row).  With such a front-end, the lock is let
- * go for the wait, by a thread that holds it for reading (a thread
- * without it has nothing to let go).  It touches no guest memory
- * meanwhile, and afterwards reaches its request's buffers through the
- * table then in force (thread_req_retranslate()): the window regions the
- * front-end added or removed may have held them.  Returns whether the
- * lock was let go.  A QEMU that offers F_SHMEM_REPLACE serves back-end
- * requests while it waits and never needs this.
- */
-static bool dax_wait_begin(VfsdDev *dev)
-{
-    if (dax_can_replace(dev) || !thread_reads) {
-        return false;
-    }
-    batch_signal();
-    dispatch_read_unlock(dev);
-    return true;
-}
-
-/*
- * The request this thread runs was translated to host addresses under
- * the memory table of its pop.  The front-end may have changed the table
- * while we waited: a REM_MEM_REG of the window range the guest put its
- * reply buffer in unmaps what those addresses point at, and another
- * mapping may sit there now.  So every piece is reached by guest address
- * from now on, under the table in force at each access; a piece the table
- * no longer holds fails the access, and the request with it, as a buffer
- * outside guest memory does.
- */
-static void thread_req_retranslate(VfsdDev *dev)
-{
-    VfsdRunning *r = thread_req;
-    VuVirtqElement *e;
-    unsigned int d, i;
-
-    if (!r || r->el->by_gpa || r->el->mem_gen == dev->mem_gen) {
-        return;
-    }
-    e = &r->el->elem;
-    for (d = 0; d < 2; d++) {
-        uint64_t *gpa = r->el->gpa + (d ? e->out_num : 0);
-
-        for (i = 0; i < r->nsegs[d]; i++) {
-            r->segs[d][i].base = NULL;
-            r->segs[d][i].addr = gpa[i];
-        }
-    }
-    r->el->by_gpa = true;
-    vfsd_debug("queue %d: memory table changed during a front-end round "
-               "trip: request buffers reached by guest address",
-               r->el->qidx);
-}
-
-static void dax_wait_end(VfsdDev *dev, bool dropped)
-{
-    if (dropped) {
-        dispatch_read_lock(dev);
-        thread_req_retranslate(dev);
-    }
-}
-
-static bool dax_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
-                    uint64_t len, uint64_t flags, int fd)
-{
-    VfsdDev *dev = opaque;
-    bool dropped = dax_wait_begin(dev);
-    bool ok;
-
-    errno = 0;
-    ok = vu_shmem_map(&dev->vu, VFSD_DAX_SHMID, fd_offset, shm_offset, len,
-                      flags, fd);
-    if (!ok && errno == ECANCELED) {
-        /*
-         * A stop gave the wait up (queue_stop()): the front-end carries
-         * the map out after the stop, or refuses it.  Either way it is
-         * undone right after, so that the window holds what our records
-         * say: nothing there.
-         */
-        vfsd_info("DAX: device stopping: map of window range 0x%" PRIx64
-                  "+0x%" PRIx64 " given up, and undone", shm_offset, len);
-        vu_shmem_unmap_nowait(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
-        thread_cancelled = true;
-    }
-    dax_wait_end(dev, dropped);
-    return ok;
-}
-
-static bool dax_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
-{
-    VfsdDev *dev = opaque;
-    bool dropped = dax_wait_begin(dev);
-    bool ok;
-
-    errno = 0;
-    ok = vu_shmem_unmap(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
-    if (!ok && errno == ECANCELED) {
-        /* Sent, and handled after the stop: as good as unmap_nowait's */
-        ok = true;
-        thread_cancelled = true;
-    }
-    dax_wait_end(dev, dropped);
-    return ok;
-}
-
-/*
- * Not waiting for the reply is not enough with upstream QEMU: it reads no
- * back-end request while it waits for our answer to the REM_MEM_REG of an
- * earlier unmap, so a run of unmaps (a REMOVEMAPPING of 256 ranges) fills
- * the back-end socket and the write blocks, with the lock still held that
- * our main thread needs to give that answer.  Seen as a hang of guest and
- * daemon in make bench.
- */
-static bool dax_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)
-{
-    VfsdDev *dev = opaque;
-    bool dropped = dax_wait_begin(dev);
-    bool ok;
-
-    ok = vu_shmem_unmap_nowait(&dev->vu, VFSD_DAX_SHMID, shm_offset, len);
-    dax_wait_end(dev, dropped);
-    return ok;
-}
-
-static bool dax_can_migrate(void *opaque)
-{
-    return has_protocol_feature(opaque,
-                                VFSD_VHOST_USER_PROTOCOL_F_SHMEM_MIGRATE);
-}
-
-/*
- * The window's lock is held across the round trips above, with
- * dispatch_lock let go.  A second thread that waited for it holding
- * dispatch_lock (a pool worker, a second queue, the truncation watch)
- * would keep our main thread from the ADD_MEM_REG or REM_MEM_REG the
- * holder's front-end waits on, and with a writer waiting, the holder
- * could not take dispatch_lock back either: it lets dispatch_lock go
- * while it waits, which the holder's round trip does the same way.
- */
-static void dax_lock(void *opaque, GMutex *lock)
-{
-    VfsdDev *dev = opaque;
-    bool dropped;
-
-    if (g_mutex_trylock(lock)) {
-        return;
-    }
-    dropped = dax_wait_begin(dev);
-    g_mutex_lock(lock);
-    dax_wait_end(dev, dropped);
-}
 
 /* The device on @conn_fd, its pools and DAX window; NULL if it fails */
 static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd, char **err)
 {
     VfsdDev *dev = g_new0(VfsdDev, 1);
-    VfsdDaxBackend be = {
-        .available = dax_available,
-        .can_replace = dax_can_replace,
-        .map = dax_map,
-        .unmap = dax_unmap,
-        .unmap_nowait = dax_unmap_nowait,
-        .can_migrate = dax_can_migrate,
-        .lock = dax_lock,
-        .opaque = dev,
-    };
     pthread_rwlockattr_t attr;
 
     dev->fs = fs;
@@ -1929,20 +402,20 @@ static VfsdDev *serve_setup(VfsdFs *fs, int conn_fd, char **err)
     }
     vu_set_unmapped_buffers_allowed(&dev->vu, true);
     vu_set_backend_cancel_fd(&dev->vu, dev->cancel_fd);
-    fs->dax = vfsd_dax_new(&be);
+    fs->dax = vfsd_vhost_dax_new(dev);
     if (fs->opts->thread_pool_size) {
-        dev->pool = g_thread_pool_new(pool_worker, dev,
+        dev->pool = g_thread_pool_new(vfsd_queue_pool_worker, dev,
                                       fs->opts->thread_pool_size, FALSE,
                                       NULL);
     }
-    dev->blocking_pool = g_thread_pool_new(blocking_worker, dev,
+    dev->blocking_pool = g_thread_pool_new(vfsd_park_worker, dev,
                                            VFSD_MAX_BLOCKING, FALSE, NULL);
     g_mutex_init(&dev->park_lock);
     g_cond_init(&dev->park_cond);
     g_queue_init(&dev->parked);
     vfsd_migrate_set_hook(fs, &(VfsdMigHook) {
-        .save = save_parked,
-        .load = load_parked,
+        .save = vfsd_park_save,
+        .load = vfsd_park_load,
         .opaque = dev,
     });
     return dev;
@@ -1954,7 +427,7 @@ static bool serve_start_dax(VfsdDev *dev, char **err)
     VfsdFs *fs = dev->fs;
 
     /* Asked for explicitly: not serving beats serving without it */
-    if (fs->opts->watch_truncate && !watch_start(dev, err)) {
+    if (fs->opts->watch_truncate && !vfsd_vhost_dax_watch_start(dev, err)) {
         return false;
     }
     if (fs->opts->dax_unmap_delay_ms) {
@@ -1999,9 +472,9 @@ static bool serve_loop(VfsdDev *dev, int conn_fd, char **err)
         }
         if (pfd[2].revents & POLLIN) {
             /* Unmaps talk to the front-end, like a worker's */
-            dispatch_read_lock(dev);
+            vfsd_dev_read_lock(dev);
             vfsd_dax_flush(fs);
-            dispatch_read_unlock(dev);
+            vfsd_dev_read_unlock(dev);
             if (!pfd[0].revents) {
                 continue;
             }
@@ -2028,10 +501,10 @@ static void serve_teardown(VfsdDev *dev)
 
     pthread_rwlock_wrlock(&dev->dispatch_lock);
     for (i = 0; i < VFSD_MAX_QUEUES; i++) {
-        queue_stop(dev, i);
+        vfsd_queue_stop(dev, i);
     }
     pthread_rwlock_unlock(&dev->dispatch_lock);
-    watch_stop(dev);
+    vfsd_vhost_dax_watch_stop(dev);
     if (dev->pool) {
         g_thread_pool_free(dev->pool, FALSE, TRUE);
     }
@@ -2044,8 +517,8 @@ static void serve_teardown(VfsdDev *dev)
 
     mig_xfer_end(dev);
     vfsd_migrate_free(fs);
-    parked_drop(dev, -1, false);
-    parked_drop(dev, -1, true);
+    vfsd_park_drop(dev, -1, false);
+    vfsd_park_drop(dev, -1, true);
     g_mutex_clear(&dev->park_lock);
     g_cond_clear(&dev->park_cond);
     /* The front-end drops its mappings on disconnect */

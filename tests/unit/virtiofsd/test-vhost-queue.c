@@ -1,5 +1,5 @@
 /*
- * virtiofsd tests: the vhost-user transport (vhost.c) against a fake
+ * virtiofsd tests: the vhost-user transport (vhost*.c) against a fake
  * front-end on a socketpair, with guest memory in a memfd and a split
  * virtqueue the test fills as a guest would.
  *
@@ -1029,8 +1029,8 @@ static void test_device_state(void)
 }
 
 /*
- * Lock waits across a stop of their queue (vhost.c, park()).  The
- * guest's SETLKW (owner 2, on its own handle) waits for owner 1's lock.
+ * Lock waits across a stop of their queue (vhost-park.c, vfsd_park()).
+ * The guest's SETLKW (owner 2, on its own handle) waits for owner 1's lock.
  */
 typedef struct LockWait {
     uint64_t ino, fh1, fh2;

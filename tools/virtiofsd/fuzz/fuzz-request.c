@@ -16,7 +16,7 @@
  *              window does.  seg 0x80 exactly (one piece, so none odd):
  *              every piece goes through the callback, as the pieces of
  *              a request popped before the memory table changed do
- *              (vhost.c reaches them by guest address then).
+ *              (vhost-dev.c reaches them by guest address then).
  *              out: room for the reply (see out_size()).
  *
  * Every session has --uid-map/--gid-map: guest ids 0-65535 are the same

@@ -2,7 +2,7 @@
  * virtiofsd fuzzer: the vhost-user transport.  A hostile guest lays out
  * its virtqueue at will (descriptor chains, indirect tables, lengths and
  * addresses that point anywhere), and the daemon's queue processing
- * (vhost.c over libvhost-user) pops and serves it.
+ * (vhost*.c over libvhost-user) pops and serves it.
  *
  * Each input is one session: the daemon's main loop (vfsd_vhost_serve())
  * runs in a thread on one end of a socketpair, this harness is the
