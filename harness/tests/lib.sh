@@ -128,6 +128,14 @@ two_vms() {
     python3 "$top/harness/two-vms.py" "$@"
 }
 
+# guest_run_failed STATUS LOG-DIR [WHY]: fails the test, the guest run
+# having ended with STATUS, with the tails of the daemon's and QEMU's
+# logs in LOG-DIR (vm.py --log-dir)
+guest_run_failed() {
+    on_fail "tail -n 20 '$2/virtiofsd.log' '$2/qemu.log' 2>/dev/null"
+    fail "the guest run failed (status $1)${3:+: $3}"
+}
+
 # take_timeout ARGS...: mk/check.py gives a test --timeout N first;
 # timeout_args holds it (or nothing), args the rest
 take_timeout() {
