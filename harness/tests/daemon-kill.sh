@@ -134,7 +134,7 @@ pass "QEMU runs on and unmapped the window after virtiofsd was killed"
 wait_for_guest SEEN-DEAD
 grep -q 'back-end of device .* disconnected' "$work/logs/qemu.log" ||
     fail "QEMU did not report the disconnect"
-echo "ok: QEMU reported: $(grep -m1 'disconnected' "$work/logs/qemu.log")"
+pass "QEMU reported: $(grep -m1 'disconnected' "$work/logs/qemu.log")"
 
 if [ $restart = 1 ]; then
     # The same command line, hence the same socket path

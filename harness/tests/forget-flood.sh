@@ -73,7 +73,7 @@ vm --shared "$shared" --state-dir "$work/state" \
     --daemon-must-live \
     --timeout 900 "$@" "$work/guest.sh" || fail "the guest run failed (status $?)"
 [ "$(wc -l < "$work/fds")" = 5 ] ||
-    { echo "FAIL: the host counted at $(wc -l < "$work/fds") of 5 steps"; exit 1; }
+    fail "the host counted at $(wc -l < "$work/fds") of 5 steps"
 read -r base peak1 after1 peak2 after2 < <(awk '{ printf "%s ", $2 } END { print "" }' "$work/fds")
 echo "daemon fds: at start $base; round 1: $peak1, after the FORGETs" \
      "$after1; round 2: $peak2, then $after2 (bound $BOUND)"
@@ -104,4 +104,4 @@ for n in "$after1" "$after2"; do
         fail "$n fds after the FORGETs, $base before the lookups"
 done
 [ "$peak2" -le $((peak1 + 16)) ] || fail "the second round holds more fds"
-echo "ok: the daemon's fds came back to $after2 after $((2 * FILES)) FORGETs"
+pass "the daemon's fds came back to $after2 after $((2 * FILES)) FORGETs"

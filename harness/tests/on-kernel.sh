@@ -45,8 +45,7 @@ case $series in
 6.1) asks=38 supp_group=0 ;;
 6.12) asks=41 supp_group=1 ;;
 7.2) asks=45 supp_group=1 ;;
-*) echo "FAIL: Linux $kver ($GUEST_KERNEL) is not in $0's table of what each kernel negotiates"
-   exit 1 ;;
+*) fail "Linux $kver ($GUEST_KERNEL) is not in $0's table of what each kernel negotiates" ;;
 esac
 protocol=$((asks < ours ? asks : ours))
 echo "# guest kernel: $kver ($GUEST_KERNEL), expected to ask for FUSE 7.$asks and speak 7.$protocol with our 7.$ours"
@@ -58,10 +57,7 @@ rc=0
 "$top/harness/tests/$test" "${timeout_args[@]}" "$@" || rc=$?
 
 inits=$(grep -o 'guest FUSE [0-9.]*, flags 0x[0-9a-f]*, protocol [0-9.]*' "$log" || true)
-if [ -z "$inits" ]; then
-    echo "FAIL: none of our daemons logged a FUSE_INIT on $kver"
-    exit 1
-fi
+[ -n "$inits" ] || fail "none of our daemons logged a FUSE_INIT on $kver"
 n=0
 while read -r _ _ ver _ flags _ proto; do
     ver=${ver%,} flags=${flags%,}
@@ -79,5 +75,5 @@ while read -r _ _ ver _ flags _ proto; do
         rc=1
     fi
 done <<<"$inits"
-[ $rc != 0 ] || echo "ok: $n FUSE_INIT on $kver: FUSE 7.$asks, protocol 7.$protocol, FUSE_CREATE_SUPP_GROUP $( [ $supp_group = 1 ] && echo asked for || echo not asked for ) ($(head -n1 <<<"$inits" | sed 's/.*flags //; s/,.*//'))"
+[ $rc != 0 ] || pass "$n FUSE_INIT on $kver: FUSE 7.$asks, protocol 7.$protocol, FUSE_CREATE_SUPP_GROUP $( [ $supp_group = 1 ] && echo asked for || echo not asked for ) ($(head -n1 <<<"$inits" | sed 's/.*flags //; s/,.*//'))"
 exit $rc

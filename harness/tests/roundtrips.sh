@@ -166,7 +166,7 @@ elif [ "$names" -gt 40 ]; then
     bad "cache=adaptive: $names LOOKUP and GETATTR for $WALKS" \
         "walks of 800 names: the names were not kept"
 else
-    echo "ok: cache=adaptive walks again with no READDIRPLUS ($rdp for" \
+    pass "cache=adaptive walks again with no READDIRPLUS ($rdp for" \
          "$WALKS walks, auto $rdp_auto) and $names LOOKUP and GETATTR"
 fi
 
