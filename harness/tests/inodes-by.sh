@@ -24,12 +24,8 @@ handle) opt='--inode-file-handles=mandatory --inode-fd-cache=0' ;;
 fd) opt=--inode-file-handles=never ;;
 *) echo "$0: mode '$mode' is neither handle nor fd" >&2; exit 2 ;;
 esac
-log=$work/daemons.log
-: > "$log"
 export VFSD_OURS_ARGS=$opt
-export VFSD_OURS_LOG=$log
-rc=0
-"$top/harness/tests/$test" "${timeout_args[@]}" "$@" || rc=$?
+run_test "$test" "$@"
 
 by_handle=$(grep -c "inodes are held by file handles" "$log" || true)
 by_fd=$(grep -c "inodes are held by fds" "$log" || true)

@@ -147,6 +147,20 @@ take_timeout() {
     args=("$@")
 }
 
+# run_test TEST ARGS...: for a test that runs another and then reads
+# what our daemons logged in it (poll.sh, inodes-by.sh, on-kernel.sh):
+# harness/tests/TEST with the --timeout take_timeout took and ARGS, each
+# of our daemons' logs appended to $log (VFSD_OURS_LOG); rc is its status
+run_test() {
+    local test=$1
+    shift
+    log=$work/daemons.log
+    : > "$log"
+    rc=0
+    VFSD_OURS_LOG=$log "$top/harness/tests/$test" "${timeout_args[@]}" "$@" ||
+        rc=$?
+}
+
 # stat_count LOG OP: N of the line "stats: OP: N requests" a daemon's
 # --stats left in LOG, the last one; nothing when there is none
 stat_count() {

@@ -50,11 +50,7 @@ esac
 protocol=$((asks < ours ? asks : ours))
 echo "# guest kernel: $kver ($GUEST_KERNEL), expected to ask for FUSE 7.$asks and speak 7.$protocol with our 7.$ours"
 
-log=$work/daemons.log
-: > "$log"
-export VFSD_OURS_LOG=$log
-rc=0
-"$top/harness/tests/$test" "${timeout_args[@]}" "$@" || rc=$?
+run_test "$test" "$@"
 
 inits=$(grep -o 'guest FUSE [0-9.]*, flags 0x[0-9a-f]*, protocol [0-9.]*' "$log" || true)
 [ -n "$inits" ] || fail "none of our daemons logged a FUSE_INIT on $kver"

@@ -12,12 +12,8 @@ set -- "${args[@]}"
 [ $# -ge 1 ] || { echo "usage: $0 [--timeout N] TEST.sh [ARGS...]" >&2; exit 2; }
 test=$1
 shift
-log=$work/daemons.log
-: > "$log"
 export VFSD_OURS_ARGS="--poll-us=${POLL_US:-200}"
-export VFSD_OURS_LOG=$log
-rc=0
-"$top/harness/tests/$test" "${timeout_args[@]}" "$@" || rc=$?
+run_test "$test" "$@"
 found=$(sed -n 's/.*--poll-us: requests found by polling \([0-9]*\) times.*/\1/p' "$log")
 echo "polling: ${found:-no report} (of our daemons, requests found while polling)"
 if [ -z "$found" ] || [ "$(echo "$found" | awk '$1 > 0' | wc -l)" -lt 1 ]; then
