@@ -1,5 +1,5 @@
-# Sourced by the host side of the guest tests, harness/tests/*.sh, which
-# begin
+# Sourced by the shell tests of harness/tests (the host's side of the
+# guest tests, and the daemon's tests without a guest), which begin
 #
 #     set -euo pipefail
 #     . "$(dirname "$0")/lib.sh"
@@ -10,7 +10,7 @@
 #   $top              the source tree
 #   $work             a directory of its own, /tmp/vfsdax-TEST.XXXXXX,
 #                     removed when the test ends (kept, and named, when
-#                     KEEP or KEEP_LOGS is set)
+#                     KEEP, or its older name KEEP_LOGS, is set)
 #   tmpdir VAR NAME   another one, /tmp/vfsdax-NAME.XXXXXX, in VAR, for
 #                     what must not lie below $work (a share whose
 #                     parents another user must reach); removed the same
@@ -54,14 +54,14 @@ on_fail() {
 # The EXIT trap: each on_exit command, the latest first.  The test's
 # status stands unless one of them fails.
 _lib_exit() {
-    local rc=$? i
-    for ((i = ${#_lib_exit_cmds[@]} - 1; i >= 0; i--)); do
-        if ! eval "${_lib_exit_cmds[i]}"; then
-            echo "FAIL: at the end: ${_lib_exit_cmds[i]}"
-            [ "$rc" != 0 ] || rc=1
+    local _lib_rc=$? _lib_i
+    for ((_lib_i = ${#_lib_exit_cmds[@]} - 1; _lib_i >= 0; _lib_i--)); do
+        if ! eval "${_lib_exit_cmds[_lib_i]}"; then
+            echo "FAIL: at the end: ${_lib_exit_cmds[_lib_i]}"
+            [ "$_lib_rc" != 0 ] || _lib_rc=1
         fi
     done
-    exit "$rc"
+    exit "$_lib_rc"
 }
 trap _lib_exit EXIT
 
@@ -84,10 +84,10 @@ tmpdir() {
 tmpdir work "$(basename "$0" .sh)"
 
 fail() {
-    local i
+    local _lib_i
     echo "FAIL: $*"
-    for ((i = 0; i < ${#_lib_fail_cmds[@]}; i++)); do
-        eval "${_lib_fail_cmds[i]}" || true
+    for ((_lib_i = 0; _lib_i < ${#_lib_fail_cmds[@]}; _lib_i++)); do
+        eval "${_lib_fail_cmds[_lib_i]}" || true
     done
     exit 1
 }
