@@ -7,16 +7,13 @@
 # an access ACL naming user 1000 is enforced by the guest kernel, and the
 # ACL's ids are host ids on disk.  Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-shared=$(mktemp -d /tmp/vfsdax-aclmap.XXXXXX)
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmpdir shared aclmap
 echo host > "$shared/hostroot"
 chown 100000:100000 "$shared"
 chmod 755 "$shared"
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 ids=$(stat -c %u:%g /mnt)
 [ "$ids" = 0:0 ] || fail "the share's owner shows as $ids, not 0:0"
@@ -65,19 +62,20 @@ umount /mnt || fail umount
 pass "unmounted"
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared" --daemon ours \
+vm --shared "$shared" --daemon ours \
     --daemon-args="--xattr --posix-acl --uid-map=:0:100000:65536: --gid-map=:0:100000:65536:" \
-    "$@" "$guest_script"
+    "$@" "$work/guest.sh"
 
-check() {
+# owner FILE IDS: FILE of the share has owner and group IDS on the host
+owner() {
     local got
     got=$(stat -c %u:%g "$shared/$1")
-    [ "$got" = "$2" ] || { echo "FAIL: $1 is $got on the host, not $2"; exit 1; }
+    [ "$got" = "$2" ] || fail "$1 is $got on the host, not $2"
 }
-check byroot 100000:100000
-check owned 101000:101000
-check acl/f 100000:100000
-check acl/d 100000:100000
+owner byroot 100000:100000
+owner owned 101000:101000
+owner acl/f 100000:100000
+owner acl/d 100000:100000
 # The named user in the ACL on disk is the host's id
 python3 - "$shared/secret" <<'PY'
 import os, struct, sys
@@ -87,22 +85,20 @@ named = [e[2] for e in ents if e[0] == 0x02]
 assert named == [101000], f"named users on the host: {named}"
 print("ok: the ACL names host uid 101000 on disk")
 PY
-echo "ok: ACLs and id maps end to end"
+pass "ACLs and id maps end to end"
 
 # The Rust daemon's in-daemon translation, as microvm.nix and kata write
 # it: guest root is the host's 4000, host ids 5000-5009 all show as 600,
 # guest uid 1234 may not act, other ids pass as they are.  --modcaps=-chown
 # takes away the daemon's right to give files away (chown as guest root
 # fails), --no-readdirplus and --preserve-noatime are accepted alongside.
-shared2=$(mktemp -d /tmp/vfsdax-xlate.XXXXXX)
-trap 'rm -rf "$shared" "$shared2" "$guest_script"' EXIT
+tmpdir shared2 xlate
 chown 4000:4000 "$shared2"
 chmod 777 "$shared2"
 echo a > "$shared2/squashed" && chown 5003:77 "$shared2/squashed"
 echo b > "$shared2/plain" && chown 31:32 "$shared2/plain"
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 ids=$(stat -c %u:%g /mnt)
 [ "$ids" = 0:0 ] || fail "the share's owner shows as $ids, not 0:0"
@@ -128,22 +124,21 @@ umount /mnt || fail umount
 pass "unmounted"
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared2" --daemon ours \
+vm --shared "$shared2" --daemon ours \
     --daemon-args="--translate-uid map:0:4000:1 --translate-gid map:0:4000:1 --translate-uid squash-host:5000:600:10 --translate-uid=forbid-guest:1234:1 --modcaps=-chown --no-readdirplus --preserve-noatime" \
-    "$@" "$guest_script"
+    "$@" "$work/guest.sh"
 shared=$shared2
-check byroot 4000:4000
-check by1000 1000:1000
-[ ! -e "$shared2/by1234" ] || { echo "FAIL: forbidden guest 1234 created a file"; exit 1; }
-echo "ok: --translate-uid/gid, --modcaps end to end"
+owner byroot 4000:4000
+owner by1000 1000:1000
+[ ! -e "$shared2/by1234" ] || fail "forbidden guest 1234 created a file"
+pass "--translate-uid/gid, --modcaps end to end"
 
 # Unprivileged, --uid-map/--gid-map name the user namespace the sandbox is
 # made in, as with the Rust daemon: a user 4000 maps itself to root.  The
 # kernel translates: the share (host 4000) is the guest root's, host
 # root's file shows as 65534, and no other id can be acted as.
-shared3=$(mktemp -d /tmp/vfsdax-userns.XXXXXX)
-bindir=$(mktemp -d /tmp/vfsdax-userns-bin.XXXXXX)
-trap 'rm -rf "$shared" "$shared2" "$shared3" "$bindir" "$guest_script"' EXIT
+tmpdir shared3 userns
+tmpdir bindir userns-bin
 chown 4000:4000 "$shared3"
 chmod 777 "$shared3"
 echo r > "$shared3/hostroot"
@@ -152,8 +147,7 @@ printf '#!/bin/sh\nexec setpriv --reuid=4000 --regid=4000 --clear-groups %s "$@"
     "$bindir/virtiofsd" > "$bindir/as4000"
 chmod 755 "$bindir" "$bindir/virtiofsd" "$bindir/as4000"
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 ids=$(stat -c %u:%g /mnt)
 [ "$ids" = 0:0 ] || fail "the share's owner shows as $ids, not 0:0"
@@ -172,11 +166,11 @@ umount /mnt || fail umount
 pass "unmounted"
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared3" --daemon ours \
+vm --shared "$shared3" --daemon ours \
     --daemon-binary "$bindir/as4000" --daemon-fd \
     --daemon-args="--sandbox=namespace --uid-map=:0:4000:1: --gid-map=:0:4000:1:" \
-    "$@" "$guest_script"
+    "$@" "$work/guest.sh"
 shared=$shared3
-check byroot 4000:4000
-[ ! -e "$shared3/by1000" ] || { echo "FAIL: guest 1000 created a file"; exit 1; }
-echo "ok: unprivileged --uid-map/--gid-map through a user namespace"
+owner byroot 4000:4000
+[ ! -e "$shared3/by1000" ] || fail "guest 1000 created a file"
+pass "unprivileged --uid-map/--gid-map through a user namespace"

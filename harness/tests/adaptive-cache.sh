@@ -20,12 +20,9 @@
 # TIMEOUTS=1:20:1 (no cap at 8 s) they show late, which fails too.
 # Extra arguments go to harness/vm.py (mk/check.py gives --timeout).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 MODE=${MODE:-adaptive}
 TIMEOUTS=${TIMEOUTS:-1:8:1}
-work=$(mktemp -d /tmp/vfsdax-adaptive.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 shared=$work/share
 # One level down: the share's root changes all the time (the guest's
 # and host's step files), and a lookup of a name in it brings the named
@@ -42,8 +39,7 @@ chmod 644 "$shared/fresh"
 # The guest waits until s/ is 13 s old by the host's clock
 date +%s > "$shared/made"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 now() { awk '{ print $1 }' /proc/uptime; }
 # The host's clock, as the share's files carry it

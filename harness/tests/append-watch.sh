@@ -31,8 +31,7 @@
 # computed from (to show the test fails when the daemon caches longer).
 # Extra arguments go to harness/vm.py (mk/check.py gives --timeout).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 pick_case "$0 [--timeout N] adaptive|dax [VM-ARGS]" "adaptive|dax" "$@"
 TIMEOUTS=${TIMEOUTS:-1:4:0.5}
 DAEMON_TIMEOUTS=${DAEMON_TIMEOUTS:-$TIMEOUTS}
@@ -41,14 +40,8 @@ MARGIN=${MARGIN:-2}
 # 62 records before the guest looks (3968 bytes): the appends cross into
 # the file's second page, past the end when the guest first mapped it
 INITIAL=62
-work=$(mktemp -d /tmp/vfsdax-append.XXXXXX)
 appender=
-cleanup() {
-    [ -z "$appender" ] || kill "$appender" 2>/dev/null || true
-    [ -z "$appender" ] || wait "$appender" 2>/dev/null || true
-    [ -n "${KEEP:-}" ] || rm -rf "$work"
-}
-trap cleanup EXIT
+on_exit '[ -z "$appender" ] || { kill "$appender"; wait "$appender"; } 2>/dev/null || true'
 shared=$work/share
 mkdir -p "$shared/s" "$work/logs"
 ngaps=$(echo $GAPS | wc -w)
@@ -62,8 +55,7 @@ sys.stdout.write(f"rec {n:04d} " + chr(97 + n % 26) * 54 + "\n")' "$1"
 for n in $(seq 0 $((total - 1))); do record $n; done > "$shared/expected"
 head -n $INITIAL "$shared/expected" > "$shared/s/log"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 if [ "$WATCH_CASE" = dax ]; then
     mount_virtiofs "$VFS_TAG" /mnt dax=always
     dax_active /mnt || fail "dax=always requested, DAX not active"
@@ -159,49 +151,42 @@ if [ $case_ = dax ]; then
     dargs="$dargs --stats"
 fi
 rc=0
-python3 "$top/harness/vm.py" --quiet --shared "$shared" --daemon ours \
+vm --quiet --shared "$shared" --daemon ours \
     --cache-mode adaptive "--daemon-args=$dargs" "${window[@]}" \
     --log-dir "$work/logs" --env WATCH_CASE=$case_ --env INITIAL=$INITIAL \
     --env TOTAL=$total "${args[@]}" "$work/guest.sh" > "$work/out" || rc=$?
 cat "$work/out"
 wait "$appender" || true
 appender=
-failed=0
 if [ $rc != 0 ] || ! grep -q "^ok: all $total records read right" "$work/out"; then
-    echo "FAIL: $case_: the guest's reader failed (status $rc)"
-    failed=1
+    bad "$case_: the guest's reader failed (status $rc)"
 fi
 # Each record's delay against its bound
 seen=0
 while read -r n quiet bound delay; do
     if [ "$delay" = never ]; then
-        echo "FAIL: $case_: record $n (unchanged ${quiet} s before, bound" \
-             "$bound s) never seen by the guest"
-        failed=1
+        bad "$case_: record $n (unchanged ${quiet} s before, bound" \
+            "$bound s) never seen by the guest"
         continue
     fi
     seen=$((seen + 1))
     echo "record $n: the file unchanged $quiet s before, bound $bound s," \
          "seen after $delay s"
     if awk -v d="$delay" -v b="$bound" -v m="$MARGIN" 'BEGIN { exit !(d > b + m) }'; then
-        echo "FAIL: $case_: record $n seen after $delay s, over its bound" \
-             "$bound s + $MARGIN s"
-        failed=1
+        bad "$case_: record $n seen after $delay s, over its bound" \
+            "$bound s + $MARGIN s"
     fi
 done < "$work/appender.out"
 if [ $seen != "$ngaps" ]; then
-    echo "FAIL: $case_: $seen of $ngaps appended records measured"
-    failed=1
+    bad "$case_: $seen of $ngaps appended records measured"
 fi
 if [ $case_ = dax ]; then
     # Through the window: no READ at all, the file mapped
-    reads=$(sed -n 's/.*stats: READ: \([0-9]*\) requests.*/\1/p' "$work/logs/virtiofsd.log")
-    maps=$(sed -n 's/.*stats: SETUPMAPPING: \([0-9]*\) requests.*/\1/p' "$work/logs/virtiofsd.log")
+    reads=$(stat_count "$work/logs/virtiofsd.log" READ)
+    maps=$(stat_count "$work/logs/virtiofsd.log" SETUPMAPPING)
     echo "daemon: ${reads:-0} READ, ${maps:-0} SETUPMAPPING"
     if [ -n "$reads" ] || [ -z "$maps" ]; then
-        echo "FAIL: dax: the guest did not read through the window"
-        failed=1
+        bad "dax: the guest did not read through the window"
     fi
 fi
-[ $failed = 0 ] && echo "ok: $case_: the host's appends seen within the bound, read right"
-exit $failed
+finish "$case_: the host's appends seen within the bound, read right"

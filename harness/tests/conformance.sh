@@ -11,23 +11,19 @@
 #
 # CONFIG is DAEMON:CACHE[:dax], e.g. ours:auto:dax, ours:never, rust:auto.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-timeout=300
-if [ "${1:-}" = --timeout ]; then
-    timeout=$2
-    shift 2
-fi
+. "$(dirname "$0")/lib.sh"
+take_timeout "$@"
+set -- "${args[@]}"
+timeout=${timeout_args[1]:-300}
 [ $# -gt 0 ] || { echo "usage: $0 [--timeout S] DAEMON:CACHE[:dax]..." >&2; exit 2; }
 
-work=$(mktemp -d /tmp/vfsdax-conform.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 chmod 755 "$work"
 
 # The guest's copy is built the same way by harness/build-guest.sh
 gcc -O2 -static -Wall -o "$work/fsconform" "$top/harness/guest-tools/fsconform.c"
 mkdir -m 755 "$work/host"
 "$work/fsconform" "$work/host" > "$work/host.out"
-grep -q '^end$' "$work/host.out" || { echo "FAIL: the host run did not finish:"; tail "$work/host.out"; exit 1; }
+grep -q '^end$' "$work/host.out" || { tail "$work/host.out"; fail "the host run did not finish"; }
 calls=$(grep -c '^[0-9][0-9]* ' "$work/host.out")
 entries=$(grep -c '^tree: ' "$work/host.out")
 
@@ -38,8 +34,7 @@ for s in protected_hardlinks protected_symlinks protected_regular protected_fifo
     v=$(cat "/proc/sys/fs/$s" 2>/dev/null) && sysctls="$sysctls echo $v > /proc/sys/fs/$s;"
 done
 
-cat > "$work/guest.sh" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 $sysctls
 opts=
 [ "\$VFS_DAX" = 1 ] && opts=dax=always
@@ -62,25 +57,22 @@ key_of() {  # the part of an output line that names the call or the entry
     sed -E 's/ = .*//; s/^(tree: [^ ]*) mode .*/\1/; s/^(tree: [^:]*): .*/\1/'
 }
 
-rc=0
 for cfg in "$@"; do
     IFS=: read -r daemon cache dax <<< "$cfg"
     args=(--daemon "$daemon" --cache-mode "$cache" --daemon-args=--xattr)
     [ "$dax" = dax ] && args+=(--cache-size 1G)
     mkdir -m 755 "$work/$cfg"
-    if ! python3 "$top/harness/vm.py" --quiet --shared "$work/$cfg" \
+    if ! vm --quiet --shared "$work/$cfg" \
             --timeout "$timeout" "${args[@]}" "$work/guest.sh" > "$work/$cfg.out" 2>&1 ||
        ! grep -q '^end$' "$work/$cfg.out"; then
-        echo "FAIL $cfg: the guest run did not finish:"
+        bad "$cfg: the guest run did not finish:"
         tail -n 15 "$work/$cfg.out"
-        rc=1
         continue
     fi
     expected_keys "$daemon" "$cfg" > "$work/$cfg.expected"
     if grep -q '^BAD ' "$work/$cfg.expected"; then
-        echo "FAIL: conformance-expected-$daemon: lines need CONFIGS | KEY | reason:"
+        bad "conformance-expected-$daemon: lines need CONFIGS | KEY | reason:"
         grep '^BAD ' "$work/$cfg.expected"
-        rc=1
         continue
     fi
     # Line by line, keyed: a listed difference drops the line on both sides
@@ -92,24 +84,22 @@ for cfg in "$@"; do
             !($1 in x) { print $2 }' "$1"
     }
     if diff <(drop "$work/host.keyed") <(drop "$work/$cfg.keyed") > "$work/$cfg.diff"; then
-        echo "ok $cfg: $calls calls and $entries tree entries as on the host" \
+        pass "$cfg: $calls calls and $entries tree entries as on the host" \
              "($(grep -c . "$work/$cfg.expected") listed differences)"
     else
-        echo "FAIL $cfg: differs from the host (< host, > guest):"
+        bad "$cfg: differs from the host (< host, > guest):"
         cat "$work/$cfg.diff"
-        rc=1
     fi
     # A listed difference that did not happen is a stale entry
     while IFS= read -r key; do
         h=$(awk -F'\t' -v k="$key" '$1 == k { print $2 }' "$work/host.keyed")
         g=$(awk -F'\t' -v k="$key" '$1 == k { print $2 }' "$work/$cfg.keyed")
         if [ "$h" = "$g" ]; then
-            echo "FAIL $cfg: listed difference did not occur: $key"
-            rc=1
+            bad "$cfg: listed difference did not occur: $key"
         else
             echo "  expected difference: host: ${h:-(none)}"
             echo "                       $cfg: ${g:-(none)}"
         fi
     done < "$work/$cfg.expected"
 done
-exit $rc
+finish

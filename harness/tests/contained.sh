@@ -13,27 +13,18 @@
 # filter, with no fd outside the share either; the parent that relays
 # the log holds no capability.  Needs root (the daemons' sandboxes).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 daemon=${VIRTIOFSD:-$top/build/qemu/tools/virtiofsd/virtiofsd}
-[ -x "$daemon" ] || { echo "FAIL: no daemon at $daemon (make qemu)"; exit 1; }
-[ "$(id -u)" = 0 ] || { echo "FAIL: needs root, for the daemon's sandboxes"; exit 1; }
-work=$(mktemp -d /tmp/vfsdax-contained.XXXXXX)
+[ -x "$daemon" ] || fail "no daemon at $daemon (make qemu)"
+[ "$(id -u)" = 0 ] || fail "needs root, for the daemon's sandboxes"
 pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    umount "$work/share" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+on_exit 'umount "$work/share" 2>/dev/null || true'
+on_exit 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true'
 mkdir -p "$work/share"
 # The share is a tmpfs of its own: a (dev, ino) on it is inside the share
 mount -t tmpfs tmpfs "$work/share"
 mkdir -p "$work/share/d" && echo x > "$work/share/d/f"
-failed=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; failed=1; }
 
 caps() {  # PID FIELD: the capability mask, in hex
     sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status"
@@ -83,18 +74,18 @@ for mode in namespace chroot none; do
     if (( (0x$eff | 0x$prm) & 0x4 )); then
         bad "$mode: the serving process holds CAP_DAC_READ_SEARCH ($eff/$prm)"
     else
-        ok "$mode: the serving process holds no CAP_DAC_READ_SEARCH ($eff)"
+        pass "$mode: the serving process holds no CAP_DAC_READ_SEARCH ($eff)"
     fi
     f=$(foreign_fds "$server")
-    [ -z "$f" ] && ok "$mode: every fd of the serving process is in the share or harmless" ||
+    [ -z "$f" ] && pass "$mode: every fd of the serving process is in the share or harmless" ||
         bad "$mode: the serving process holds fds outside the share: $f"
     [ "$(readlink /proc/"$server"/fd/2)" != "$log" ] &&
         [[ "$(readlink /proc/"$server"/fd/2)" == pipe:* ]] &&
-        ok "$mode: its stderr is a pipe to the parent" ||
+        pass "$mode: its stderr is a pipe to the parent" ||
         bad "$mode: its stderr is $(readlink /proc/"$server"/fd/2)"
     # The parent keeps the log, holds nothing else
     [ "$(caps $top_pid CapEff)" = 0000000000000000 ] &&
-        ok "$mode: the parent holds no capability" ||
+        pass "$mode: the parent holds no capability" ||
         bad "$mode: the parent holds $(caps $top_pid CapEff)"
     if [ $mode = namespace ]; then
         if [ -z "$broker" ]; then
@@ -102,14 +93,14 @@ for mode in namespace chroot none; do
         else
             [ "$(caps "$broker" CapEff)" = 0000000000000004 ] &&
                 [ "$(caps "$broker" CapPrm)" = 0000000000000004 ] &&
-                ok "$mode: the broker holds CAP_DAC_READ_SEARCH alone" ||
+                pass "$mode: the broker holds CAP_DAC_READ_SEARCH alone" ||
                 bad "$mode: the broker holds $(caps "$broker" CapEff)"
             grep -q "^NoNewPrivs:[[:space:]]*1" /proc/"$broker"/status &&
                 grep -q "^Seccomp:[[:space:]]*2" /proc/"$broker"/status &&
-                ok "$mode: the broker runs with no_new_privs and a seccomp filter" ||
+                pass "$mode: the broker runs with no_new_privs and a seccomp filter" ||
                 bad "$mode: the broker's no_new_privs/seccomp: $(grep -E 'NoNewPrivs|^Seccomp:' /proc/"$broker"/status | tr '\n' ' ')"
             f=$(foreign_fds "$broker")
-            [ -z "$f" ] && ok "$mode: every fd of the broker is in the share or harmless" ||
+            [ -z "$f" ] && pass "$mode: every fd of the broker is in the share or harmless" ||
                 bad "$mode: the broker holds fds outside the share: $f"
         fi
     elif [ -n "$broker" ]; then
@@ -121,11 +112,10 @@ for mode in namespace chroot none; do
     kill $top_pid 2>/dev/null && bad "$mode: the daemon outlived its front-end"
     st=0
     wait $top_pid 2>/dev/null || st=$?
-    [ $st = 0 ] && ok "$mode: the daemon exits 0 once its front-end is gone" ||
+    [ $st = 0 ] && pass "$mode: the daemon exits 0 once its front-end is gone" ||
         bad "$mode: the daemon exited with status $st once its front-end was gone"
     # The log made it through the parent, to the end
-    grep -q "serving" "$log" && ok "$mode: the log reached the file" ||
+    grep -q "serving" "$log" && pass "$mode: the log reached the file" ||
         bad "$mode: the log is empty"
 done
-[ $failed = 0 ] || exit 1
-echo "ok: the serving process holds nothing that reaches beyond the share"
+finish "the serving process holds nothing that reaches beyond the share"

@@ -11,7 +11,7 @@
 # daemon end by itself, status 0, once QEMU is gone.
 # Other arguments go to harness/vm.py (default: ours, 16 MiB window).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 pattern="python3 $top/harness/tests/pattern.py"
 restart=1
 vm_args=()
@@ -22,41 +22,26 @@ for a in "$@"; do
         vm_args+=("$a")
     fi
 done
-shared=$(mktemp -d /tmp/vfsdax-kill.XXXXXX)
-work=$(mktemp -d /tmp/vfsdax-kill-run.XXXXXX)
-guest_script=$work/guest.sh
+tmpdir shared kill
 out=$work/vm.out
 newd=
-
-cleanup() {
-    if [ -n "$newd" ]; then
-        kill -KILL "$newd" 2>/dev/null || true
-    fi
-    rm -rf "$shared" "$work"
-}
-trap cleanup EXIT
-
-die() {
-    echo "FAIL: $*"
-    echo "--- vm.py output"; cat "$out" 2>/dev/null || true
-    echo "--- qemu.log"; cat "$work/logs/qemu.log" 2>/dev/null || true
-    exit 1
-}
+on_exit '[ -z "$newd" ] || kill -KILL "$newd" 2>/dev/null || true'
+on_fail 'echo "--- vm.py output"; cat "$out" 2>/dev/null'
+on_fail 'echo "--- qemu.log"; cat "$work/logs/qemu.log" 2>/dev/null'
 
 # Wait (up to 5 minutes) for the guest to print a line
 wait_for_guest() {
     for _ in $(seq 1 3000); do
         grep -qx "$1" "$out" && return 0
-        kill -0 "$vm" 2>/dev/null || die "the VM ended before printing $1"
+        kill -0 "$vm" 2>/dev/null || fail "the VM ended before printing $1"
         sleep 0.1
     done
-    die "the guest never printed $1"
+    fail "the guest never printed $1"
 }
 
 $pattern write "$shared/data.bin" $((4 << 20)) 1
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mmapio check /mnt/data.bin 1 || fail "data.bin through DAX"
@@ -123,9 +108,10 @@ umount /mnt || fail umount
 pass "a new mount works with the restarted back-end"
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared" --cache-size 16M \
+vm --shared "$shared" --cache-size 16M \
     --reconnect-ms 500 --state-dir "$work/state" --log-dir "$work/logs" \
-    --expect-daemon-exit=-9 --env VFS_RESTART=$restart "${vm_args[@]}" "$guest_script" > "$out" 2>&1 &
+    --expect-daemon-exit=-9 --env VFS_RESTART=$restart "${vm_args[@]}" \
+    "$work/guest.sh" > "$out" 2>&1 &
 vm=$!
 
 wait_for_guest READY-TO-KILL
@@ -134,21 +120,21 @@ daemon=$(cat "$work/state/daemon.pid")
 # The daemon's sandbox may show QEMU the files under another path.
 files='/(data|w)\.bin( \(deleted\))?$'
 grep -Eq "$files" "/proc/$qemu/maps" ||
-    die "data.bin is not mapped into QEMU: DAX is not in use"
+    fail "data.bin is not mapped into QEMU: DAX is not in use"
 kill -KILL "$daemon"
 for _ in $(seq 1 100); do
     grep -Eq "$files" "/proc/$qemu/maps" || break
     sleep 0.1
 done
-kill -0 "$qemu" 2>/dev/null || die "QEMU died with its back-end"
+kill -0 "$qemu" 2>/dev/null || fail "QEMU died with its back-end"
 if grep -E "$files" "/proc/$qemu/maps"; then
-    die "files of the dead back-end are still mapped into QEMU"
+    fail "files of the dead back-end are still mapped into QEMU"
 fi
-echo "ok: QEMU runs on and unmapped the window after virtiofsd was killed"
+pass "QEMU runs on and unmapped the window after virtiofsd was killed"
 wait_for_guest SEEN-DEAD
 grep -q 'back-end of device .* disconnected' "$work/logs/qemu.log" ||
-    die "QEMU did not report the disconnect"
-echo "ok: QEMU reported: $(grep -m1 'disconnected' "$work/logs/qemu.log")"
+    fail "QEMU did not report the disconnect"
+pass "QEMU reported: $(grep -m1 'disconnected' "$work/logs/qemu.log")"
 
 if [ $restart = 1 ]; then
     # The same command line, hence the same socket path
@@ -161,23 +147,23 @@ fi
 rc=0
 wait $vm || rc=$?
 cat "$out"
-[ $rc = 0 ] || die "guest script or VM failed (exit $rc)"
+[ $rc = 0 ] || fail "guest script or VM failed (exit $rc)"
 if [ $restart = 1 ]; then
     for _ in $(seq 1 200); do
         kill -0 "$newd" 2>/dev/null || break
         sleep 0.1
     done
     kill -0 "$newd" 2>/dev/null &&
-        die "the restarted virtiofsd still runs 20 s after QEMU exited"
+        fail "the restarted virtiofsd still runs 20 s after QEMU exited"
     nrc=0
     wait "$newd" || nrc=$?
     newd=
-    [ $nrc = 0 ] || die "the restarted virtiofsd ended with status $nrc"
-    echo "ok: the restarted virtiofsd ended by itself, status 0, after QEMU"
-    $pattern check "$shared/after.bin" 7 $((3 << 20)) || die "after.bin on the host"
+    [ $nrc = 0 ] || fail "the restarted virtiofsd ended with status $nrc"
+    pass "the restarted virtiofsd ended by itself, status 0, after QEMU"
+    $pattern check "$shared/after.bin" 7 $((3 << 20)) || fail "after.bin on the host"
     grep -q 'has a back-end again' "$work/logs/qemu.log" ||
-        die "QEMU did not report the reconnect"
-    echo "ok: files written after the reconnect are right on the host"
+        fail "QEMU did not report the reconnect"
+    pass "files written after the reconnect are right on the host"
 else
-    echo "ok: the guest powered off with requests hanging on a dead back-end"
+    pass "the guest powered off with requests hanging on a dead back-end"
 fi

@@ -9,14 +9,11 @@
 # each REMOVEMAPPING (an inode that is not evicted sends none).  So the
 # daemon is ours.  Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-shared=$(mktemp -d /tmp/vfsdax-batch.XXXXXX)
-work=$(mktemp -d /tmp/vfsdax-batch-run.XXXXXX)
-trap 'rm -rf "$shared" "$work"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmpdir shared batch
 head -c $((160 << 20)) /dev/zero > "$shared/big"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "DAX not active"
 cat /mnt/big > /dev/null || fail "reading 160 MiB through DAX"
@@ -27,19 +24,17 @@ echo alive > /mnt/alive || fail "write after the big REMOVEMAPPING"
 pass "daemon alive after the inode's eviction"
 umount /mnt
 GUEST
-rc=0
-python3 "$top/harness/vm.py" --shared "$shared" --cache-size 512M --timeout 120 \
+vm --shared "$shared" --cache-size 512M --timeout 120 \
     "$@" --daemon ours --log-dir "$work/logs" \
-    --daemon-args=--log-level=debug "$work/guest.sh" || rc=$?
-[ $rc = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
+    --daemon-args=--log-level=debug "$work/guest.sh" ||
+    fail "the guest run failed (status $?)"
 # "REMOVEMAPPING unique U nodeid N len L": a 40-byte header, a 4-byte
 # count, then 16 bytes per range
 most=$(sed -n 's/.*REMOVEMAPPING unique [0-9]* nodeid [0-9]* len \([0-9]*\).*/\1/p' \
            "$work/logs/virtiofsd.log" |
        awk '{ n = ($1 - 44) / 16; if (n > most) most = n } END { print most + 0 }')
 if [ "$most" != 80 ]; then
-    echo "FAIL: the largest REMOVEMAPPING the daemon served had $most ranges, not 80"
-    grep REMOVEMAPPING "$work/logs/virtiofsd.log" | tail -n 5
-    exit 1
+    on_fail 'grep REMOVEMAPPING "$work/logs/virtiofsd.log" | tail -n 5'
+    fail "the largest REMOVEMAPPING the daemon served had $most ranges, not 80"
 fi
-echo "ok: an 80-range REMOVEMAPPING was served, and the daemon went on"
+pass "an 80-range REMOVEMAPPING was served, and the daemon went on"

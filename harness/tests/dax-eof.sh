@@ -15,23 +15,20 @@
 # count that one fix-up and no other.
 # Extra arguments go to harness/vm.py (default: ours, 16 MiB window).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-shared=$(mktemp -d /tmp/vfsdax-eof.XXXXXX)
-guest_script=$(mktemp)
-trace=$(mktemp)
-out=$(mktemp)
+. "$(dirname "$0")/lib.sh"
+tmpdir shared eof
+trace=$work/trace
+: > "$trace"
+out=$work/vm.out
 ctl=
-trap '[ -z "$ctl" ] || kill "$ctl" 2>/dev/null || true
-      rm -rf "$shared" "$guest_script" "$trace" "$out"' EXIT
+on_exit '[ -z "$ctl" ] || kill "$ctl" 2>/dev/null || true'
 
 # "DAXEOF01", then bytes that are never zero, 4200 in all
 { printf DAXEOF01; head -c 4192 /dev/zero | tr '\0' 'x'; } > "$shared/small.bin"
 head -c 65536 /dev/urandom > "$shared/host-tail"
 { printf FLUSHDAX; head -c 8184 /dev/zero | tr '\0' 'y'; } > "$shared/flush.bin"
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 res=$(window_bar) || fail "no virtio-fs device with a window"
@@ -102,26 +99,20 @@ rc=0
 run_vm_with_host_step "$shared" host_grow --daemon ours --cache-size 16M \
     --append iomem=relaxed \
     --qemu-args "-trace enable=virtio_shmem_arena_sigbus,file=$trace" \
-    "$@" "$guest_script" > "$out" || rc=$?
+    "$@" "$work/guest.sh" > "$out" || rc=$?
 cat "$out"
-[ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
+[ "$rc" = 0 ] || fail "the guest run failed (status $rc)"
 
 # Every page but the file's two (16 MiB: 4096) read as zeros
-grep -q '^winpeek: 4096 pages, 4094 zero pages' "$out" || {
-    echo "FAIL: the guest did not read the window past the end of the file"
-    exit 1
-}
-echo "ok: the guest read and wrote 4094 window pages past the end of the file"
+grep -q '^winpeek: 4096 pages, 4094 zero pages' "$out" ||
+    fail "the guest did not read the window past the end of the file"
+pass "the guest read and wrote 4094 window pages past the end of the file"
 # "F fix-ups: N pages past the end of truncated files now read as zeros"
 fixups=$(fixup_sum "$trace" fix-ups:)
-[ "$fixups" != 0 ] || {
-    echo "FAIL: the control's page past the end is not in the fix-up's" \
+[ "$fixups" != 0 ] ||
+    fail "the control's page past the end is not in the fix-up's" \
          "trace: its zero would prove nothing"
-    exit 1
-}
-[ "$fixups" = 1 ] || {
-    echo "FAIL: QEMU's SIGBUS fix-up ran $((fixups - 1)) times besides" \
+[ "$fixups" = 1 ] ||
+    fail "QEMU's SIGBUS fix-up ran $((fixups - 1)) times besides" \
          "the control's: the window held file pages past the end of the file"
-    exit 1
-}
-echo "ok: QEMU's SIGBUS fix-up filled the control's mapping, and never ran before"
+pass "QEMU's SIGBUS fix-up filled the control's mapping, and never ran before"

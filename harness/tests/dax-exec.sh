@@ -8,10 +8,8 @@
 # cannot fail.  Needs gcc on the host.  Extra arguments go to
 # harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-shared=$(mktemp -d /tmp/vfsdax-exec.XXXXXX)
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmpdir shared exec
 
 cat > "$shared/prog.c" <<'PROG'
 void _start(void)
@@ -32,8 +30,7 @@ done
 # The same layout: only the character differs, inside the code.
 [ "$(cmp -l "$shared/progA" "$shared/progB" | wc -l)" = 1 ]
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 [ "$VFS_ACCEL" = tcg ] || fail "running under $VFS_ACCEL, not TCG"
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
@@ -45,5 +42,4 @@ done
 pass "each program ran its own code: $out"
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared" --cache-size 2M "$@" --accel tcg \
-    "$guest_script"
+vm --shared "$shared" --cache-size 2M "$@" --accel tcg "$work/guest.sh"

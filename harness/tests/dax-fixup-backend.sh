@@ -17,18 +17,10 @@
 # requests and the fix-up, so that the test reached its case.
 # Arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-shared=$(mktemp -d /tmp/vfsdax-fixbe.XXXXXX)
-work=$(mktemp -d /tmp/vfsdax-fixbe-run.XXXXXX)
-trap 'rm -rf "$shared" "$work"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmpdir shared fixbe
 LEN=$((4 << 20))
-
-fail() {
-    echo "FAIL: $*"
-    [ -e "$work/vm.out" ] && tail -n 40 "$work/vm.out"
-    exit 1
-}
+on_fail '[ ! -e "$work/vm.out" ] || tail -n 40 "$work/vm.out"'
 
 pattern="python3 $top/harness/tests/pattern.py"
 $pattern write "$shared/data.bin" $((32 << 20)) 1
@@ -40,8 +32,7 @@ python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.virtiofsd.dax", b"1")
     "$shared/data.bin"
 cp "$shared/src.bin" "$shared/other.bin" "$work/"
 
-cat > "$work/guest.sh" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt dax=inode
 daxattr /mnt/data.bin | grep -q ' dax$' || fail "data.bin is not DAX"
 daxattr /mnt/src.bin | grep -q ' dax$' && fail "src.bin is DAX"
@@ -97,16 +88,16 @@ writes=$(grep -c "vhost_user_backend_mem_write " "$work/trace" || true)
 pages=$(fixup_sum "$work/trace" pages "vhost_user_backend_mem_(read|write) ")
 [ "$pages" -gt 0 ] ||
     fail "no SIGBUS fix-up during the back-end's requests"
-echo "ok: $reads MEM_READ, $writes MEM_WRITE, fix-ups over $pages pages"
+pass "$reads MEM_READ, $writes MEM_WRITE, fix-ups over $pages pages"
 
 [ "$(stat -c %s "$shared/out.bin")" = $LEN ] ||
     fail "out.bin has $(stat -c %s "$shared/out.bin") bytes, not $LEN"
 n=$(tr -d '\000' < "$shared/out.bin" | wc -c)
 [ "$n" = 0 ] || fail "out.bin has $n non-zero bytes: not what lies past the end"
-echo "ok: the write carried zeros, as past the end of a file"
+pass "the write carried zeros, as past the end of a file"
 [ "$(stat -c %s "$shared/data.bin")" = 0 ] ||
     fail "the truncated file grew back to $(stat -c %s "$shared/data.bin")"
 for f in src.bin other.bin; do
     cmp "$shared/$f" "$work/$f" || fail "host file $f changed"
 done
-echo "ok: the host's other files are byte for byte unchanged"
+pass "the host's other files are byte for byte unchanged"

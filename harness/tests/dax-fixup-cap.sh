@@ -22,22 +22,11 @@
 # and about a quarter of an hour under TCG).  Arguments go to
 # harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-shared=$(mktemp -d /tmp/vfsdax-fixcap.XXXXXX)
-work=$(mktemp -d /tmp/vfsdax-fixcap-run.XXXXXX)
+. "$(dirname "$0")/lib.sh"
+tmpdir shared fixcap
 sampler=
-cleanup() {
-    [ -n "$sampler" ] && kill "$sampler" 2>/dev/null
-    rm -rf "$shared" "$work"
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*"
-    [ -e "$work/vm.out" ] && tail -n 40 "$work/vm.out"
-    exit 1
-}
+on_exit '[ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true'
+on_fail '[ ! -e "$work/vm.out" ] || tail -n 40 "$work/vm.out"'
 
 mib=${FIXCAP_MIB:-32}
 ranges=$((mib / 2))
@@ -48,8 +37,7 @@ python3 "$top/harness/tests/pattern.py" write "$shared/other.bin" \
 head -c $((1 << 20)) /dev/urandom > "$shared/bystander.bin"
 cp "$shared/other.bin" "$shared/bystander.bin" "$work/"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 # Every range of the file mapped into the window before the host acts
@@ -111,7 +99,7 @@ grep -q "survey /mnt/data.bin: .* pages $((mib * 256)) " "$work/vm.out" ||
 pages=$(fixup_sum "$work/trace" pages)
 [ "$pages" -gt 0 ] ||
     fail "QEMU's SIGBUS fix-up never ran: the guest missed the truncate"
-echo "ok: QEMU's fix-up put zeros over $pages pages past the end of the file"
+pass "QEMU's fix-up put zeros over $pages pages past the end of the file"
 
 before=$(cat "$work/vma.before")
 peak=$(cat "$work/vma.peak")
@@ -121,11 +109,11 @@ echo "QEMU VMAs: $before before the truncate, peak $peak while the guest" \
 # for QEMU's own (threads, allocations)
 [ "$peak" -le $((before + 2 * ranges + 64)) ] ||
     fail "QEMU's VMA count grew from $before to $peak"
-echo "ok: the fix-up cost at most a few VMAs per mapping"
+pass "the fix-up cost at most a few VMAs per mapping"
 
 [ "$(stat -c %s "$shared/data.bin")" = 0 ] ||
     fail "the truncated file grew back to $(stat -c %s "$shared/data.bin")"
 for f in other.bin bystander.bin; do
     cmp "$shared/$f" "$work/$f" || fail "host file $f changed"
 done
-echo "ok: the host's other files are byte for byte unchanged"
+pass "the host's other files are byte for byte unchanged"

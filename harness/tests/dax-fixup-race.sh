@@ -16,32 +16,20 @@
 # output proves the breakpoint was hit, so the test cannot pass without
 # the race.  Arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-shared=$(mktemp -d /tmp/vfsdax-fixrace.XXXXXX)
-work=$(mktemp -d /tmp/vfsdax-fixrace-run.XXXXXX)
+. "$(dirname "$0")/lib.sh"
+tmpdir shared fixrace
 gdbpid=
-cleanup() {
-    [ -n "$gdbpid" ] && kill "$gdbpid" 2>/dev/null
-    rm -rf "$shared" "$work"
-}
-trap cleanup EXIT
+on_exit '[ -z "$gdbpid" ] || kill "$gdbpid" 2>/dev/null || true'
+for f in vm.out gdb.out; do
+    on_fail "[ ! -e '$work/$f' ] || { echo '--- $f'; tail -n 30 '$work/$f'; }"
+done
 
-fail() {
-    echo "FAIL: $*"
-    for f in vm.out gdb.out; do
-        [ -e "$work/$f" ] && { echo "--- $f"; tail -n 30 "$work/$f"; }
-    done
-    exit 1
-}
-
-command -v gdb >/dev/null || fail "gdb is missing: apt-get install gdb"
+need gdb "apt-get install gdb"
 size=$((4 << 20))
 python3 "$top/harness/tests/pattern.py" write "$shared/data.bin" $size 1
 python3 "$top/harness/tests/pattern.py" write "$work/new.bin" $size 2
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mmapio reread /mnt/data.bin 1 2 /mnt || fail "reread"
@@ -85,6 +73,6 @@ grep -q "Breakpoint 1, .*shmem_arena_sigbus_fixup" "$work/gdb.out" ||
     fail "the guest's access never reached QEMU's SIGBUS fix-up"
 grep -qx "REFILLED" "$work/gdb.out" ||
     fail "the host did not rewrite the file while QEMU was held in the fix-up"
-echo "ok: QEMU held in its SIGBUS fix-up while the host rewrote the file"
+pass "QEMU held in its SIGBUS fix-up while the host rewrote the file"
 [ "$rc" = 0 ] || fail "the guest run failed (status $rc)"
-echo "ok: the guest read the new content, not the fix-up's zeros"
+pass "the guest read the new content, not the fix-up's zeros"

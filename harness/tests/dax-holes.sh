@@ -13,30 +13,18 @@
 # host samples QEMU from the guest's go until QEMU ends; the guest waits
 # after writing so that a sample sees it.  Arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-shared=$(mktemp -d /tmp/vfsdax-holes.XXXXXX)
-work=$(mktemp -d /tmp/vfsdax-holes-run.XXXXXX)
+. "$(dirname "$0")/lib.sh"
+tmpdir shared holes
 sampler=
-cleanup() {
-    [ -n "$sampler" ] && kill "$sampler" 2>/dev/null
-    rm -rf "$shared" "$work"
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*"
-    [ -e "$work/vm.out" ] && tail -n 40 "$work/vm.out"
-    exit 1
-}
+on_exit '[ -z "$sampler" ] || kill "$sampler" 2>/dev/null || true'
+on_fail '[ ! -e "$work/vm.out" ] || tail -n 40 "$work/vm.out"'
 
 # This tree's winpeek, so that the test does not depend on the guest
 # image being rebuilt with its touch mode
 gcc -O2 -static -Wall -o "$shared/winpeek" \
     "$top/harness/guest-tools/winpeek.c" || fail "cannot build winpeek"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=never
 grep " /mnt " /proc/self/mountinfo | grep -q "dax=never" ||
     fail "the share is not mounted with dax=never"
@@ -107,4 +95,4 @@ limit=$((64 << 10))
     fail "QEMU's Pss grew by $(((pss1 - pss0) >> 10)) MiB"
 [ $((anon1 - anon0)) -lt "$limit" ] ||
     fail "QEMU's anonymous memory grew by $(((anon1 - anon0) >> 10)) MiB"
-echo "ok: writing every page of a 4 GiB hole cost QEMU less than 64 MiB"
+pass "writing every page of a 4 GiB hole cost QEMU less than 64 MiB"

@@ -20,18 +20,14 @@
 # DAXPAR_OPS (default 3000) fsx operations per fsx.  Extra arguments go
 # to harness/vm.py; the --timeout among them is for both guests.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 split_timeout 2 "$@"
 pattern="python3 $top/harness/tests/pattern.py"
 ops=${DAXPAR_OPS:-3000}
 window=$((32 << 20))
 range=$((2 << 20))
-work=$(mktemp -d /tmp/vfsdax-daxpar.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 [ "$(nproc)" = 4 ] || fail "$(nproc) vCPUs, not 4"
@@ -81,12 +77,11 @@ grep requests /proc/interrupts | awk '{ n = 0; for (i = 2; i <= NF; i++) if ($i 
 umount /mnt || fail umount
 GUEST
 
-fails=0
 # run NAME DAEMON-ARGS
 run() {
     local name=$1 dargs=$2 rc=0 shared=$work/$1.share
     mkdir -p "$shared"
-    python3 "$top/harness/vm.py" --quiet --shared "$shared" \
+    vm --quiet --shared "$shared" \
         --cache-size $((window >> 20))M --smp 4 --request-queues 4 \
         --log-dir "$work/$name" \
         --qemu-args "-trace enable=virtio_shmem_arena_map,file=$work/$name.trace" \
@@ -95,34 +90,30 @@ run() {
         "$work/guest.sh" > "$work/$name.out" 2>&1 || rc=$?
     sed "s/^/  $name| /" "$work/$name.out"
     if [ $rc != 0 ]; then
-        echo "FAIL: $name: the guest run failed (status $rc)"
+        bad "$name: the guest run failed (status $rc)"
         tail -n 20 "$work/$name/virtiofsd.log" 2>/dev/null || true
-        fails=$((fails + 1))
         return
     fi
     if (cd "$shared" && sha256sum -c --quiet model.sha256); then
-        echo "ok: $name: the host's files equal the fsx models"
+        pass "$name: the host's files equal the fsx models"
     else
-        echo "FAIL: $name: the host's files differ from the fsx models"
-        fails=$((fails + 1))
+        bad "$name: the host's files differ from the fsx models"
     fi
     local w seed
     for w in wa wb; do
         seed=$(sed -n "s/^writer $w: last seed \([0-9][0-9]*\)\$/\1/p" "$work/$name.out")
         if [ -n "$seed" ] && $pattern check "$shared/$w" "$seed" $((8 << 20)); then
-            echo "ok: $name: $w on the host holds the writer's last pattern"
+            pass "$name: $w on the host holds the writer's last pattern"
         else
-            echo "FAIL: $name: $w on the host is not pattern ${seed:-?}"
-            fails=$((fails + 1))
+            bad "$name: $w on the host is not pattern ${seed:-?}"
         fi
     done
     local queues
     queues=$(awk '$1 == "irq" && $3 > 0' "$work/$name.out" | wc -l)
     if [ "$queues" = 4 ]; then
-        echo "ok: $name: all 4 request queues completed requests"
+        pass "$name: all 4 request queues completed requests"
     else
-        echo "FAIL: $name: $queues of 4 request queues completed requests"
-        fails=$((fails + 1))
+        bad "$name: $queues of 4 request queues completed requests"
     fi
     local remaps nr=$((window / range))
     remaps=$(awk '
@@ -136,10 +127,9 @@ run() {
         }
         END { print remaps + 0 }' "$work/$name.trace")
     if [ "$remaps" -gt "$nr" ]; then
-        echo "ok: $name: $remaps window ranges remapped (> $nr ranges)"
+        pass "$name: $remaps window ranges remapped (> $nr ranges)"
     else
-        echo "FAIL: $name: $remaps remaps for a window of $nr ranges"
-        fails=$((fails + 1))
+        bad "$name: $remaps remaps for a window of $nr ranges"
     fi
     grep 'stats: \(SETUPMAPPING\|REMOVEMAPPING\|removed range\)' \
         "$work/$name/virtiofsd.log" | sed "s/^/  $name| /" || true
@@ -147,9 +137,8 @@ run() {
 run plain ""
 run delay "--dax-unmap-delay=20"
 if grep -q 'stats: removed range kept until [a-z ]*: [1-9]' "$work/delay/virtiofsd.log"; then
-    echo "ok: delay: the daemon kept removed ranges mapped"
+    pass "delay: the daemon kept removed ranges mapped"
 else
-    echo "FAIL: delay: no removed range was kept mapped (--dax-unmap-delay unused)"
-    fails=$((fails + 1))
+    bad "delay: no removed range was kept mapped (--dax-unmap-delay unused)"
 fi
-[ $fails = 0 ] || exit 1
+finish

@@ -15,13 +15,10 @@
 # kernel matrix runs size:1M alone: both outcomes of dax=inode in one
 # guest).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 policies=${DAX_POLICIES:-always size:1M xattr never default}
 split_timeout "$(wc -w <<<"$policies")" "$@"
 pattern="python3 $top/harness/tests/pattern.py"
-work=$(mktemp -d /tmp/vfsdax-policy.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 shared=$work/shared
 mkdir "$shared"
 $pattern write "$shared/small" 4096 1
@@ -30,8 +27,7 @@ $pattern write "$shared/tagged" 4096 3
 python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.virtiofsd.dax", b"1")' \
     "$shared/tagged"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=inode
 daxattr /mnt/small /mnt/big /mnt/tagged || fail "statx"
 mmapio check /mnt/small 1 && mmapio check /mnt/big 2 &&
@@ -39,7 +35,7 @@ mmapio check /mnt/small 1 && mmapio check /mnt/big 2 &&
 umount /mnt || fail umount
 GUEST
 
-fails=0 ran=0
+ran=0
 # run POLICY SMALL BIG TAGGED: each "dax" or "nodax"
 run() {
     local policy=$1 rc=0 f want got
@@ -49,14 +45,13 @@ run() {
     *) return 0 ;;
     esac
     ran=$((ran + 1))
-    python3 "$top/harness/vm.py" --quiet --shared "$shared" --cache-size 16M \
+    vm --quiet --shared "$shared" --cache-size 16M \
         "${vm_args[@]}" --daemon ours \
         --daemon-args="$([ "$policy" = default ] || echo "--dax-policy=$policy")" \
         "$work/guest.sh" > "$work/$policy.out" 2>&1 || rc=$?
     if [ $rc != 0 ]; then
-        echo "FAIL: --dax-policy=$policy: the guest run failed (status $rc)"
+        bad "--dax-policy=$policy: the guest run failed (status $rc)"
         sed 's/^/    /' "$work/$policy.out"
-        fails=$((fails + 1))
         return
     fi
     for f in small big tagged; do
@@ -65,10 +60,9 @@ run() {
         got=$(sed -n "s|^/mnt/$f \(no\)\{0,1\}dax\$|&|p" "$work/$policy.out")
         got=${got##* }
         if [ "$got" = "$want" ]; then
-            echo "ok: --dax-policy=$policy: $f is $want"
+            pass "--dax-policy=$policy: $f is $want"
         else
-            echo "FAIL: --dax-policy=$policy: $f is '${got}', not $want"
-            fails=$((fails + 1))
+            bad "--dax-policy=$policy: $f is '${got}', not $want"
         fi
     done
 }
@@ -78,7 +72,6 @@ run xattr nodax nodax dax
 run never nodax nodax nodax
 run default nodax dax nodax
 if [ $ran != "$(wc -w <<<"$policies")" ]; then
-    echo "FAIL: DAX_POLICIES=\"$policies\": $ran of them are policies this test knows"
-    fails=$((fails + 1))
+    bad "DAX_POLICIES=\"$policies\": $ran of them are policies this test knows"
 fi
-[ $fails = 0 ] || exit 1
+finish

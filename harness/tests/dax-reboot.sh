@@ -12,15 +12,11 @@
 # the second boot's INIT ("INIT on an initialized session") and the new
 # mount's requests failed with ECONNREFUSED in the guest.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 pattern="python3 $top/harness/tests/pattern.py"
-work=$(mktemp -d /tmp/vfsdax-reboot.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 mkdir "$work/share"
 
-cat > "$work/reboot.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/reboot.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 if [ ! -e /mnt/first-boot ]; then
@@ -54,11 +50,7 @@ run_vm_with_host_step "$work/share" host_check --quiet --machine q35 \
     --state-dir "$work/state" "$@" --daemon ours "$work/reboot.sh" \
     > "$work/out" 2>&1 || rc=$?
 cat "$work/out"
-fail() {
-    echo "FAIL: $*"
-    tail -n 5 "$work/log/virtiofsd.log" 2>/dev/null || true
-    exit 1
-}
+on_fail 'tail -n 5 "$work/log/virtiofsd.log" 2>/dev/null'
 [ $rc = 0 ] || fail "the guest run failed (status $rc)"
 [ -s "$work/mapped" ] || fail "a.bin was not mapped into QEMU before the reboot"
 # The console runs at loglevel 4, which does not show the kernel's banner:
@@ -70,4 +62,4 @@ grep -q "the guest started a new FUSE session" "$work/log/virtiofsd.log" ||
     fail "the daemon did not start a new session for the second boot"
 $pattern check "$work/share/b.bin" 7 $((8 << 20)) ||
     fail "b.bin written after the reboot differs on the host"
-echo "ok: reboot with a.bin mapped, then a new mount works (2 boots)"
+pass "reboot with a.bin mapped, then a new mount works (2 boots)"

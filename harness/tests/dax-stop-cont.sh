@@ -16,13 +16,10 @@
 # sees the same bytes, and QEMU and the daemon are alive to the end.
 # Extra arguments go to harness/vm.py (default: our daemon).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-work=$(mktemp -d /tmp/vfsdax-stopcont.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/lib.sh"
 mkdir "$work/shared"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 # Three times the window: every pass over it remaps all of it
@@ -109,7 +106,7 @@ PY
 python3 "$work/qmp.py" "$work/qmp.sock" "$work/shared" > "$work/qmp.log" 2>&1 &
 qmp=$!
 rc=0
-python3 "$top/harness/vm.py" --shared "$work/shared" --cache-size 16M \
+vm --shared "$work/shared" --cache-size 16M \
     --daemon ours --daemon-must-live --timeout 420 \
     --qemu-args="-qmp unix:$work/qmp.sock,server=on,wait=off -D $work/trace.log -trace vhost_user_backend_serve_while_waiting" \
     "$@" "$work/guest.sh" || rc=$?
@@ -119,18 +116,16 @@ cat "$work/qmp.log"
 # a back-end request in flight.  It depends on timing, so it is not checked.
 served=$(grep -c serve_while_waiting "$work/trace.log" 2>/dev/null || true)
 echo "QEMU served ${served:-0} back-end requests while waiting for the daemon"
+[ $rc = 0 ] || bad "the guest run or the stop/cont cycles failed (status $rc)"
 while read -r f seed bytes; do
     if [ ! -f "$work/shared/$f" ]; then
-        echo "FAIL: $f is missing on the host"
-        rc=1
+        bad "$f is missing on the host"
     elif ! python3 "$top/harness/tests/pattern.py" check \
         "$work/shared/$f" "$seed" "$bytes"; then
-        echo "FAIL: $f differs on the host"
-        rc=1
+        bad "$f differs on the host"
     fi
 done <<FILES
 big.bin 4 $((48 << 20))
 after.bin 9 $((8 << 20))
 FILES
-[ $rc = 0 ] && echo "ok: stop/cont under DAX I/O, data intact, QEMU and daemon alive"
-exit $rc
+finish "stop/cont under DAX I/O, data intact, QEMU and daemon alive"

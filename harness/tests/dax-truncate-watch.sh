@@ -18,15 +18,11 @@
 # Extra arguments go to harness/vm.py; the --timeout among them is for the
 # three runs.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 split_timeout 3 "$@"
-work=$(mktemp -d /tmp/vfsdax-trunc-watch.XXXXXX)
-# KEEP_LOGS=1 keeps the guest outputs and logs for a look afterwards
-trap '[ -n "${KEEP_LOGS:-}" ] && echo "logs kept in $work" || rm -rf "$work"' EXIT
+# KEEP=1 keeps the guest outputs and logs in $work for a look afterwards
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mmapio survey /mnt/victim.bin 12 > /tmp/survey.out 2>&1 &
@@ -113,9 +109,8 @@ run() {
     fi
     sed "s/^/  $name| /" "$work/$name.out"
     if [ $rc -ne 0 ]; then
-        echo "FAIL: the $name run failed (status $rc)"
-        tail -n 20 "$work/$name/qemu.log" "$work/$name/virtiofsd.log" || true
-        exit 1
+        on_fail "tail -n 20 '$work/$name/qemu.log' '$work/$name/virtiofsd.log'"
+        fail "the $name run failed (status $rc)"
     fi
 }
 
@@ -142,22 +137,21 @@ run plain "" "${vm_args[@]}"
 run watch "--watch-truncate --log-level=debug" "${vm_args[@]}"
 run watch-hot "--watch-truncate" "${vm_args[@]}"
 
-fails=0
-check() {
+# holds WHAT COMMAND: ok or FAIL by the status of the shell command
+holds() {
     if eval "$2"; then
-        echo "ok: $1"
+        pass "$1"
     else
-        echo "FAIL: $1"
-        fails=$((fails + 1))
+        bad "$1"
     fi
 }
 
-check "without --watch-truncate, QEMU took the SIGBUS path" "sigbus_seen plain"
-check "with --watch-truncate, QEMU never took the SIGBUS path" \
+holds "without --watch-truncate, QEMU took the SIGBUS path" "sigbus_seen plain"
+holds "with --watch-truncate, QEMU never took the SIGBUS path" \
       "! sigbus_seen watch"
-check "the daemon dropped the ranges past the new end" \
+holds "the daemon dropped the ranges past the new end" \
       "grep -q 'DAX: file shrank' '$work/watch/virtiofsd.log'"
-check "the daemon mapped them back once the file grew again" \
+holds "the daemon mapped them back once the file grew again" \
       "grep -q 'DAX: file grew' '$work/watch/virtiofsd.log'"
 for r in plain watch watch-hot; do
     zeros=$(field $r zero-pages-last-pass)
@@ -166,18 +160,18 @@ for r in plain watch watch-hot; do
     echo "note: $r: the guest's last pass read $zeros of $pages pages as" \
          "zeros; SIGBUS in the guest: $bus"
     # A survey format that changed must not make both sides empty
-    check "$r: the survey reported its counts" \
+    holds "$r: the survey reported its counts" \
           "[ -n '$zeros' ] && [ -n '$bus' ] && [ '${pages:-0}' -gt 0 ]"
     # Zeros everywhere, or the guest's own SIGBUS (it learnt the new size)
-    check "$r: the guest read zeros past the new end or got SIGBUS" \
+    holds "$r: the guest read zeros past the new end or got SIGBUS" \
           "[ -n '$pages' ] && [ '$zeros' = '$pages' ] || [ '$bus' = 1 ]"
 done
 for r in watch watch-hot; do
-    check "$r: the file refilled after the truncate reads back" \
+    holds "$r: the file refilled after the truncate reads back" \
           "grep -q '^remap: ok' '$work/$r.out'"
 done
 for r in watch watch-hot; do
-    check "$r: the file written anew on the host reads back" \
+    holds "$r: the file written anew on the host reads back" \
           "grep -q '^regrow: ok' '$work/$r.out'"
 done
 echo "note: without the option, the file written anew gave:" \
@@ -188,5 +182,4 @@ for r in plain watch watch-hot; do
     echo "note: $r: QEMU filled $(sigbus_pages $r) pages after SIGBUS"
 done
 
-[ $fails -eq 0 ] || exit 1
-echo "ok: --watch-truncate kept QEMU out of its SIGBUS path"
+finish "--watch-truncate kept QEMU out of its SIGBUS path"

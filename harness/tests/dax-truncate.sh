@@ -14,19 +14,16 @@
 # processes saw; the mount must still serve other files.
 # Extra arguments go to harness/vm.py (default: ours, 16 MiB window).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-shared=$(mktemp -d /tmp/vfsdax-trunc.XXXXXX)
-guest_script=$(mktemp)
-trace=$(mktemp)
-head_copy=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script" "$trace" "$head_copy"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmpdir shared trunc
+trace=$work/trace
+: > "$trace"
+head_copy=$work/head
 
 head -c $((4 << 20)) /dev/urandom > "$shared/victim.bin"
 head -c $((1 << 20)) "$shared/victim.bin" > "$head_copy"
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mmapio loop /mnt/victim.bin 8 > /tmp/loop.out 2>&1 &
@@ -49,24 +46,20 @@ GUEST
 host_truncate() {
     truncate -s $((1 << 20)) "$shared/victim.bin"
 }
-rc=0
 run_vm_with_host_step "$shared" host_truncate --cache-size 16M \
     --qemu-args "-trace enable=virtio_shmem_arena_sigbus,file=$trace" \
-    "$@" "$guest_script" || rc=$?
-[ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
-echo "ok: QEMU survived a host-side truncate under DAX"
+    "$@" "$work/guest.sh" || fail "the guest run failed (status $?)"
+pass "QEMU survived a host-side truncate under DAX"
 
 # "N pages past the end of truncated files now read as zeros"
 pages=$(fixup_sum "$trace" pages)
-[ "$pages" -gt 0 ] || {
-    echo "FAIL: QEMU's SIGBUS fixup never ran: the guest's accesses did not" \
+[ "$pages" -gt 0 ] ||
+    fail "QEMU's SIGBUS fixup never ran: the guest's accesses did not" \
          "reach the truncated pages"
-    exit 1
-}
-echo "ok: QEMU's SIGBUS fixup replaced $pages pages past the new end"
+pass "QEMU's SIGBUS fixup replaced $pages pages past the new end"
 size=$(stat -c %s "$shared/victim.bin")
 [ "$size" = $((1 << 20)) ] ||
-    { echo "FAIL: the host file is $size bytes after the guest's writes"; exit 1; }
+    fail "the host file is $size bytes after the guest's writes"
 cmp -s "$head_copy" "$shared/victim.bin" ||
-    { echo "FAIL: the host file's remaining MiB changed"; exit 1; }
-echo "ok: the guest's writes past the new end never reached the host file"
+    fail "the host file's remaining MiB changed"
+pass "the guest's writes past the new end never reached the host file"

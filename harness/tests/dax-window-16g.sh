@@ -6,15 +6,11 @@
 # Extra arguments go to harness/vm.py (the daemon is ours); the
 # --timeout among them is for the two guests.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 split_timeout 2 "$@"
 pattern="python3 $top/harness/tests/pattern.py"
-work=$(mktemp -d /tmp/vfsdax-16g.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 
-cat > "$work/window.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/window.sh" <<'GUEST'
 # vhost-user-fs-pci: virtio 1.0 device 26 (0x1040 + 26)
 bars=
 for d in /sys/bus/pci/devices/*; do
@@ -39,19 +35,17 @@ pass "80 MiB through the window both ways"
 umount /mnt || fail umount
 GUEST
 
-fails=0
 # run NAME MACHINE SCRIPT [VM-ARGS...]
 run() {
     local name=$1 machine=$2 script=$3 rc=0
     shift 3
     mkdir -p "$work/$name.share"
-    python3 "$top/harness/vm.py" --shared "$work/$name.share" --quiet \
+    vm --shared "$work/$name.share" --quiet \
         --machine "$machine" --cache-size 16G "${vm_args[@]}" "$@" \
         --daemon ours "$script" > "$work/$name.out" 2>&1 || rc=$?
     sed "s/^/  $name| /" "$work/$name.out"
     if [ $rc != 0 ]; then
-        echo "FAIL: $name: the guest run failed (status $rc)"
-        fails=$((fails + 1))
+        bad "$name: the guest run failed (status $rc)"
         return 1
     fi
 }
@@ -59,11 +53,10 @@ for m in pc q35; do
     if run "$m" "$m" "$work/window.sh"; then
         if $pattern check "$work/$m.share/m.bin" 4 $((40 << 20)) &&
            $pattern check "$work/$m.share/w.bin" 5 $((40 << 20)); then
-            echo "ok: $m: cache-size=16G, the guest's data is right on the host"
+            pass "$m: cache-size=16G, the guest's data is right on the host"
         else
-            echo "FAIL: $m: the guest's data differs on the host"
-            fails=$((fails + 1))
+            bad "$m: the guest's data differs on the host"
         fi
     fi
 done
-[ $fails = 0 ] || exit 1
+finish

@@ -8,17 +8,13 @@
 # cache), and a host pwrite() shows through the mapping the guest still has.
 # Extra arguments go to harness/vm.py (default: ours, 16 MiB window).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 pattern="python3 $top/harness/tests/pattern.py"
-shared=$(mktemp -d /tmp/vfsdax-dax.XXXXXX)
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script"' EXIT
+tmpdir shared dax
 
 $pattern write "$shared/host.bin" $((3 << 20)) 1
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active: $(grep ' /mnt ' /proc/self/mountinfo)"
 pass "DAX active"
@@ -58,11 +54,11 @@ host_change() {
     dd if="$shared/host.new" of="$shared/coh.bin" conv=notrunc status=none
     rm -f "$shared/host.new"
 }
-run_vm_with_host_step "$shared" host_change --cache-size 16M "$@" "$guest_script"
+run_vm_with_host_step "$shared" host_change --cache-size 16M "$@" "$work/guest.sh"
 [ "$guest_stores_seen" = 1 ] ||
-    { echo "FAIL: the guest's stores through DAX were not in the host file at once"; exit 1; }
-echo "ok: guest stores through a DAX mapping seen by a host reader at once"
+    fail "the guest's stores through DAX were not in the host file at once"
+pass "guest stores through a DAX mapping seen by a host reader at once"
 $pattern check "$shared/mmap.bin" 2 $((5 << 20))
 $pattern check "$shared/write.bin" 3 $((3 << 20))
 $pattern check "$shared/big.bin" 4 $((48 << 20))
-echo "ok: guest data byte-identical on the host"
+pass "guest data byte-identical on the host"

@@ -9,21 +9,18 @@
 # again.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 NOFILE=256
 # fs.c keeps 64 fds for the daemon itself
 BOUND=$((NOFILE - 64))
 FILES=1000
-shared=$(mktemp -d /tmp/vfsdax-exhaust.XXXXXX)
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script"' EXIT
+tmpdir shared exhaust
 chmod 755 "$shared"
 mkdir "$shared/many"
 (cd "$shared/many" && seq -f 'f%g' 1 $FILES | xargs touch)
 echo hello > "$shared/hello"
 
-cat > "$guest_script" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt
 # Held open for the whole flood: a handle and an inode each
 for i in 1 2 3 4 5 6 7 8 9 10; do
@@ -91,21 +88,22 @@ watch_fds() {
             tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null |
                 grep -q -- "--shared-dir=$shared " || continue
             n=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
-            [ "$n" -le "$max" ] || { max=$n; echo "$max" > "$shared.maxfd"; }
+            [ "$n" -le "$max" ] || { max=$n; echo "$max" > "$work/maxfd"; }
         done
         sleep 0.2
     done
 }
 watch_fds &
 watcher=$!
-trap 'kill $watcher 2>/dev/null || true; rm -rf "$shared" "$shared.maxfd" "$guest_script"' EXIT
+on_exit 'kill $watcher 2>/dev/null || true'
 
-python3 "$top/harness/vm.py" --daemon ours --shared "$shared" \
-    --daemon-args="--rlimit-nofile=$NOFILE --inode-file-handles=never ${EXHAUST_DAEMON_ARGS:-}" "$@" "$guest_script"
+vm --daemon ours --shared "$shared" \
+    --daemon-args="--rlimit-nofile=$NOFILE --inode-file-handles=never ${EXHAUST_DAEMON_ARGS:-}" \
+    "$@" "$work/guest.sh"
 kill $watcher 2>/dev/null || true
-[ -e "$shared/new" ] || { echo "FAIL: the guest's file is not on the host"; exit 1; }
-maxfd=$(cat "$shared.maxfd" 2>/dev/null || echo 0)
+[ -e "$shared/new" ] || fail "the guest's file is not on the host"
+maxfd=$(cat "$work/maxfd" 2>/dev/null || echo 0)
 echo "the daemon held at most $maxfd fds (limit $NOFILE, guest bound $BOUND)"
-[ "$maxfd" -gt $((BOUND / 2)) ] || { echo "FAIL: the fd watcher saw no flood"; exit 1; }
-[ "$maxfd" -le "$NOFILE" ] || { echo "FAIL: more fds than --rlimit-nofile"; exit 1; }
-echo "ok: the daemon survived the flood within its limit"
+[ "$maxfd" -gt $((BOUND / 2)) ] || fail "the fd watcher saw no flood"
+[ "$maxfd" -le "$NOFILE" ] || fail "more fds than --rlimit-nofile"
+pass "the daemon survived the flood within its limit"

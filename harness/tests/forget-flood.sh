@@ -16,22 +16,19 @@
 # rounds' lookups.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 FILES=12000
 # Within the hard limit of common hosts (a daemon cannot raise it)
 NOFILE=16384
 # fs.c keeps 64 fds for the daemon itself
 BOUND=$((NOFILE - 64))
-work=$(mktemp -d /tmp/vfsdax-forget.XXXXXX)
 shared=$work/shared
 watcher=
-trap '[ -z "$watcher" ] || kill $watcher 2>/dev/null || true; rm -rf "$work"' EXIT
+on_exit '[ -z "$watcher" ] || kill $watcher 2>/dev/null || true'
 mkdir -p "$shared/many"
 (cd "$shared/many" && seq -f 'f%g' 1 $FILES | xargs touch)
 
-cat > "$work/guest.sh" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt
 # step NAME: the host counts the daemon's fds, then the guest goes on
 step() {
@@ -71,18 +68,15 @@ count_fds() {
 }
 count_fds &
 watcher=$!
-rc=0
-python3 "$top/harness/vm.py" --shared "$shared" --state-dir "$work/state" \
+vm --shared "$shared" --state-dir "$work/state" \
     --daemon ours --daemon-args="--rlimit-nofile=$NOFILE --inode-file-handles=never" \
     --daemon-must-live \
-    --timeout 900 "$@" "$work/guest.sh" || rc=$?
-[ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; exit 1; }
+    --timeout 900 "$@" "$work/guest.sh" || fail "the guest run failed (status $?)"
 [ "$(wc -l < "$work/fds")" = 5 ] ||
-    { echo "FAIL: the host counted at $(wc -l < "$work/fds") of 5 steps"; exit 1; }
+    fail "the host counted at $(wc -l < "$work/fds") of 5 steps"
 read -r base peak1 after1 peak2 after2 < <(awk '{ printf "%s ", $2 } END { print "" }' "$work/fds")
 echo "daemon fds: at start $base; round 1: $peak1, after the FORGETs" \
      "$after1; round 2: $peak2, then $after2 (bound $BOUND)"
-fail() { echo "FAIL: $*"; exit 1; }
 case ${VFSD_OURS_ARGS:-} in
 *--inode-file-handles=prefer*|*--inode-file-handles=mandatory*)
     for n in "$peak1" "$peak2"; do
@@ -93,7 +87,7 @@ case ${VFSD_OURS_ARGS:-} in
            "$VFSD_OURS_LOG" | tail -n 1)
     [ "${made:-0}" -ge $((2 * FILES)) ] ||
         fail "${made:-no} inodes held by handle: the $((2 * FILES)) lookups did not all reach the daemon"
-    echo "ok: $made inodes held by handle, the fds stayed at $base..$peak1"
+    pass "$made inodes held by handle, the fds stayed at $base..$peak1"
     ;;
 *)
     for n in "$peak1" "$peak2"; do
@@ -110,4 +104,4 @@ for n in "$after1" "$after2"; do
         fail "$n fds after the FORGETs, $base before the lookups"
 done
 [ "$peak2" -le $((peak1 + 16)) ] || fail "the second round holds more fds"
-echo "ok: the daemon's fds came back to $after2 after $((2 * FILES)) FORGETs"
+pass "the daemon's fds came back to $after2 after $((2 * FILES)) FORGETs"

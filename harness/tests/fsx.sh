@@ -43,20 +43,17 @@
 # Extra arguments go to harness/vm.py (default: ours, 32 MiB window); a
 # --qemu-args of their own must keep the -trace option below.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 seed=${FSX_SEED:-1}
 ops=${FSX_OPS:-100000}
 window=$((32 << 20))
 range=$((2 << 20))
-shared=$(mktemp -d /tmp/vfsdax-fsx.XXXXXX)
-guest_script=$(mktemp)
-trace=$(mktemp)
-logs=$(mktemp -d)
-trap 'rm -rf "$shared" "$guest_script" "$trace" "$logs"' EXIT
+tmpdir shared fsx
+trace=$work/trace
+: > "$trace"
+logs=$work/logs
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mkdir /mnt/self
@@ -117,24 +114,22 @@ rc=0
 run_vm_with_host_step "$shared" host_compare --cache-size $((window >> 20))M \
     --log-dir "$logs" --timeout 1400 --qemu-args "-trace enable=virtio_shmem_arena_map,file=$trace" \
     --env FSX_SEED="$seed" --env FSX_OPS="$ops" --env FSX_EXTRA="${FSX_EXTRA:-}" \
-    "$@" "$guest_script" || rc=$?
+    "$@" "$work/guest.sh" || rc=$?
 if [ "$rc" != 0 ]; then
-    echo "FAIL: the guest run failed (status $rc)"
-    [ -d "$shared/fsx-failed" ] &&
-        python3 "$top/harness/tests/fsx-diff.py" "$shared/fsx-failed" "$shared"
-    exit 1
+    on_fail '[ ! -d "$shared/fsx-failed" ] ||
+        python3 "$top/harness/tests/fsx-diff.py" "$shared/fsx-failed" "$shared"'
+    fail "the guest run failed (status $rc)"
 fi
 if [ -e "$logs/virtiofsd.log" ] &&
    grep -m3 "DAX: front-end failed" "$logs/virtiofsd.log"; then
-    echo "FAIL: QEMU refused window mappings: the guest's EBUSY may be ours"
-    exit 1
+    fail "QEMU refused window mappings: the guest's EBUSY may be ours"
 fi
 [ "$host_ok" = 1 ] ||
-    { echo "FAIL: the host's files differ from the guest's model while mounted"; exit 1; }
-echo "ok: the host's files equal the guest's model while the guest has them mounted"
+    fail "the host's files differ from the guest's model while mounted"
+pass "the host's files equal the guest's model while the guest has them mounted"
 (cd "$shared" && sha256sum -c --quiet model.sha256) ||
-    { echo "FAIL: the host's files differ from the guest's model after the run"; exit 1; }
-echo "ok: and after the guest is gone"
+    fail "the host's files differ from the guest's model after the run"
+pass "and after the guest is gone"
 
 # Remaps, from the trace: "offset 0x... len 0x... fd_offset 0x..."
 read -r maps ranges remaps < <(awk '
@@ -152,9 +147,7 @@ read -r maps ranges remaps < <(awk '
 echo "window: $maps mappings over $ranges window offsets," \
      "$remaps ranges remapped to other file offsets"
 nr_ranges=$((window / range))
-[ "$remaps" -gt "$nr_ranges" ] || {
-    echo "FAIL: $remaps remaps for a window of $nr_ranges ranges:" \
+[ "$remaps" -gt "$nr_ranges" ] ||
+    fail "$remaps remaps for a window of $nr_ranges ranges:" \
          "the guest did not keep reclaiming ranges"
-    exit 1
-}
-echo "ok: the guest reclaimed window ranges ($remaps remaps > $nr_ranges ranges)"
+pass "the guest reclaimed window ranges ($remaps remaps > $nr_ranges ranges)"

@@ -21,15 +21,15 @@
 # namespace (unshare -m): the host's mounts are not touched.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+# In a mount namespace of its own, before the library makes $work: exec
+# would leave that behind
 if [ -z "${HANDLES_UNSHARED:-}" ]; then
     command -v unshare >/dev/null ||
         { echo "FAIL: unshare(1) is needed (util-linux)"; exit 1; }
     HANDLES_UNSHARED=1 exec unshare -m --propagation private "$0" "$@"
 fi
-. "$top/harness/tests/lib.sh"
-work=$(mktemp -d /tmp/vfsdax-handles.XXXXXX)
-trap 'umount -R "$work/whole" "$work/bindtop" 2>/dev/null || true; rm -rf "$work"' EXIT
+. "$(dirname "$0")/lib.sh"
+on_exit 'umount -R "$work/whole" "$work/bindtop" 2>/dev/null || true'
 logs=$work/logs
 mkdir -p "$logs" "$work/main" "$work/whole" "$work/bindtop" "$work/other"
 mount -t tmpfs tmpfs "$work/whole"
@@ -47,8 +47,7 @@ args[bind]="--socket-path=@SOCK@ --shared-dir=$work/bindtop $lim"
 args[chroot]="--socket-path=@SOCK@ --shared-dir=$work/whole --sandbox=chroot $lim"
 args[none]="--socket-path=@SOCK@ --shared-dir=$work/whole --sandbox=none $lim"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 fact() { echo "fact $*"; }
 for r in ns part bind chroot none; do
     mkdir -p /m/$r
@@ -100,5 +99,4 @@ for r in chroot none; do
     check "$r" "fds, saying why" "$(has $r 'inodes are held by fds outside --sandbox=namespace')" yes
     check "$r" "no inode held by handle" "$(has $r 'inodes held by handle')" no
 done
-[ $failed = 0 ] || exit 1
-echo "ok: prefer holds inodes by handle on any share in the namespace sandbox, by fd outside it, Landlock in every mode"
+finish "prefer holds inodes by handle on any share in the namespace sandbox, by fd outside it, Landlock in every mode"

@@ -11,13 +11,10 @@
 #           that inodes are held by fds, and none may count handles.
 # The test's own verdict stands as it is.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 # mk/check.py puts --timeout N first: it goes to the test
-pre=()
-if [ "${1:-}" = --timeout ]; then
-    pre=("$1" "$2")
-    shift 2
-fi
+take_timeout "$@"
+set -- "${args[@]}"
 [ $# -ge 2 ] || { echo "usage: $0 [--timeout N] handle|fd TEST.sh [ARGS...]" >&2; exit 2; }
 mode=$1
 test=$2
@@ -27,12 +24,8 @@ handle) opt='--inode-file-handles=mandatory --inode-fd-cache=0' ;;
 fd) opt=--inode-file-handles=never ;;
 *) echo "$0: mode '$mode' is neither handle nor fd" >&2; exit 2 ;;
 esac
-log=$(mktemp /tmp/vfsdax-inodes.XXXXXX)
-trap 'rm -f "$log"' EXIT
 export VFSD_OURS_ARGS=$opt
-export VFSD_OURS_LOG=$log
-rc=0
-"$top/harness/tests/$test" "${pre[@]}" "$@" || rc=$?
+run_test "$test" "$@"
 
 by_handle=$(grep -c "inodes are held by file handles" "$log" || true)
 by_fd=$(grep -c "inodes are held by fds" "$log" || true)
@@ -40,17 +33,15 @@ used=$(grep -cE "file handles: [1-9][0-9]* inodes held by handle, [1-9][0-9]* op
 grep "file handles: " "$log" | sed 's/^/  /' || true
 if [ $mode = handle ]; then
     if [ "$by_handle" -lt 1 ] || [ "$by_fd" != 0 ] || [ "$used" != "$by_handle" ]; then
-        echo "FAIL: $by_handle of our daemons started with file handles" \
+        fail "$by_handle of our daemons started with file handles" \
              "($by_fd with fds), $used held and reopened inodes by handle"
-        exit 1
     fi
-    echo "ok: $by_handle runs of our virtiofsd held the guest's inodes by file handle"
+    pass "$by_handle runs of our virtiofsd held the guest's inodes by file handle"
 else
     if [ "$by_fd" -lt 1 ] || [ "$by_handle" != 0 ] || [ "$used" != 0 ]; then
-        echo "FAIL: $by_fd of our daemons started with fds, $by_handle" \
+        fail "$by_fd of our daemons started with fds, $by_handle" \
              "with file handles, $used counted inodes held by handle"
-        exit 1
     fi
-    echo "ok: $by_fd runs of our virtiofsd held the guest's inodes by fd"
+    pass "$by_fd runs of our virtiofsd held the guest's inodes by fd"
 fi
 exit $rc

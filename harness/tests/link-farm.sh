@@ -30,8 +30,7 @@
 #   rust-handles   the Rust virtiofsd --inode-file-handles=mandatory
 # Extra arguments go to harness/vm.py (mk/check.py gives --timeout).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 pick_case "$0 [--timeout N] ours|ours-handles|rust|rust-handles [VM-ARGS]" \
     "ours|ours-handles|rust|rust-handles" "$@"
 OBJECTS=${OBJECTS:-8}
@@ -48,14 +47,8 @@ rust) daemon=(--daemon rust) ;;
 rust-handles) daemon=(--daemon rust
     --daemon-args=--inode-file-handles=mandatory) ;;
 esac
-work=$(mktemp -d /tmp/vfsdax-links.XXXXXX)
 churn_pid=
-cleanup() {
-    [ -z "$churn_pid" ] || kill "$churn_pid" 2>/dev/null || true
-    [ -z "$churn_pid" ] || wait "$churn_pid" 2>/dev/null || true
-    [ -n "${KEEP:-}" ] || rm -rf "$work"
-}
-trap cleanup EXIT
+on_exit '[ -z "$churn_pid" ] || { kill "$churn_pid"; wait "$churn_pid"; } 2>/dev/null || true'
 shared=$work/share
 mkdir -p "$shared" "$work/logs"
 
@@ -134,12 +127,11 @@ with open(out, "w") as f:
 PY
 churn_pid=$!
 while [ ! -e "$work/ready" ]; do
-    kill -0 "$churn_pid" 2>/dev/null || { echo "FAIL: the churn did not start"; exit 1; }
+    kill -0 "$churn_pid" 2>/dev/null || fail "the churn did not start"
     sleep 0.1
 done
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 [ -s /mnt/expected ] || fail "no checksums on the share"
 now() { awk '{ print $1 }' /proc/uptime; }
@@ -221,7 +213,7 @@ pass "hard-link farm walked, no error but the host's ENOENT"
 GUEST
 
 rc=0
-python3 "$top/harness/vm.py" --quiet --shared "$shared" "${daemon[@]}" \
+vm --quiet --shared "$shared" "${daemon[@]}" \
     --log-dir "$work/logs" --env PASSES="$PASSES" "${args[@]}" \
     "$work/guest.sh" > "$work/out" || rc=$?
 cat "$work/out"
@@ -229,25 +221,19 @@ cat "$work/out"
 touch "$work/stop"
 wait "$churn_pid" || true
 churn_pid=
-failed=0
 if [ $rc != 0 ] || ! grep -q "^ok: hard-link farm" "$work/out"; then
-    echo "FAIL: $case_: the guest's walk failed (status $rc)"
+    bad "$case_: the guest's walk failed (status $rc)"
     tail -n 5 "$work/logs/virtiofsd.log" 2>/dev/null || true
-    failed=1
 fi
 # The churn overlapped the walk: it counted only between the marks
-if [ ! -s "$churn_out" ]; then
-    echo "FAIL: $case_: the host churn never reported"
-    exit 1
-fi
+[ -s "$churn_out" ] || fail "$case_: the host churn never reported"
 read -r added removed cerr secs ended left < "$churn_out"
 echo "host churn during the walk: $added links added, $removed removed," \
      "$cerr failed, over $secs s ($left left)"
 if [ "$ended" != 1 ] || [ "$added" -lt "$CHURN_MIN" ] ||
    [ "$removed" -lt "$CHURN_MIN" ] || [ "$cerr" != 0 ]; then
-    echo "FAIL: $case_: the host churn did not overlap the walk" \
-         "(at least $CHURN_MIN links added and $CHURN_MIN removed, no error)"
-    failed=1
+    bad "$case_: the host churn did not overlap the walk" \
+        "(at least $CHURN_MIN links added and $CHURN_MIN removed, no error)"
 fi
 case $case_ in
 ours*)
@@ -255,8 +241,7 @@ ours*)
     made=$(sed -n 's/.*file handles: \([0-9]*\) inodes held by handle.*/\1/p' \
            "$work/logs/virtiofsd.log" | tail -n 1)
     if [ "${made:-0}" -lt "$OBJECTS" ]; then
-        echo "FAIL: $case_: our virtiofsd held ${made:-no} inodes by handle"
-        failed=1
+        bad "$case_: our virtiofsd held ${made:-no} inodes by handle"
     fi ;;
 esac
 if [ $case_ = ours-handles ]; then
@@ -267,9 +252,7 @@ if [ $case_ = ours-handles ]; then
              "$work/logs/virtiofsd.log" | tail -n 1)
     echo "our virtiofsd opened inodes from their handles $opened times"
     if [ -z "$opened" ] || [ -z "$reads" ] || [ "$opened" -lt "$reads" ]; then
-        echo "FAIL: $case_: ${opened:-no} opens by handle for ${reads:-no} reads"
-        failed=1
+        bad "$case_: ${opened:-no} opens by handle for ${reads:-no} reads"
     fi
 fi
-[ $failed = 0 ] && echo "ok: $case_: hard-link farm under host churn"
-exit $failed
+finish "$case_: hard-link farm under host churn"

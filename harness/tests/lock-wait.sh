@@ -25,12 +25,9 @@
 # and that the host itself cannot take it; after the guest lets go, that
 # the lock is gone.  harness/tests/locks.py does the host's part.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 pick_case "lock-wait.sh [options] CASE" "stop-cont|migrate" "$@"
 set -- "${args[@]}"
-work=$(mktemp -d /tmp/vfsdax-lockwait.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 shared=$work/shared
 mkdir -p "$shared" "$work/state" "$work/logs"
 printf 'posix\n' > "$shared/p.lock"
@@ -45,8 +42,7 @@ stop-cont)
     # own stop/cont
     printf 'control\n' > "$shared/cp.lock"
     printf 'control\n' > "$shared/cf.lock"
-    cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+    guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 lockwait /mnt/cp.lock posix 30 || fail "control: POSIX lock, no stop"
 lockwait /mnt/cf.lock flock 30 || fail "control: flock, no stop"
@@ -65,8 +61,7 @@ GUEST
         "$@" "$work/guest.sh" || rc=$?
     ;;
 migrate)
-    cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+    guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 lockwait /mnt/p.lock posix 60 &
 p=$!
@@ -94,5 +89,5 @@ GUEST
         "$@" "$work/guest.sh" || rc=$?
     ;;
 esac
-[ $rc = 0 ] || { echo "FAIL: lock-wait.sh $case_: status $rc"; exit 1; }
-echo "ok: lock-wait.sh $case_"
+[ $rc = 0 ] || fail "lock-wait.sh $case_: status $rc"
+pass "lock-wait.sh $case_"

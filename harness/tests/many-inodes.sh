@@ -19,14 +19,11 @@
 #            fewer fds than the bound.
 # Prints one line per mode with the counts and the guest's time.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 # mk/check.py puts --timeout N first
-vm_timeout=3000
-if [ "${1:-}" = --timeout ]; then
-    vm_timeout=$2
-    shift 2
-fi
+take_timeout "$@"
+set -- "${args[@]}"
+vm_timeout=${timeout_args[1]:-3000}
 mode=${1:?usage: $0 [--timeout N] fds|handles [vm.py args...]}
 shift
 FILES=${FILES:-200000}
@@ -39,9 +36,8 @@ handles) opt="--inode-file-handles=mandatory --inode-fd-cache=0" ;;
 defaults) opt= ; cache=auto ;;
 *) echo "usage: $0 fds|handles|defaults" >&2; exit 2 ;;
 esac
-work=$(mktemp -d /tmp/vfsdax-many.XXXXXX)
 sampler=
-trap '[ -z "$sampler" ] || kill $sampler 2>/dev/null || true; rm -rf "$work"' EXIT
+on_exit '[ -z "$sampler" ] || kill $sampler 2>/dev/null || true'
 mkdir -p "$work/shared"
 dirs=$(((FILES + PER_DIR - 1) / PER_DIR))
 for d in $(seq 1 $dirs); do
@@ -51,8 +47,7 @@ for d in $(seq 1 $dirs); do
     (cd "$work/shared/d$d" && seq -f 'f%g' 1 $n | xargs touch)
 done
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 start=$(cut -d' ' -f1 /proc/uptime)
 ok=0
@@ -88,7 +83,7 @@ rc=0
 # that LOOKUP fails with ENFILE, and the guest drops the directory's
 # whole subtree and gives back its fds (seen: 19,872 stats with a bound
 # of 9,936).  Right, but it would make the count depend on timing.
-python3 "$top/harness/vm.py" --quiet --shared "$work/shared" \
+vm --quiet --shared "$work/shared" \
     --state-dir "$work/state" --daemon ours --mem 2G --cache-mode $cache \
     --daemon-args="--rlimit-nofile=$NOFILE $opt" --daemon-must-live \
     --timeout "$vm_timeout" "$@" "$work/guest.sh" > "$work/out" || rc=$?
@@ -96,9 +91,8 @@ kill $sampler 2>/dev/null || true
 sampler=
 line=$(grep '^RESULT' "$work/out" || true)
 if [ $rc != 0 ] || [ -z "$line" ]; then
-    echo "FAIL: the guest run failed (status $rc):"
-    cat "$work/out"
-    exit 1
+    on_fail 'cat "$work/out"'
+    fail "the guest run failed (status $rc):"
 fi
 ok=$(echo "$line" | sed 's/.* ok=\([0-9]*\).*/\1/')
 errs=$(echo "$line" | sed 's/.* errs=\([0-9]*\).*/\1/')
@@ -107,7 +101,6 @@ why=$(echo "$line" | sed 's/.* why=//')
 maxfds=$(cat "$work/maxfds" 2>/dev/null || echo 0)
 echo "$mode: $FILES files, --rlimit-nofile=$NOFILE: $ok stat'ed, $errs" \
      "failed ($why), daemon fds at most $maxfds, $secs s in the guest"
-fail() { echo "FAIL: $*"; exit 1; }
 case $mode in
 fds)
     # The bound is NOFILE less the 64 fd.c keeps; the share's
@@ -120,18 +113,18 @@ fds)
     [ "$(echo "$why" | grep -c 'Too many open files in system')" = 1 ] &&
         [ "$(echo "$why" | tr ';' '\n' | grep -c .)" = 1 ] ||
         fail "failures other than ENFILE: $why"
-    echo "ok: with fds, stats fail with ENFILE past the fd bound"
+    pass "with fds, stats fail with ENFILE past the fd bound"
     ;;
 handles)
     [ "$ok" = "$FILES" ] && [ "$errs" = 0 ] || fail "$ok of $FILES stats worked"
     [ "$maxfds" -gt 0 ] && [ "$maxfds" -lt 256 ] ||
         fail "the daemon held up to $maxfds fds"
-    echo "ok: with file handles all $FILES stats work in $maxfds fds"
+    pass "with file handles all $FILES stats work in $maxfds fds"
     ;;
 defaults)
     [ "$ok" = "$FILES" ] && [ "$errs" = 0 ] || fail "$ok of $FILES stats worked ($why)"
     [ "$maxfds" -gt 0 ] && [ "$maxfds" -lt "$NOFILE" ] ||
         fail "the daemon held up to $maxfds fds"
-    echo "ok: with the defaults all $FILES stats work in at most $maxfds fds"
+    pass "with the defaults all $FILES stats work in at most $maxfds fds"
     ;;
 esac

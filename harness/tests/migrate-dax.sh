@@ -41,12 +41,9 @@
 #   full     a 1 GiB window mapped by 1 GiB of files: prints the
 #            migration's downtime, RAM and state sizes (docs).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 pick_case "migrate-dax.sh [options] CASE" "mmap|fsx|refused|dest-fails|size-differs|full" "$@"
 set -- "${args[@]}"
-work=$(mktemp -d /tmp/vfsdax-migdax.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 shared=$work/shared
 logs=$work/logs
 mkdir -p "$shared" "$logs"
@@ -59,8 +56,7 @@ traces="$traces -trace runstate_set -trace vhost_user_backend_serve_while_waitin
 
 case $case_ in
 mmap)
-    cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+    guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mmapio migrate /mnt/mapped 8388608 7 9 /mnt || fail "the mapping across the migration"
@@ -72,8 +68,7 @@ GUEST
     extra=(--host-step "python3 '$top/harness/tests/pattern.py' check \"\$SHARED/mapped\" 7 $size")
     ;;
 refused|dest-fails|size-differs)
-    cat > "$work/guest.sh" <<GUEST
-. /lib/vfsdax.sh
+    guest_script "$work/guest.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mmapio migrate /mnt/mapped 8388608 7 9 /mnt || fail "the mapping across the $case_ migration"
@@ -95,8 +90,7 @@ GUEST
     ;;
 fsx)
     cache=32M
-    cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+    guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mkdir /tmp/model
@@ -124,8 +118,7 @@ full)
     for i in 0 1 2 3; do
         head -c $((256 << 20)) /dev/urandom > "$shared/big$i"
     done
-    cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+    guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 for i in 0 1 2 3; do cat /mnt/big$i > /dev/null || fail "read big$i"; done
@@ -142,19 +135,18 @@ GUEST
 esac
 
 rc=0
-python3 "$top/harness/migrate.py" --shared "$shared" --cache-size "$cache" \
+migrate_vm --shared "$shared" --cache-size "$cache" \
     --log-dir "$logs" --qemu-args "$traces" --expect-migration "$expect" \
     "${extra[@]}" "$@" "$work/guest.sh" || rc=$?
 if [ $rc != 0 ]; then
     for f in qemu-src qemu-dst virtiofsd-src virtiofsd-dst; do
         echo "--- $f.log"; grep -v -e virtio_shmem_arena_map "$logs/$f.log" | tail -n 15
     done
-    echo "FAIL: migrate.py ended with status $rc"
-    exit 1
+    fail "migrate.py ended with status $rc"
 fi
 [ "$(cat "$shared/post.txt")" = "$expect" ] ||
-    { echo "FAIL: post.txt on the host: $(cat "$shared/post.txt")"; exit 1; }
-echo "ok: the guest ran to its end on the $([ $expect = completed ] && echo destination || echo source)"
+    fail "post.txt on the host: $(cat "$shared/post.txt")"
+pass "the guest ran to its end on the $([ $expect = completed ] && echo destination || echo source)"
 
 # "N" of the source's vuf_migration_saved; the destination's maps before
 # its vuf_migration_loaded, the N that one says, and whether the guest
@@ -183,59 +175,59 @@ dest_order() {
 # wrote through its mapping on the source, which had saved its state
 source_went_on() {
     python3 "$top/harness/tests/pattern.py" check "$1" 9 $size ||
-        { echo "FAIL: the host does not see what the guest wrote after the failure"; exit 1; }
-    echo "ok: the host sees what the guest wrote on the source after the failure"
+        fail "the host does not see what the guest wrote after the failure"
+    pass "the host sees what the guest wrote on the source after the failure"
     grep -q "vuf_migration_saved" "$logs/qemu-src.log" ||
-        { echo "FAIL: the source never saved its back-end state"; exit 1; }
+        fail "the source never saved its back-end state"
 }
 
 case $case_ in
 mmap)
     python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 $size ||
-        { echo "FAIL: the host does not see what the guest wrote after the migration"; exit 1; }
-    echo "ok: the host sees the pattern the guest wrote through the mapping after the migration"
+        fail "the host does not see what the guest wrote after the migration"
+    pass "the host sees the pattern the guest wrote through the mapping after the migration"
     ;;
 dest-fails)
     source_went_on "$work/mapped-away"
     grep -m1 "migration: inode [0-9]*: the source found no path to it" "$logs/virtiofsd-dst.log" ||
-        { echo "FAIL: the destination daemon did not refuse the mapped file"; exit 1; }
+        fail "the destination daemon did not refuse the mapped file"
     ! grep -q "vuf_migration_loaded" "$logs/qemu-dst.log" ||
-        { echo "FAIL: the destination loaded the state"; exit 1; }
-    echo "ok: the source saved, the destination refused the state"
+        fail "the destination loaded the state"
+    pass "the source saved, the destination refused the state"
     exit 0
     ;;
 size-differs)
     source_went_on "$shared/mapped"
     ! grep -q "virtio_shmem_arena_map" "$logs/qemu-dst.log" ||
-        { echo "FAIL: the destination mapped part of the table"; exit 1; }
+        fail "the destination mapped part of the table"
     ! grep -q "migration:" "$logs/virtiofsd-dst.log" ||
-        { echo "FAIL: the destination daemon received state"; exit 1; }
+        fail "the destination daemon received state"
     # The length's top byte: 0x04 (64 MiB) came, 0x08 (128 MiB) is here
     grep -m1 "Bad config data: i=0x[0-9a-f]* read: 4 device: 8 " "$logs/qemu-dst.log" ||
-        { echo "FAIL: the refusal is not for the window's length"; exit 1; }
-    echo "ok: the destination refused the window's length before its back-end saw any state"
+        fail "the refusal is not for the window's length"
+    pass "the destination refused the window's length before its back-end saw any state"
     exit 0
     ;;
 refused)
     python3 "$top/harness/tests/pattern.py" check "$shared/mapped" 9 $size ||
-        { echo "FAIL: the host does not see what the guest wrote after the refusal"; exit 1; }
-    echo "ok: the host sees what the guest wrote on the source after the refusal"
+        fail "the host does not see what the guest wrote after the refusal"
+    pass "the host sees what the guest wrote on the source after the refusal"
     ! grep -q "vuf_migration_saved" "$logs/qemu-src.log" ||
-        { echo "FAIL: the source saved a back-end state"; exit 1; }
-    echo "ok: no back-end state was saved"
+        fail "the source saved a back-end state"
+    pass "no back-end state was saved"
     exit 0
     ;;
 fsx)
     (cd "$shared" && sha256sum -c --quiet model.sha256) ||
-        { echo "FAIL: the host's files differ from fsx's model"; exit 1; }
-    echo "ok: the host's files equal fsx's model"
+        fail "the host's files differ from fsx's model"
+    pass "the host's files equal fsx's model"
     ;;
 full)
     for i in 0 1 2 3; do
         [ "$(sha256sum < "$shared/big$i")" = "$(cat "$shared/big$i.sum")" ] ||
-            { echo "FAIL: big$i reads differently in the guest"; exit 1; }
+            fail "big$i reads differently in the guest"
     done
-    echo "ok: the guest read the 1 GiB of files unchanged after the migration"
+    pass "the guest read the 1 GiB of files unchanged after the migration"
     ;;
 esac
 
@@ -246,12 +238,12 @@ echo "destination: $at_load mappings made before the state was loaded" \
      "(QEMU says $said, $served served while it waited for the back-end)," \
      "guest started: $ran, after the load: $after"
 [ -n "$saved" ] && [ "$saved" -gt 0 ] ||
-    { echo "FAIL: the source had no live mappings to carry"; exit 1; }
+    fail "the source had no live mappings to carry"
 [ "$at_load" = "$saved" ] && [ "$said" = "$saved" ] && [ "$served" = "$saved" ] ||
-    { echo "FAIL: the destination re-established $at_load/$said of $saved mappings"; exit 1; }
+    fail "the destination re-established $at_load/$said of $saved mappings"
 [ "$ran" = 1 ] && [ "$after" = 1 ] ||
-    { echo "FAIL: the destination ran the guest before its mappings were back"; exit 1; }
-echo "ok: all $saved mappings were back before the destination ran the guest"
+    fail "the destination ran the guest before its mappings were back"
+pass "all $saved mappings were back before the destination ran the guest"
 grep -h "DAX mappings saved\|state saved\|state restored" "$logs/virtiofsd-src.log" "$logs/virtiofsd-dst.log" || true
 if [ "$case_" = full ]; then
     cat "$work/stats.json"; echo

@@ -11,16 +11,13 @@
 # MIGRATE_INODES (default 10000) is N; --daemon/--dest-daemon pick the
 # daemons (the Rust one logs no sizes: only its downtime is printed).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 n=${MIGRATE_INODES:-10000}
-work=$(mktemp -d /tmp/vfsdax-miginodes.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 shared=$work/shared
 mkdir -p "$shared/many"
 (cd "$shared/many" && seq -w 1 "$n" | sed 's/^/f/' | xargs touch)
 
-cat > "$work/guest.sh" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt
 [ "\$(ls -l /mnt/many | grep -c '^-')" = $n ] || fail "listing before"
 touch /mnt/.migrate-ready
@@ -51,7 +48,7 @@ done
 [ "$src_daemon" = auto ] && src_daemon=ours
 dst_daemon=${dst_daemon:-$src_daemon}
 
-python3 "$top/harness/migrate.py" --shared "$shared" --log-dir "$work/log" \
+migrate_vm --shared "$shared" --log-dir "$work/log" \
     --stats-file "$work/stats.json" "$@" "$work/guest.sh"
 
 downtime=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["downtime_ms"])' "$work/stats.json")
@@ -62,20 +59,20 @@ if [ "$src_daemon" != ours ]; then
     exit 0
 fi
 [ -n "$saved" ] ||
-    { echo "FAIL: our source daemon never said \"state saved\""; exit 1; }
+    fail "our source daemon never said \"state saved\""
 [ "$dst_daemon" != ours ] || [ -n "$restored" ] ||
-    { echo "FAIL: our destination daemon never said \"state restored\""; exit 1; }
+    fail "our destination daemon never said \"state restored\""
 inodes=$(sed -n 's/.*bytes: \([0-9]*\) inodes.*/\1/p' <<< "$saved")
 bytes=$(sed -n 's/.*state saved, \([0-9]*\) bytes.*/\1/p' <<< "$saved")
 save_us=$(sed -n 's/.* in \([0-9]*\) us$/\1/p' <<< "$saved")
 [ "$inodes" -ge "$n" ] ||
-    { echo "FAIL: the source saved $inodes inodes, the guest knew $n"; exit 1; }
+    fail "the source saved $inodes inodes, the guest knew $n"
 if [ -n "$restored" ]; then
     got=$(sed -n 's/.*bytes: \([0-9]*\) inodes.*/\1/p' <<< "$restored")
     [ "$got" = "$inodes" ] ||
-        { echo "FAIL: the destination restored $got of $inodes inodes"; exit 1; }
+        fail "the destination restored $got of $inodes inodes"
     load_us=$(sed -n 's/.* in \([0-9]*\) us$/\1/p' <<< "$restored")
-    echo "ok: $inodes inodes saved and restored"
+    pass "$inodes inodes saved and restored"
 fi
 echo "# inodes $inodes, state $bytes bytes, saved in $save_us us," \
      "restored in ${load_us:-?} us, downtime $downtime ms"

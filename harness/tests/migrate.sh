@@ -32,12 +32,9 @@
 # Our daemon runs with --posix-lock and --flock (so the locks are the
 # host's).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 pick_case "migrate.sh [options] CASE" "basic|file-handles|file-handles-refused|from-rust|refused|missing-abort|missing-guest-error" "$@"
 set -- "${args[@]}"
-work=$(mktemp -d /tmp/vfsdax-migrate.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 shared=$work/shared
 mkdir -p "$shared/dir"
 printf 0000111111 > "$shared/read.txt"
@@ -90,25 +87,23 @@ missing-guest-error)
 *) echo "unknown case $case_" >&2; exit 2 ;;
 esac
 
-cat > "$work/guest.sh" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt
 migstate /mnt $gone || exit 1
 GUEST
 
-rc=0
-python3 "$top/harness/migrate.py" --shared "$shared" --log-dir "$work/log" \
+migrate_vm --shared "$shared" --log-dir "$work/log" \
     --daemon-args="$daemon_args" --dest-daemon-args="$dest_args" \
-    --expect-migration "$expect" "${extra[@]}" "$@" "$work/guest.sh" || rc=$?
-[ $rc = 0 ] || { echo "FAIL: migrate.py ended with status $rc"; exit 1; }
+    --expect-migration "$expect" "${extra[@]}" "$@" "$work/guest.sh" ||
+    fail "migrate.py ended with status $?"
 
 # What the host sees once the guest is done, wherever it ran
 [ "$(cat "$shared/write.txt")" = "$(printf 'before\nafter')" ] ||
-    { echo "FAIL: write.txt on the host: $(cat "$shared/write.txt")"; exit 1; }
-echo "ok: the host has both writes, before and after the migration"
+    fail "write.txt on the host: $(cat "$shared/write.txt")"
+pass "the host has both writes, before and after the migration"
 [ "$(cat "$shared/post.txt")" = "$expect" ] ||
-    { echo "FAIL: post.txt on the host: $(cat "$shared/post.txt")"; exit 1; }
-echo "ok: the guest ran on the $([ $expect = completed ] && echo destination || echo source) to its end"
+    fail "post.txt on the host: $(cat "$shared/post.txt")"
+pass "the guest ran on the $([ $expect = completed ] && echo destination || echo source) to its end"
 
 if [ "$case_" = file-handles ]; then
     # Without handles (a file system without export support) the source
@@ -125,8 +120,8 @@ if [ "$case_" = file-handles ]; then
         "$work/log/virtiofsd-dst.log"
     [ -n "$sent" ] && [ -n "$inodes" ] && [ "$sent" -gt 0 ] &&
         [ "$sent" = "$inodes" ] ||
-        { echo "FAIL: the source sent ${sent:-no} of ${inodes:-?} inodes by file handle alone"; exit 1; }
+        fail "the source sent ${sent:-no} of ${inodes:-?} inodes by file handle alone"
     [ "$found" = "$sent" ] ||
-        { echo "FAIL: the destination found ${found:-no} of $sent inodes by file handle"; exit 1; }
-    echo "ok: all $sent inodes went by file handle alone and were opened by it"
+        fail "the destination found ${found:-no} of $sent inodes by file handle"
+    pass "all $sent inodes went by file handle alone and were opened by it"
 fi

@@ -20,13 +20,10 @@
 # must then be looked at and written down here.  The test's own verdict
 # stands as it is.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 # mk/check.py puts --timeout N first: it goes to the test
-pre=()
-if [ "${1:-}" = --timeout ]; then
-    pre=("$1" "$2")
-    shift 2
-fi
+take_timeout "$@"
+set -- "${args[@]}"
 [ $# -ge 2 ] || { echo "usage: $0 [--timeout N] bookworm|trixie|sid TEST.sh [ARGS...]" >&2; exit 2; }
 export GUEST_KERNEL=$1
 test=$2
@@ -36,35 +33,27 @@ shift 2
 # speaks (VFSD_PROTO_MINOR)
 read -r guest build < <(cd "$top/harness" && python3 -c \
     'import vm; print(vm.GUEST, vm.BUILD)') ||
-    { echo "FAIL: no guest for GUEST_KERNEL=$GUEST_KERNEL"; exit 1; }
+    fail "no guest for GUEST_KERNEL=$GUEST_KERNEL"
 kver=$(head -n1 "$guest/kernel.txt" 2>/dev/null | cut -d' ' -f1)
-[ -n "$kver" ] || { echo "FAIL: $guest/kernel.txt is missing: make guest GUEST_KERNEL=$GUEST_KERNEL"; exit 1; }
+[ -n "$kver" ] || fail "$guest/kernel.txt is missing: make guest GUEST_KERNEL=$GUEST_KERNEL"
 ours=$(sed -n 's/^#define VFSD_PROTO_MINOR[[:space:]]*\([0-9]*\).*/\1/p' \
        "$top/tools/virtiofsd/fuse-proto.h")
-[ -n "$ours" ] || { echo "FAIL: no VFSD_PROTO_MINOR in tools/virtiofsd/fuse-proto.h"; exit 1; }
+[ -n "$ours" ] || fail "no VFSD_PROTO_MINOR in tools/virtiofsd/fuse-proto.h"
 
 series=$(sed -E 's/^([0-9]+\.[0-9]+).*/\1/' <<<"$kver")
 case $series in
 6.1) asks=38 supp_group=0 ;;
 6.12) asks=41 supp_group=1 ;;
 7.2) asks=45 supp_group=1 ;;
-*) echo "FAIL: Linux $kver ($GUEST_KERNEL) is not in $0's table of what each kernel negotiates"
-   exit 1 ;;
+*) fail "Linux $kver ($GUEST_KERNEL) is not in $0's table of what each kernel negotiates" ;;
 esac
 protocol=$((asks < ours ? asks : ours))
 echo "# guest kernel: $kver ($GUEST_KERNEL), expected to ask for FUSE 7.$asks and speak 7.$protocol with our 7.$ours"
 
-log=$(mktemp /tmp/vfsdax-kernel.XXXXXX)
-trap 'rm -f "$log"' EXIT
-export VFSD_OURS_LOG=$log
-rc=0
-"$top/harness/tests/$test" "${pre[@]}" "$@" || rc=$?
+run_test "$test" "$@"
 
 inits=$(grep -o 'guest FUSE [0-9.]*, flags 0x[0-9a-f]*, protocol [0-9.]*' "$log" || true)
-if [ -z "$inits" ]; then
-    echo "FAIL: none of our daemons logged a FUSE_INIT on $kver"
-    exit 1
-fi
+[ -n "$inits" ] || fail "none of our daemons logged a FUSE_INIT on $kver"
 n=0
 while read -r _ _ ver _ flags _ proto; do
     ver=${ver%,} flags=${flags%,}
@@ -82,5 +71,5 @@ while read -r _ _ ver _ flags _ proto; do
         rc=1
     fi
 done <<<"$inits"
-[ $rc != 0 ] || echo "ok: $n FUSE_INIT on $kver: FUSE 7.$asks, protocol 7.$protocol, FUSE_CREATE_SUPP_GROUP $( [ $supp_group = 1 ] && echo asked for || echo not asked for ) ($(head -n1 <<<"$inits" | sed 's/.*flags //; s/,.*//'))"
+[ $rc != 0 ] || pass "$n FUSE_INIT on $kver: FUSE 7.$asks, protocol 7.$protocol, FUSE_CREATE_SUPP_GROUP $( [ $supp_group = 1 ] && echo asked for || echo not asked for ) ($(head -n1 <<<"$inits" | sed 's/.*flags //; s/,.*//'))"
 exit $rc

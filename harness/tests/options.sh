@@ -40,25 +40,13 @@
 # Extra arguments go to harness/vm.py; the --timeout among them is for the
 # three guests.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 split_timeout 3 "$@"
 group=daemon
-work=$(mktemp -d /tmp/vfsdax-options.XXXXXX)
 shared=$work/shared
-cleanup() {
-    umount "$shared/sub" 2>/dev/null || true
-    if [ "${fails:-0}" = 0 ]; then
-        rm -rf "$work"
-    else
-        echo "logs kept in $work"
-    fi
-}
-trap cleanup EXIT
-
-fails=0
-ok() { echo "ok: $*"; }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# A failed run's logs stay for a look
+on_exit '[ "$failed" = 0 ] || KEEP=1'
+on_exit 'umount "$shared/sub" 2>/dev/null || true'
 
 # The share but what the host changes behind the guest's back
 tree() {
@@ -84,8 +72,7 @@ populate() {
     (cd "$shared" && tree > "$work/tree.before")
 }
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 fact() { echo "fact $*"; }
 # what a command says on failure, or ok
@@ -160,7 +147,7 @@ host_step() {
 vm_with_step() {
     local out=$1 vm
     shift
-    python3 "$top/harness/vm.py" --shared "$shared" "$@" > "$out" 2>&1 &
+    vm --shared "$shared" "$@" > "$out" 2>&1 &
     vm=$!
     while kill -0 $vm 2>/dev/null; do
         grep -qs '^fact step-ready' "$out" && break
@@ -181,7 +168,7 @@ expect() {
     local run=$1 name=$2 want=$3 got
     got=$(fact "$run" "$name")
     if [ "$got" = "$want" ]; then
-        ok "$run: $name is '$want'"
+        pass "$run: $name is '$want'"
     else
         bad "$run: $name is '$got', not '$want'"
     fi
@@ -190,7 +177,7 @@ expect() {
 expect_match() {
     local run=$1 what=$2 got=$3 pattern=$4
     if [[ $got =~ $pattern ]]; then
-        ok "$run: $what: $got"
+        pass "$run: $what: $got"
     else
         bad "$run: $what is '$got', which does not match '$pattern'"
     fi
@@ -209,7 +196,7 @@ flag() {
     got=$(( (flags >> bit) & 1 ))
     [ $got = 1 ] && got=yes || got=no
     if [ $got = "$want" ]; then
-        ok "$run: $name negotiated: $want ($line)"
+        pass "$run: $name negotiated: $want ($line)"
     else
         bad "$run: $name negotiated: $got, not $want ($line)"
     fi
@@ -259,7 +246,7 @@ if run meta 1 --daemon-fd --cache-mode metadata \
     checks_common meta
     cmd=$(cat "$work/state/daemon.cmd")
     if [[ $cmd == *'"--fd='* && $cmd != *--socket-path* ]]; then
-        ok "meta: the daemon got --fd and no --socket-path, the guest mounted"
+        pass "meta: the daemon got --fd and no --socket-path, the guest mounted"
     else
         bad "meta: the daemon's command line is $cmd"
     fi
@@ -274,7 +261,7 @@ if run meta 1 --daemon-fd --cache-mode metadata \
     expect meta c2-before 100
     expect meta c2-after 100
     [ "$(fact meta c1-before)" != "$(fact meta c1-after)" ] &&
-        ok "meta: c1's new data seen" || bad "meta: c1's new data not seen"
+        pass "meta: c1's new data seen" || bad "meta: c1's new data not seen"
     flag meta 16 FUSE_WRITEBACK_CACHE yes
     # O_RDWR is 2: the daemon widened the guest's O_WRONLY
     expect_match meta "host flags of the guest's O_WRONLY file" \
@@ -303,7 +290,7 @@ if run never 0 --cache-mode never \
     expect never c2-before 100
     expect never c2-after 200
     [ "$(fact never c1-before)" != "$(fact never c1-after)" ] &&
-        ok "never: c1's new data seen" || bad "never: c1's new data not seen"
+        pass "never: c1's new data seen" || bad "never: c1's new data not seen"
     expect_match never "the host's tree after the guest's writes" \
         "$(cat "$work/never.tree")" '^same$'
     flag never 16 FUSE_WRITEBACK_CACHE no
@@ -320,7 +307,7 @@ if run always 1 --cache-mode always --daemon-args="--socket-group=$group"; then
     expect always c2-before 100
     expect always c2-after 100
     [ "$(fact always c1-before)" = "$(fact always c1-after)" ] &&
-        ok "always: c1's cached data kept" ||
+        pass "always: c1's cached data kept" ||
         bad "always: c1's cached data dropped"
     flag always 16 FUSE_WRITEBACK_CACHE no
     expect_match always "host flags of the guest's O_WRONLY file" \
@@ -333,4 +320,4 @@ if run always 1 --cache-mode always --daemon-args="--socket-group=$group"; then
         "$(cat "$work/always.sx")" '^755$'
 fi
 
-[ $fails = 0 ] || exit 1
+finish

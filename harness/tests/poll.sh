@@ -6,21 +6,14 @@
 # stands as it is.
 #   poll.sh [--timeout N] TEST.sh [ARGS...]     (POLL_US=N)
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-pre=()
-if [ "${1:-}" = --timeout ]; then
-    pre=("$1" "$2")
-    shift 2
-fi
+. "$(dirname "$0")/lib.sh"
+take_timeout "$@"
+set -- "${args[@]}"
 [ $# -ge 1 ] || { echo "usage: $0 [--timeout N] TEST.sh [ARGS...]" >&2; exit 2; }
 test=$1
 shift
-log=$(mktemp /tmp/vfsdax-poll.XXXXXX)
-trap 'rm -f "$log"' EXIT
 export VFSD_OURS_ARGS="--poll-us=${POLL_US:-200}"
-export VFSD_OURS_LOG=$log
-rc=0
-"$top/harness/tests/$test" "${pre[@]}" "$@" || rc=$?
+run_test "$test" "$@"
 found=$(sed -n 's/.*--poll-us: requests found by polling \([0-9]*\) times.*/\1/p' "$log")
 echo "polling: ${found:-no report} (of our daemons, requests found while polling)"
 if [ -z "$found" ] || [ "$(echo "$found" | awk '$1 > 0' | wc -l)" -lt 1 ]; then

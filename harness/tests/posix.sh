@@ -9,14 +9,11 @@
 # the guest kernel matrix (mk/check.py) runs the first two on each kernel,
 # the locks' host side being the daemon's alone.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 locks=${POSIX_LOCKS:-1}
 split_timeout $((locks ? 3 : 2)) "$@"
-work=$(mktemp -d /tmp/vfsdax-posix.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
-cat > "$work/guest.sh" <<'GUEST'
+guest_script "$work/guest.sh" <<'GUEST'
 mkdir -p /mnt
 mount -t virtiofs "$VFS_TAG" /mnt || { echo "FAIL: mount"; exit 1; }
 mkdir /mnt/t || { echo "FAIL: mkdir"; exit 1; }
@@ -31,21 +28,19 @@ run() {  # name, vm.py arguments...
     local name=$1; shift
     mkdir -p "$work/$name"
     local rc=0
-    python3 "$top/harness/vm.py" --quiet --shared "$work/$name" --timeout 400 \
+    vm --quiet --shared "$work/$name" --timeout 400 \
         "$@" "${vm_args[@]}" "$work/guest.sh" > "$work/$name.out" || rc=$?
     if [ $rc != 0 ]; then
-        echo "FAIL: the $name run ended with status $rc:"
-        cat "$work/$name.out"
-        exit 1
+        on_fail "cat '$work/$name.out'"
+        fail "the $name run ended with status $rc:"
     fi
     # Its last step, and enough before it
     local steps
     steps=$(wc -l < "$work/$name.out")
     if [ "$steps" -lt 60 ] || ! tail -n 1 "$work/$name.out" |
             grep -q '^readdir many: '; then
-        echo "FAIL: the $name run printed $steps lines, not ending with readdir:"
-        cat "$work/$name.out"
-        exit 1
+        on_fail "cat '$work/$name.out'"
+        fail "the $name run printed $steps lines, not ending with readdir:"
     fi
 }
 run ours --daemon ours --cache-mode auto --daemon-args=--xattr
@@ -56,38 +51,34 @@ run rust --daemon rust --cache-mode auto --daemon-args=--xattr
 [ "$locks" = 1 ] && run ours-locks --daemon ours --cache-mode auto --log-dir "$work/locks-log" \
     --daemon-args="--xattr --posix-lock --flock --stats"
 
-rc=0
 steps=$(wc -l < "$work/ours.out")
 expected=$top/harness/tests/posix-expected-differences
 if ! diff <(grep -vxFf <(grep -v '^#' "$expected") "$work/rust.out") \
           <(grep -vxFf <(grep -v '^#' "$expected") "$work/ours.out") > "$work/diff"; then
-    echo "FAIL: our virtiofsd and the Rust virtiofsd differ (< Rust, > ours):"
+    bad "our virtiofsd and the Rust virtiofsd differ (< Rust, > ours):"
     cat "$work/diff"
-    rc=1
 else
-    echo "ok: $steps steps, same results as the Rust virtiofsd"
+    pass "$steps steps, same results as the Rust virtiofsd"
 fi
 
 if [ "$locks" = 1 ]; then
     if ! diff "$work/ours.out" "$work/ours-locks.out" > "$work/diff-locks"; then
-        echo "FAIL: with --posix-lock --flock our results differ (< without, > with):"
+        bad "with --posix-lock --flock our results differ (< without, > with):"
         cat "$work/diff-locks"
-        rc=1
     else
-        echo "ok: the same results with the guest's locks held on the host"
+        pass "the same results with the guest's locks held on the host"
     fi
     for op in SETLK GETLK; do
         if grep -q "stats: $op: [1-9]" "$work/locks-log/virtiofsd.log"; then
-            echo "ok: $op reached the daemon"
+            pass "$op reached the daemon"
         else
-            echo "FAIL: no $op reached the daemon with --posix-lock --flock"
-            rc=1
+            bad "no $op reached the daemon with --posix-lock --flock"
         fi
     done
 fi
 
 # What the host sees after our run.
-python3 - "$work/ours/t" <<'PY' || rc=1
+python3 - "$work/ours/t" <<'PY' || bad "the host does not see what our run did"
 import os, stat, sys
 t = sys.argv[1]
 def check(what, ok):
@@ -116,4 +107,4 @@ ok &= check("sparse file keeps its size", os.path.getsize(os.path.join(t, "spars
 ok &= check("10,000 entries", len(os.listdir(os.path.join(t, "many"))) == 10000)
 sys.exit(0 if ok else 1)
 PY
-exit $rc
+finish

@@ -10,15 +10,11 @@
 # SIGKILL before the guest script finished (a guest that panics, or
 # powers off, ends QEMU otherwise).  Arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-shared=$(mktemp -d /tmp/vfsdax-qkill.XXXXXX)
-work=$(mktemp -d /tmp/vfsdax-qkill-run.XXXXXX)
-trap 'rm -rf "$shared" "$work"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmpdir shared qkill
 
 python3 "$top/harness/tests/pattern.py" write "$shared/data.bin" $((4 << 20)) 1
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 mmapio check /mnt/data.bin 1 || fail "data.bin through DAX"
@@ -46,24 +42,15 @@ rc=0
 run_vm_with_host_step "$shared" kill_qemu --quiet --daemon ours \
     --cache-size 16M --state-dir "$work/state" --timeout 300 \
     "$@" "$work/guest.sh" > "$work/vm.out" 2>&1 || rc=$?
-fail() {
-    echo "FAIL: $*"
-    cat "$work/vm.out"
-    exit 1
-}
+on_fail 'cat "$work/vm.out"'
 [ "$rc" != 0 ] || fail "the guest finished although QEMU was killed"
 grep -qx "DAX-MOUNTED" "$work/vm.out" ||
     fail "the guest did not mount the share with DAX and read through it"
 [ -s "$work/mapped" ] ||
     fail "data.bin was not mapped into QEMU's window when QEMU was killed"
-echo "ok: killed with data.bin mapped: $(head -n 1 "$work/mapped")"
+pass "killed with data.bin mapped: $(head -n 1 "$work/mapped")"
 grep -q "QEMU ended (killed by SIGKILL) before the guest script finished" \
     "$work/vm.out" || fail "QEMU did not end by the host's SIGKILL"
 status=$(cat "$work/state/daemon.exit" 2>/dev/null || echo "unknown")
-if [ "$status" = 0 ]; then
-    echo "ok: virtiofsd exited by itself, status 0, after QEMU was killed mid-I/O"
-else
-    echo "FAIL: virtiofsd after QEMU was killed: $status"
-    cat "$work/vm.out"
-    exit 1
-fi
+[ "$status" = 0 ] || fail "virtiofsd after QEMU was killed: $status"
+pass "virtiofsd exited by itself, status 0, after QEMU was killed mid-I/O"

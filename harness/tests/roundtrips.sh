@@ -21,16 +21,12 @@
 #           once) rather than kept with their names gone stale.
 # Extra arguments go to harness/vm.py (mk/check.py gives --timeout).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 split_timeout 6 "$@"
 WALKS=4
 FILES=200
-work=$(mktemp -d /tmp/vfsdax-roundtrips.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
-cat > "$work/guest.sh" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt
 mkdir /mnt/d || fail "mkdir"
 i=0
@@ -50,8 +46,7 @@ GUEST
 
 # The walks: a tree of 20 directories of 40 files, made on the host, at
 # least 20 s old when the guest first walks it (by the host's clock)
-cat > "$work/walk.sh" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/walk.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt
 made=\$(cat /mnt/made)
 while [ \$((\$(date +%s) - made)) -lt 20 ]; do sleep 0.5; done
@@ -66,8 +61,7 @@ GUEST
 
 # A young tree: 10 directories of 20 files the guest makes, walked,
 # then walked twice more 1.5 s apart (past MIN, 1 s)
-cat > "$work/young.sh" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/young.sh" <<GUEST
 mount_virtiofs "\$VFS_TAG" /mnt
 for d in 1 2 3 4 5 6 7 8 9 10; do
     mkdir -p /mnt/y/d\$d || fail "mkdir"
@@ -87,7 +81,7 @@ GUEST
 run() {
     local name=$1
     shift
-    python3 "$top/harness/vm.py" --daemon ours --cache-mode auto \
+    vm --daemon ours --cache-mode auto \
         --shared "$work/share-$name" --log-dir "$work/$name" \
         --daemon-args="--stats $*" "${vm_args[@]}" "$work/guest.sh"
 }
@@ -103,7 +97,7 @@ walk() {
         done
     done
     date +%s > "$work/share-$name/made"
-    python3 "$top/harness/vm.py" --daemon ours --cache-mode "$cache" \
+    vm --daemon ours --cache-mode "$cache" \
         --shared "$work/share-$name" --log-dir "$work/$name" \
         --daemon-args="--stats $*" "${vm_args[@]}" "$work/walk.sh"
 }
@@ -111,8 +105,7 @@ walk() {
 # count NAME OP: how many OP requests the daemon of run NAME served
 count() {
     local n
-    n=$(sed -n "s/.*stats: $2: \([0-9]*\) requests.*/\1/p" \
-        "$work/$1/virtiofsd.log" | tail -n1)
+    n=$(stat_count "$work/$1/virtiofsd.log" "$2")
     echo "${n:-0}"
 }
 
@@ -124,16 +117,13 @@ walk walk-auto auto
 walk walk-adaptive adaptive --adaptive-timeouts=1:30:1
 for cache in auto adaptive; do
     mkdir "$work/share-young-$cache"
-    python3 "$top/harness/vm.py" --daemon ours --cache-mode $cache \
+    vm --daemon ours --cache-mode $cache \
         --shared "$work/share-young-$cache" --log-dir "$work/young-$cache" \
         --daemon-args=--stats "${vm_args[@]}" "$work/young.sh"
 done
 
-rc=0
-grep -q "stats: CREATE: [1-9]" "$work/plain/virtiofsd.log" || {
-    echo "FAIL: no --stats report in the daemon's log"
-    exit 1
-}
+grep -q "stats: CREATE: [1-9]" "$work/plain/virtiofsd.log" ||
+    fail "no --stats report in the daemon's log"
 echo "requests per file (of $FILES), without and with --posix-lock:"
 for op in LOOKUP CREATE OPEN WRITE READ FLUSH RELEASE GETATTR SETATTR; do
     a=$(count plain $op) b=$(count locks $op)
@@ -143,18 +133,16 @@ done
 
 flush=$(count plain FLUSH)
 if [ "$flush" != 0 ]; then
-    echo "FAIL: $flush FLUSH requests without --posix-lock (FOPEN_NOFLUSH lost?)"
-    rc=1
+    bad "$flush FLUSH requests without --posix-lock (FOPEN_NOFLUSH lost?)"
 else
-    echo "ok: no FLUSH without the guest's locks on the host"
+    pass "no FLUSH without the guest's locks on the host"
 fi
 flush=$(count locks FLUSH)
 if [ "$flush" -lt $((2 * FILES)) ]; then
-    echo "FAIL: $flush FLUSH requests with --posix-lock, fewer than the" \
-         "$((2 * FILES)) close()s"
-    rc=1
+    bad "$flush FLUSH requests with --posix-lock, fewer than the" \
+        "$((2 * FILES)) close()s"
 else
-    echo "ok: with --posix-lock every close() flushes ($flush FLUSH)"
+    pass "with --posix-lock every close() flushes ($flush FLUSH)"
 fi
 
 echo "requests for $WALKS walks of 20 directories of 40 files, cache=auto" \
@@ -168,20 +156,17 @@ rdp=$(count walk-adaptive READDIRPLUS)
 names=$(($(count walk-adaptive LOOKUP) + $(count walk-adaptive GETATTR)))
 # The first walk reads each directory once (a few READDIRPLUS each)
 if [ "$rdp_auto" -lt $((WALKS * 20)) ]; then
-    echo "FAIL: cache=auto: $rdp_auto READDIRPLUS for $WALKS walks of 20" \
-         "directories: the walks did not reach the daemon"
-    rc=1
+    bad "cache=auto: $rdp_auto READDIRPLUS for $WALKS walks of 20" \
+        "directories: the walks did not reach the daemon"
 elif [ $((rdp * WALKS)) -gt $((rdp_auto + 20)) ]; then
-    echo "FAIL: cache=adaptive: $rdp READDIRPLUS for $WALKS walks, more" \
-         "than one walk's ($rdp_auto / $WALKS with cache=auto): the" \
-         "listings were not kept"
-    rc=1
+    bad "cache=adaptive: $rdp READDIRPLUS for $WALKS walks, more" \
+        "than one walk's ($rdp_auto / $WALKS with cache=auto): the" \
+        "listings were not kept"
 elif [ "$names" -gt 40 ]; then
-    echo "FAIL: cache=adaptive: $names LOOKUP and GETATTR for $WALKS" \
-         "walks of 800 names: the names were not kept"
-    rc=1
+    bad "cache=adaptive: $names LOOKUP and GETATTR for $WALKS" \
+        "walks of 800 names: the names were not kept"
 else
-    echo "ok: cache=adaptive walks again with no READDIRPLUS ($rdp for" \
+    pass "cache=adaptive walks again with no READDIRPLUS ($rdp for" \
          "$WALKS walks, auto $rdp_auto) and $names LOOKUP and GETATTR"
 fi
 
@@ -190,11 +175,10 @@ young=$(($(count young-adaptive LOOKUP) + $(count young-adaptive GETATTR)))
 echo "a young tree of 200 files made and walked 3 times: LOOKUP and" \
      "GETATTR $young_auto with cache=auto, $young with cache=adaptive"
 if [ "$young" -gt $((young_auto + 40)) ]; then
-    echo "FAIL: cache=adaptive costs $young LOOKUP and GETATTR on a young" \
-         "tree against $young_auto with cache=auto: stale names kept"
-    rc=1
+    bad "cache=adaptive costs $young LOOKUP and GETATTR on a young" \
+        "tree against $young_auto with cache=auto: stale names kept"
 else
-    echo "ok: a young tree costs no more LOOKUP and GETATTR than with" \
+    pass "a young tree costs no more LOOKUP and GETATTR than with" \
          "cache=auto"
 fi
-exit $rc
+finish

@@ -42,14 +42,8 @@
 #                                                    no KILLPRIV_V2
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-work=$(mktemp -d /tmp/vfsdax-rustopt.XXXXXX)
-cleanup() {
-    umount "$work/kata/sub" 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/lib.sh"
+on_exit 'umount "$work/kata/sub" 2>/dev/null || true'
 logs=$work/logs
 mkdir -p "$logs" "$work/main"
 
@@ -82,8 +76,7 @@ echo inside > "$work/kata/sub/inside"
 head -c 8192 /dev/zero > "$work/mmap/mapped"
 for i in $(seq 1 20); do touch "$work/rdp/e$i"; done
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 fact() { echo "fact $*"; }
 try() { out=$( (eval "$1") 2>&1) && echo ok || echo "${out:-failed}"; }
 for r in kata virt sock xmap xlat nsmap caps ro rdp sec mmap misc; do
@@ -177,5 +170,4 @@ check kata "KILLPRIV_V2 by default" "$(bit kata 28)" set
 check kata "READDIRPLUS by default" "$(bit kata 13)" set
 check sock "SUBMOUNTS by default" "$(bit sock 27)" set
 check sock "prefer by default: fds under --sandbox none" "$(has sock 'prefer: inodes are held by fds outside --sandbox=namespace')" yes
-[ $failed = 0 ] || exit 1
-echo "ok: ${#rows[@]} Rust command lines, each seen from the guest"
+finish "${#rows[@]} Rust command lines, each seen from the guest"

@@ -31,8 +31,7 @@
 # =change (the host touches the secret during the run) must make the test
 # fail: that is how its checks were shown to work.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 mode=namespace
 vm_args=()
 for a in "$@"; do
@@ -42,23 +41,17 @@ for a in "$@"; do
         vm_args+=("$a")
     fi
 done
-work=$(mktemp -d /tmp/vfsdax-sandbox.XXXXXX)
 share=$work/share
 outside=$work/outside
 helper_pid=
 bg_pids=()
 # Runs without a guest: not in $work, whose snapshot must not change, and
 # somewhere the unprivileged run ("nobody") can reach
-aside=$(mktemp -d /tmp/vfsdax-sandbox-aside.XXXXXX)
-cleanup() {
-    local p
-    for p in $helper_pid "${bg_pids[@]}"; do
+tmpdir aside sandbox-aside
+on_exit 'for p in $helper_pid "${bg_pids[@]}"; do
         kill -KILL "$p" 2>/dev/null || true
         wait "$p" 2>/dev/null || true
-    done
-    rm -rf "$work" "$aside"
-}
-trap cleanup EXIT
+    done'
 token=vfsdax-escape-$(head -c 6 /dev/urandom | od -An -tx1 | tr -d ' \n')
 secret="vfsdax-secret-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 
@@ -118,7 +111,7 @@ for _ in $(seq 1 100); do
     [ -e "$work/helper.ready" ] && break
     sleep 0.1
 done
-[ -e "$work/helper.ready" ] || { echo "FAIL: the host's FIFO and socket holder did not start"; exit 1; }
+[ -e "$work/helper.ready" ] || fail "the host's FIFO and socket holder did not start"
 
 # Everything outside the share, as the host sees it.
 snapshot() {
@@ -150,8 +143,7 @@ PY
 }
 snapshot > "$work/snap.before"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 # A decoy at the outside path, in the guest's own /tmp: a symlink the guest
 # follows lands here, on its own file system, and never on the host.
@@ -167,7 +159,6 @@ umount /mnt || fail umount
 GUEST
 
 virtiofsd=$top/build/qemu/tools/virtiofsd/virtiofsd
-fail=0
 
 # What vfsd_drop_capabilities() keeps: CAP_CHOWN, DAC_OVERRIDE, FOWNER,
 # FSETID, SETGID, SETUID, MKNOD, LEASE, SETFCAP.  Not DAC_READ_SEARCH:
@@ -271,9 +262,8 @@ check_stop() {
         sleep 0.05
     done
     if [ -z "$c" ] || [ "$(status_field "$c" NSpid | awk '{ print $NF }')" != 1 ]; then
-        echo "FAIL: SIG$sig: no daemon as pid 1 of a new pid namespace under $p"
+        bad "SIG$sig: no daemon as pid 1 of a new pid namespace under $p"
         cat "$aside/stop.log"
-        fail=1
         return
     fi
     kill -"$sig" "$p"
@@ -284,14 +274,12 @@ check_stop() {
         sleep 0.1
     done
     if [ -d "/proc/$c" ]; then
-        echo "FAIL: SIG$sig to the parent left the daemon (pid $c) running"
-        fail=1
+        bad "SIG$sig to the parent left the daemon (pid $c) running"
     elif [ "$rc" != "$want" ]; then
-        echo "FAIL: SIG$sig: the parent ended with status $rc, not $want"
+        bad "SIG$sig: the parent ended with status $rc, not $want"
         cat "$aside/stop.log"
-        fail=1
     else
-        echo "ok: SIG$sig to the parent ends the daemon in its pid namespace (status $rc)"
+        pass "SIG$sig to the parent ends the daemon in its pid namespace (status $rc)"
     fi
 }
 
@@ -310,11 +298,10 @@ if [ "$mode" = namespace ]; then
         rc=$?
     if [ "$rc" = 1 ] && [ "$(wc -l <<< "$out")" = 1 ] &&
        grep -q -- '--sandbox=chroot: Operation not permitted' <<< "$out"; then
-        echo "ok: unprivileged, --sandbox=chroot fails in one line: $out"
+        pass "unprivileged, --sandbox=chroot fails in one line: $out"
     else
-        echo "FAIL: unprivileged --sandbox=chroot: status $rc, said:"
+        bad "unprivileged --sandbox=chroot: status $rc, said:"
         echo "$out"
-        fail=1
     fi
 fi
 
@@ -328,46 +315,41 @@ run_vm_with_host_step "$share" check_daemon --daemon ours --cache-mode auto \
 touch "$work/helper.stop"
 wait "$helper_pid" || true
 helper_pid=
-[ "$rc" = 0 ] || { echo "FAIL: the guest run failed (status $rc)"; fail=1; }
+[ "$rc" = 0 ] || bad "the guest run failed (status $rc)"
 
 if [ "$mode" = namespace ]; then
     help=$("$top/build/qemu/tools/virtiofsd/virtiofsd" --help 2>&1 || true)
     if grep -Eq -- '--sandbox=.*\(namespace\)' <<< "$help" &&
        grep -Eq -- '--seccomp=.*\(kill\)' <<< "$help"; then
-        echo "ok: virtiofsd's defaults are --sandbox=namespace --seccomp=kill"
+        pass "virtiofsd's defaults are --sandbox=namespace --seccomp=kill"
     else
-        echo "FAIL: virtiofsd --help does not give namespace and kill as defaults"
-        fail=1
+        bad "virtiofsd --help does not give namespace and kill as defaults"
     fi
 fi
 if [ "$daemon_ok" = 1 ]; then
     if [ "$mode" = namespace ]; then
-        echo "ok: the daemon ran as pid 1 of new pid, mount and net namespaces (lo only), with the share as root, under a capability-less parent"
+        pass "the daemon ran as pid 1 of new pid, mount and net namespaces (lo only), with the share as root, under a capability-less parent"
     fi
-    echo "ok: the daemon ran with --sandbox=$mode, a seccomp filter and capabilities $want_caps only: $daemon_report"
+    pass "the daemon ran with --sandbox=$mode, a seccomp filter and capabilities $want_caps only: $daemon_report"
 else
-    echo "FAIL: the daemon: $daemon_report"
-    fail=1
+    bad "the daemon: $daemon_report"
 fi
 snapshot > "$work/snap.after"
 if diff "$work/snap.before" "$work/snap.after"; then
-    echo "ok: nothing outside the share changed"
+    pass "nothing outside the share changed"
 else
-    echo "FAIL: the host's files outside the share changed (< before, > after)"
-    fail=1
+    bad "the host's files outside the share changed (< before, > after)"
 fi
 strays=$(find / /tmp -maxdepth 1 -name "*$token*" 2>/dev/null || true)
 if [ -n "$strays" ]; then
-    echo "FAIL: the guest made files on the host: $strays"
-    fail=1
+    bad "the guest made files on the host: $strays"
 else
-    echo "ok: no file of the guest's in / or /tmp"
+    pass "no file of the guest's in / or /tmp"
 fi
 if grep -qx "fifo host-fifo-data" "$work/helper.out" &&
    grep -qx "connections 0" "$work/helper.out"; then
-    echo "ok: the host's FIFO kept its data and got none, its socket no connection"
+    pass "the host's FIFO kept its data and got none, its socket no connection"
 else
-    echo "FAIL: the host's FIFO or socket was reached:"; cat "$work/helper.out"
-    fail=1
+    bad "the host's FIFO or socket was reached:"; cat "$work/helper.out"
 fi
-exit $fail
+finish

@@ -27,23 +27,19 @@
 # default, the test must fail (the library and libc are under 2 MiB).
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 . "$top/harness/tests/shared-root-lib.sh"
 policy=${SHARED_ROOT_POLICY:-exec}
-work=$(mktemp -d /tmp/vfsdax-sroot.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 root=$work/root
 root_make "$root"
 # Version 2, built now: the host's step is two renames
 root_build "$work/v2" 2
 
-cat > "$work/guest.sh" <<GUEST
+guest_script "$work/guest.sh" <<GUEST
 DAX_FILES="$(echo $ROOT_DAX_FILES)"
 NODAX_FILES="$ROOT_NODAX_FILES"
 GUEST
 cat >> "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
 R=/mnt
 cached() { awk '/^Cached:/ { print $2 }' /proc/meminfo; }
 # lines FILE N: waits (30 s at most) until FILE has N lines
@@ -129,16 +125,14 @@ run_vm_with_host_step "$root" replace --quiet \
     > "$work/out" 2>&1 || rc=$?
 sed -n '/^ok: \|^FAIL: /p' "$work/out"
 if [ $rc != 0 ] || ! grep -q "^guest done" "$work/out"; then
-    echo "FAIL: the guest run failed (status $rc)"
-    grep -v '^ok: \|^FAIL: ' "$work/out" | tail -n 20
-    exit 1
+    on_fail "grep -v '^ok: \\|^FAIL: ' '$work/out' | tail -n 20"
+    fail "the guest run failed (status $rc)"
 fi
 # The daemon saw the guest map the files, and looked at their first bytes
-maps=$(sed -n 's/.*stats: SETUPMAPPING: \([0-9]*\) requests.*/\1/p' "$work/logs/virtiofsd.log")
-elf=$(sed -n 's/.*stats: ELF check (--dax-policy=exec): \([0-9]*\) requests.*/\1/p' "$work/logs/virtiofsd.log")
+maps=$(stat_count "$work/logs/virtiofsd.log" SETUPMAPPING)
+elf=$(stat_count "$work/logs/virtiofsd.log" "ELF check (--dax-policy=exec)")
 if [ "${maps:-0}" -lt 6 ] || [ "${elf:-0}" -lt 1 ]; then
-    echo "FAIL: the daemon counted ${maps:-no} SETUPMAPPING and ${elf:-no} ELF checks"
-    grep "stats:" "$work/logs/virtiofsd.log" || true
-    exit 1
+    on_fail 'grep "stats:" "$work/logs/virtiofsd.log"'
+    fail "the daemon counted ${maps:-no} SETUPMAPPING and ${elf:-no} ELF checks"
 fi
-echo "ok: the daemon served $maps SETUPMAPPINGs and $elf ELF checks"
+pass "the daemon served $maps SETUPMAPPINGs and $elf ELF checks"

@@ -1,7 +1,7 @@
-# Sourced by the shared-root tests (shared-root-exec.sh, shared-root-two.sh):
-# a small root file system a guest chroots into, as it would into a
-# container image or a package store served read-only to many VMs, built
-# from the host's own dynamic loader and C library:
+# Sourced, after lib.sh, by the shared-root tests (shared-root-exec.sh,
+# shared-root-two.sh): a small root file system a guest chroots into, as
+# it would into a container image or a package store served read-only to
+# many VMs, built from the host's own dynamic loader and C library:
 #
 #   /lib64/ld-linux-x86-64.so.2, /lib/x86_64-linux-gnu/libc.so.6
 #                         the host's (0755, under 2 MiB on Debian 12)
@@ -92,7 +92,7 @@ PROG
     gcc -O1 -fPIC -shared -DFILL="\"$v\"" -o "$src/libdensity.so" "$src/lib.c" &&
         gcc -O1 -DFILL="\"$v\"" -o "$src/prog" "$src/prog.c" \
             -L"$src" -ldensity -Wl,-rpath,/lib ||
-        { rm -rf "$src"; echo "FAIL: cannot build the test programs with gcc"; return 1; }
+        { rm -rf "$src"; fail "cannot build the test programs with gcc"; }
     install -m 0644 "$src/libdensity.so" "$dir/lib/libdensity.so"
     install -m 0755 "$src/prog" "$dir/bin/prog"
     rm -rf "$src"
@@ -101,14 +101,14 @@ PROG
 # root_make DIR: the whole root, version 1
 root_make() {
     local dir=$1 bb ld libc
-    command -v gcc >/dev/null || { echo "FAIL: gcc is missing (apt-get install gcc)"; return 1; }
+    need gcc "apt-get install gcc"
     bb=/bin/busybox
     [ -x "$bb" ] && file -L "$bb" 2>/dev/null | grep -q static ||
-        { echo "FAIL: a static busybox is missing (apt-get install busybox-static)"; return 1; }
+        fail "a static busybox is missing (apt-get install busybox-static)"
     ld=$(readlink -f /lib64/ld-linux-x86-64.so.2)
     libc=$(readlink -f /lib/x86_64-linux-gnu/libc.so.6)
     [ -f "$ld" ] && [ -f "$libc" ] ||
-        { echo "FAIL: the host's dynamic loader or libc.so.6 is missing"; return 1; }
+        fail "the host's dynamic loader or libc.so.6 is missing"
     mkdir -p "$dir/lib64" "$dir/lib/x86_64-linux-gnu" "$dir/bin" "$dir/etc" \
         "$dir/proc"
     install -m 0755 "$ld" "$dir/lib64/ld-linux-x86-64.so.2"

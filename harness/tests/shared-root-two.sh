@@ -18,22 +18,16 @@
 # default, the test must fail (the library is 1 MiB: no window mapping).
 # Extra arguments go to harness/vm.py for both guests.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 . "$top/harness/tests/shared-root-lib.sh"
 policy=${SHARED_ROOT_POLICY:-exec}
-work=$(mktemp -d /tmp/vfsdax-sroot2.XXXXXX)
 vms=
-cleanup() {
-    [ -z "$vms" ] || { kill -INT "$vms" 2>/dev/null; wait "$vms" 2>/dev/null; }
-    rm -rf "$work"
-}
-trap cleanup EXIT
+on_exit '[ -z "$vms" ] || { kill -INT "$vms" 2>/dev/null; wait "$vms" 2>/dev/null; } || true'
 root=$work/root
 root_make "$root"
 mkdir "$root/ctl-A" "$root/ctl-B"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 R=/mnt
 cached() { awk '/^Cached:/ { print $2 }' /proc/meminfo; }
 mount_virtiofs "$VFS_TAG" $R dax=inode
@@ -70,7 +64,7 @@ python3 -c 'import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$root/lib/libdensity.so"
 
-python3 "$top/harness/two-vms.py" --quiet --shared "$root" --daemon ours \
+two_vms --quiet --shared "$root" --daemon ours \
     --smp 1 --mem 512M --cache-size 64M --cache-mode auto \
     --state-dir "$work/state" --log-dir "$work/logs" \
     --daemon-args "--stats --dax-policy=$policy" "$@" \
@@ -161,15 +155,12 @@ vms=
 grep -h '^[AB]: \(ok\|FAIL\)' "$work/out" || true
 cat "$work/host" 2>/dev/null || true
 if [ $vmrc != 0 ] || [ "$(grep -c '^[AB]: guest [AB] done' "$work/out")" != 2 ]; then
-    echo "FAIL: the two guests did not finish (status $vmrc)"
-    grep -v '^[AB]: \(ok\|FAIL\)' "$work/out" | tail -n 20
-    exit 1
+    on_fail "grep -v '^[AB]: \\(ok\\|FAIL\\)' '$work/out' | tail -n 20"
+    fail "the two guests did not finish (status $vmrc)"
 fi
 [ $rc = 0 ] || exit 1
 for g in A B; do
-    maps=$(sed -n 's/.*stats: SETUPMAPPING: \([0-9]*\) requests.*/\1/p' \
-        "$work/logs/$g/virtiofsd.log")
-    [ "${maps:-0}" -ge 4 ] ||
-        { echo "FAIL: guest $g's daemon counted ${maps:-no} SETUPMAPPING"; exit 1; }
+    maps=$(stat_count "$work/logs/$g/virtiofsd.log" SETUPMAPPING)
+    [ "${maps:-0}" -ge 4 ] || fail "guest $g's daemon counted ${maps:-no} SETUPMAPPING"
 done
-echo "ok: both daemons served the guests' maps (--stats)"
+pass "both daemons served the guests' maps (--stats)"

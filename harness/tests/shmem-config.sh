@@ -7,15 +7,11 @@
 #   - the same daemon behind a 32 MiB device: a DAX mount works.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
-work=$(mktemp -d /tmp/vfsdax-shmcfg.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/lib.sh"
 mkdir -p "$work/shared" "$work/bad" "$work/good"
 head -c $((4 << 20)) /dev/urandom > "$work/shared/f"
 
-cat > "$work/guest.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 sha256sum /mnt/f
@@ -24,15 +20,14 @@ pass "a DAX mount behind a daemon that states the window's size"
 GUEST
 
 rc=0
-python3 "$top/harness/vm.py" --shared "$work/shared" --cache-size 64M \
+vm --shared "$work/shared" --cache-size 64M \
     --daemon ours --daemon-args=--cache-size=32M --expect-qemu-exit 1 \
     --expect-daemon-exit any --log-dir "$work/bad" --timeout 60 "$@" \
     "$work/guest.sh" > "$work/bad.out" 2>&1 || rc=$?
 want="the back-end expects shared memory region 0 to be 33554432 bytes, the device's is 67108864"
 if ! grep -F -q "$want" "$work/bad/qemu.log"; then
     cat "$work/bad.out"; tail -5 "$work/bad/qemu.log"
-    echo "FAIL: QEMU did not refuse the daemon's 32 MiB window (status $rc)"
-    exit 1
+    fail "QEMU did not refuse the daemon's 32 MiB window (status $rc)"
 fi
 # The guest's verdict line (its pass()) must never come: QEMU stopped at
 # realize, before the guest ran, which vm.py reports as its own failure
@@ -40,23 +35,21 @@ fi
 verdict="ok: a DAX mount behind a daemon that states the window's size"
 if grep -F -q "$verdict" "$work/bad.out"; then
     cat "$work/bad.out"
-    echo "FAIL: the guest ran behind a refused daemon"
-    exit 1
+    fail "the guest ran behind a refused daemon"
 fi
 if [ "$rc" != 125 ] ||
    ! grep -F -q "QEMU ended (status 1) before the guest script finished" \
        "$work/bad.out"; then
     cat "$work/bad.out"
-    echo "FAIL: vm.py ended with status $rc, not 125 with QEMU's status 1" \
+    fail "vm.py ended with status $rc, not 125 with QEMU's status 1" \
          "before the guest ran"
-    exit 1
 fi
-echo "ok: QEMU refused it: $(grep -F -m1 "$want" "$work/bad/qemu.log")"
+pass "QEMU refused it: $(grep -F -m1 "$want" "$work/bad/qemu.log")"
 
-python3 "$top/harness/vm.py" --shared "$work/shared" --cache-size 32M \
+vm --shared "$work/shared" --cache-size 32M \
     --daemon ours --log-dir "$work/good" "$@" "$work/guest.sh" ||
-    { echo "FAIL: the guest behind a daemon of the same size"; exit 1; }
+    fail "the guest behind a daemon of the same size"
 sum=$(sha256sum < "$work/shared/f" | cut -d' ' -f1)
 grep -q "$sum" "$work/good/output.log" ||
-    { echo "FAIL: the guest read other data"; exit 1; }
-echo "ok: a 32 MiB device serves a DAX mount behind a daemon of 32 MiB"
+    fail "the guest read other data"
+pass "a 32 MiB device serves a DAX mount behind a daemon of 32 MiB"

@@ -4,18 +4,14 @@
 # rename agree on both sides.  Extra arguments go to harness/vm.py
 # (e.g. --daemon rust --cache-mode never, or --cache-size 1G with DAX).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-shared=$(mktemp -d /tmp/vfsdax-smoke.XXXXXX)
-trap 'rm -rf "$shared"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmpdir shared smoke
 
 head -c 1048576 /dev/urandom > "$shared/from-host.bin"
 host_sum=$(sha256sum "$shared/from-host.bin" | cut -d' ' -f1)
 mkdir "$shared/dir" && touch "$shared/dir/a" "$shared/dir/b"
 
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script"' EXIT
-cat > "$guest_script" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 opts=
 [ "\$VFS_DAX" = 1 ] && opts=dax=always
 mount_virtiofs "\$VFS_TAG" /mnt \$opts
@@ -51,9 +47,9 @@ umount /mnt || fail "umount"
 pass "guest side done"
 GUEST
 
-python3 "$top/harness/vm.py" --shared "$shared" "$@" "$guest_script"
-want=$(cat "$shared/from-guest.sum" 2>/dev/null) || { echo "FAIL: guest wrote no checksum"; exit 1; }
+vm --shared "$shared" "$@" "$work/guest.sh"
+want=$(cat "$shared/from-guest.sum" 2>/dev/null) || fail "guest wrote no checksum"
 got=$(sha256sum "$shared/from-guest.bin" | cut -d' ' -f1)
-[ "$want" = "$got" ] || { echo "FAIL: guest file reads wrong on the host"; exit 1; }
-[ -e "$shared/dir/c" ] && [ ! -e "$shared/dir/a" ] || { echo "FAIL: rename not seen on the host"; exit 1; }
-echo "ok: guest file read on the host, rename seen"
+[ "$want" = "$got" ] || fail "guest file reads wrong on the host"
+[ -e "$shared/dir/c" ] && [ ! -e "$shared/dir/a" ] || fail "rename not seen on the host"
+pass "guest file read on the host, rename seen"

@@ -16,13 +16,10 @@
 # harness/vm.py (e.g. --qemu to try another build); the accelerator is
 # TCG whatever they say: under KVM the test cannot fail.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 seconds=${MAPFLIP_SECONDS:-10}
-guest_script=$(mktemp)
-trap 'rm -f "$guest_script"' EXIT
 
-cat > "$guest_script" <<GUEST
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<GUEST
 [ "\$VFS_ACCEL" = tcg ] || fail "running under \$VFS_ACCEL, not TCG"
 dev=
 for d in /sys/bus/pci/devices/*; do
@@ -39,5 +36,5 @@ out=\$(mapflip "\$dev" $seconds) || fail "mapflip: \$out"
 pass "\$out"
 GUEST
 
-python3 "$top/harness/vm.py" --daemon none --smp 2 \
-    --qemu-args "-device pci-testdev" "$@" --accel tcg "$guest_script"
+vm --daemon none --smp 2 --qemu-args "-device pci-testdev" "$@" --accel tcg \
+    "$work/guest.sh"

@@ -13,18 +13,15 @@
 # the test must fail (that is how it was shown to catch lost stores).
 # Extra arguments go to harness/vm.py for both guests.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 n=${PINGPONG_N:-1000}
 wait_s=${PINGPONG_WAIT:-60}
 dax=${PINGPONG_DAX:-1}
-work=$(mktemp -d /tmp/vfsdax-two.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 mkdir "$work/shared"
 head -c 4096 /dev/zero > "$work/shared/counter"
 
 for role in writer reader; do
-    cat > "$work/$role.sh" <<GUEST
-. /lib/vfsdax.sh
+    guest_script "$work/$role.sh" <<GUEST
 if [ "\$PINGPONG_DAX" = 1 ]; then
     mount_virtiofs "\$VFS_TAG" /mnt dax=always
     dax_active /mnt || fail "dax=always requested, DAX not active"
@@ -40,12 +37,11 @@ done
 
 window=(--cache-size 16M)
 [ "$dax" = 1 ] || window=(--cache-size "")
-rc=0
-python3 "$top/harness/two-vms.py" --shared "$work/shared" --daemon ours \
+two_vms --shared "$work/shared" --daemon ours \
     --smp 1 --mem 512M "${window[@]}" --env PINGPONG_N="$n" \
     --env PINGPONG_WAIT="$wait_s" --env PINGPONG_DAX="$dax" "$@" \
-    "$work/writer.sh" "$work/reader.sh" || rc=$?
-[ "$rc" = 0 ] || { echo "FAIL: the two guests did not count to $n together (status $rc)"; exit 1; }
+    "$work/writer.sh" "$work/reader.sh" ||
+    fail "the two guests did not count to $n together (status $?)"
 # The file on the host ends with both words at N
 python3 - "$work/shared/counter" "$n" <<'PY'
 import struct, sys

@@ -26,8 +26,7 @@
 #
 # Extra arguments go to harness/vm.py (mk/check.py gives --timeout).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 split_timeout 2 "$@"
 
 build=${BUILD:-$top/build}
@@ -37,22 +36,16 @@ sub=200000
 
 user=${UNPRIV_USER:-$(getent passwd 1000 | cut -d: -f1)}
 if [ -z "$user" ] || ! getent passwd "$user" >/dev/null; then
-    echo "FAIL: no ordinary user to run as: no uid 1000 (getent passwd 1000); set UNPRIV_USER"
-    exit 1
+    fail "no ordinary user to run as: no uid 1000 (getent passwd 1000); set UNPRIV_USER"
 fi
 uid=$(id -u "$user")
 gid=$(id -g "$user")
-if [ "$(id -u)" != 0 ]; then
-    echo "FAIL: run as root (it becomes $user and bind-mounts /etc/subuid privately)"
-    exit 1
-fi
+[ "$(id -u)" = 0 ] ||
+    fail "run as root (it becomes $user and bind-mounts /etc/subuid privately)"
 for tool in setpriv unshare newuidmap newgidmap; do
-    command -v "$tool" >/dev/null ||
-        { echo "FAIL: $tool is missing (newuidmap/newgidmap: apt-get install uidmap)"; exit 1; }
+    need "$tool" "newuidmap/newgidmap: apt-get install uidmap"
 done
 
-work=$(mktemp -d /tmp/vfsdax-unpriv.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
 mkdir -m 700 "$work/home"
 chown "$uid:$gid" "$work/home"
@@ -67,13 +60,10 @@ as_user() {
 for f in "$virtiofsd" "$build/qemu/qemu-system-x86_64" "$top/harness/vm.py" \
          "${GUEST_DIR:-$build/guest}/vmlinuz" \
          "${GUEST_DIR:-$build/guest}/initramfs.cpio.gz"; do
-    if ! as_user test -r "$f"; then
-        echo "FAIL: $user cannot read $f: give it o+rx on the way (chmod o+rx on each directory above it)"
-        exit 1
-    fi
+    as_user test -r "$f" ||
+        fail "$user cannot read $f: give it o+rx on the way (chmod o+rx on each directory above it)"
 done
 
-fail=0
 
 # --- default -----------------------------------------------------------
 share=$work/default
@@ -85,8 +75,7 @@ chown "$uid:$gid" "$share/host.bin"
 mkdir -m 755 "$work/state" "$work/logs"
 chown "$uid:$gid" "$work/state" "$work/logs"
 
-cat > "$work/default.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/default.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "DAX not active: $(grep ' /mnt ' /proc/self/mountinfo)"
 pass "DAX active, the daemon unprivileged"
@@ -120,50 +109,43 @@ check_daemon() {
     userns_seen="$(readlink "/proc/$serving/ns/user") $(tr -s ' ' < "/proc/$serving/uid_map" | sed 's/^ //')"
 }
 
-rc=0
-as_user python3 "$top/harness/vm.py" --shared "$share" --daemon ours \
+run_with_host_step "$share" check_daemon \
+    as_user python3 "$top/harness/vm.py" --shared "$share" --daemon ours \
     --cache-size 64M --daemon-args=--stats --state-dir "$work/state" \
     --log-dir "$work/logs" --env "USER_IDS=$uid:$gid" \
-    "${vm_args[@]}" "$work/default.sh" &
-vm=$!
-while kill -0 $vm 2>/dev/null && [ ! -e "$share/phase1" ]; do
-    sleep 0.1
-done
-[ -e "$share/phase1" ] && check_daemon
-touch "$share/phase2"
-wait $vm || rc=$?
-[ "$rc" = 0 ] || { echo "FAIL: the default run failed (status $rc)"; fail=1; }
+    "${vm_args[@]}" "$work/default.sh" ||
+    bad "the default run failed (status $?)"
 
 log=$work/logs/virtiofsd.log
 if grep -q "not root: the sandbox is in a user namespace of its own where uid $uid and gid $gid are the only ids" "$log"; then
-    echo "ok: the daemon says it made a user namespace of its own"
+    pass "the daemon says it made a user namespace of its own"
 else
-    echo "FAIL: no user namespace line in the daemon's log:"; cat "$log"; fail=1
+    bad "no user namespace line in the daemon's log:"; cat "$log"
 fi
 init_ns=$(readlink /proc/self/ns/user)
 if [ -n "$userns_seen" ] && [ "${userns_seen%% *}" != "$init_ns" ] &&
    [ "${userns_seen#* }" = "$uid $uid 1" ]; then
-    echo "ok: the serving process is in its own user namespace, uid_map \"$uid $uid 1\""
+    pass "the serving process is in its own user namespace, uid_map \"$uid $uid 1\""
 else
-    echo "FAIL: the serving process: namespace and uid_map \"$userns_seen\" (the host's is $init_ns)"; fail=1
+    bad "the serving process: namespace and uid_map \"$userns_seen\" (the host's is $init_ns)"
 fi
-maps=$(sed -n 's/.*stats: SETUPMAPPING: \([0-9]*\) requests.*/\1/p' "$log" | tail -1)
+maps=$(stat_count "$log" SETUPMAPPING)
 if [ "${maps:-0}" -gt 0 ]; then
-    echo "ok: $maps SETUPMAPPING requests served"
+    pass "$maps SETUPMAPPING requests served"
 else
-    echo "FAIL: no SETUPMAPPING in the daemon's stats"; grep 'stats:' "$log"; fail=1
+    bad "no SETUPMAPPING in the daemon's stats"; grep 'stats:' "$log"
 fi
 for f in mmap.bin:2:$((5 << 20)) write.bin:3:$((3 << 20)); do
     IFS=: read -r name seed size <<< "$f"
     if ! $pattern check "$share/$name" "$seed" "$size"; then
-        echo "FAIL: $name reads wrong on the host"; fail=1
+        bad "$name reads wrong on the host"
     fi
 done
 owners=$(stat -c %u:%g "$share/mmap.bin" "$share/write.bin" "$share/byuser" 2>&1 | sort -u)
 if [ "$owners" = "$uid:$gid" ]; then
-    echo "ok: the guest's files are right on the host and belong to $user ($uid:$gid)"
+    pass "the guest's files are right on the host and belong to $user ($uid:$gid)"
 else
-    echo "FAIL: owners on the host: $owners, not $uid:$gid"; fail=1
+    bad "owners on the host: $owners, not $uid:$gid"
 fi
 
 # --- session: libvirt 10's command line ----------------------------------
@@ -173,8 +155,7 @@ chown "$uid:$gid" "$share"
 printf '%s:%d:65536\n' "$user" $sub > "$work/subid"
 : > "$work/nosubid"
 
-cat > "$work/session.sh" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/session.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "DAX not active"
 ids=$(stat -c %u:%g /mnt)
@@ -198,16 +179,16 @@ unshare --mount --propagation private bash -c '
     env HOME="$work/home" python3 "$top/harness/vm.py" --shared "$share" \
     --daemon ours --daemon-fd --cache-size 64M --daemon-args="$session_args" \
     "${vm_args[@]}" "$work/session.sh" || rc=$?
-[ "$rc" = 0 ] || { echo "FAIL: the session run failed (status $rc)"; fail=1; }
+[ "$rc" = 0 ] || bad "the session run failed (status $rc)"
 want="$uid:$gid $((sub + 999)):$((sub + 999))"
 got=$(echo $(stat -c %u:%g "$share/byroot" "$share/by1000" 2>&1))
 if [ "$got" = "$want" ]; then
-    echo "ok: newuidmap/newgidmap: guest root's file is $uid:$gid, guest 1000's is $((sub + 999)):$((sub + 999))"
+    pass "newuidmap/newgidmap: guest root's file is $uid:$gid, guest 1000's is $((sub + 999)):$((sub + 999))"
 else
-    echo "FAIL: owners on the host: $got, not $want"; fail=1
+    bad "owners on the host: $got, not $want"
 fi
 $pattern check "$share/byroot" 7 $((2 << 20)) ||
-    { echo "FAIL: byroot reads wrong on the host"; fail=1; }
+    bad "byroot reads wrong on the host"
 
 # --- refused ------------------------------------------------------------
 # refused WHAT PATTERN SUBID-FILE PATH: the daemon with the session maps
@@ -224,9 +205,9 @@ refused() {
         $session_args 2>&1 < /dev/null) || rc=$?
     if [ "$rc" = 1 ] && [ "$(wc -l <<< "$out")" = 1 ] &&
        grep -q -- "$pattern" <<< "$out"; then
-        echo "ok: $what: refused in one line: $out"
+        pass "$what: refused in one line: $out"
     else
-        echo "FAIL: $what: status $rc, said:"; echo "$out"; fail=1
+        bad "$what: status $rc, said:"; echo "$out"
     fi
 }
 refused "no subordinate uids for $user" \
@@ -240,4 +221,4 @@ mkdir -m 755 "$work/emptybin"
 refused "no newuidmap on PATH" "needs newuidmap(1), which is not installed" \
     "$work/subid" "$work/emptybin"
 
-exit $fail
+finish

@@ -17,23 +17,19 @@
 #    through the queue and read back whole.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-. "$top/harness/tests/lib.sh"
+. "$(dirname "$0")/lib.sh"
 pattern="python3 $top/harness/tests/pattern.py"
 ops=${FSX_OPS:-8000}
 # 16 ranges: with 8, Linux 6.12's own reclaim sometimes fails a write with
 # EBUSY (see fsx.sh); the three files still need up to 24.
 window=$((32 << 20))
-shared=$(mktemp -d /tmp/vfsdax-updax.XXXXXX)
-logs=$(mktemp -d /tmp/vfsdax-updax-logs.XXXXXX)
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$logs" "$guest_script"' EXIT
+tmpdir shared updax
+logs=$work/logs
 
 $pattern write "$shared/host.bin" $((3 << 20)) 1
 printf 'not a whole page\n' > "$shared/small.txt"
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active: $(grep ' /mnt ' /proc/self/mountinfo)"
 pass "DAX active through upstream QEMU's generic device"
@@ -72,40 +68,28 @@ pass "dax=inode: a partial-page file through the queue, whole pages through DAX"
 umount /mnt || fail umount
 GUEST
 
-rc=0
-python3 "$top/harness/vm.py" --upstream-device --daemon ours \
+on_fail '[ ! -d "$shared/fsx-failed" ] ||
+    python3 "$top/harness/tests/fsx-diff.py" "$shared/fsx-failed" "$shared"'
+vm --upstream-device --daemon ours \
     --shared "$shared" --cache-size $((window >> 20))M --log-dir "$logs" \
     --daemon-args=--stats --env FSX_OPS="$ops" --timeout 1000 \
-    "$@" "$guest_script" || rc=$?
-if [ "$rc" != 0 ]; then
-    echo "FAIL: the guest run failed (status $rc)"
-    [ -d "$shared/fsx-failed" ] &&
-        python3 "$top/harness/tests/fsx-diff.py" "$shared/fsx-failed" "$shared"
-    tail -n 20 "$logs/virtiofsd.log" "$logs/qemu.log" 2>/dev/null || true
-    exit 1
-fi
+    "$@" "$work/guest.sh" || guest_run_failed $? "$logs"
 $pattern check "$shared/mmap.bin" 2 $((5 << 20))
 $pattern check "$shared/write.bin" 3 $((3 << 20))
-echo "ok: the guest's mmap and write() data byte-identical on the host"
+pass "the guest's mmap and write() data byte-identical on the host"
 (cd "$shared" && sha256sum -c --quiet model.sha256) ||
-    { echo "FAIL: the host's files differ from fsx's model"; exit 1; }
-echo "ok: the host's files equal fsx's model"
+    fail "the host's files differ from fsx's model"
+pass "the host's files equal fsx's model"
 grep -q "the front-end cannot map file offset 0x0+0x200000 of a file of 17 bytes" \
     "$logs/virtiofsd.log" ||
-    { echo "FAIL: the daemon did not say why the partial page was refused"; exit 1; }
-echo "ok: the daemon logged why it refused the partial page"
+    fail "the daemon did not say why the partial page was refused"
+pass "the daemon logged why it refused the partial page"
 
-# --stats lines at the end of the log: "virtiofsd: stats: NAME: N requests, ..."
-count() {
-    awk -v op="$1" '$2 == "stats:" && $3 == op ":" { print $4; exit }' \
-        "$logs/virtiofsd.log"
-}
-maps=$(count SETUPMAPPING)
-unmaps=$(count REMOVEMAPPING)
+maps=$(stat_count "$logs/virtiofsd.log" SETUPMAPPING)
+unmaps=$(stat_count "$logs/virtiofsd.log" REMOVEMAPPING)
 echo "daemon: ${maps:-0} SETUPMAPPING, ${unmaps:-0} REMOVEMAPPING for a window of $((window >> 21)) ranges"
 [ "${maps:-0}" -gt $((4 * (window >> 21))) ] && [ "${unmaps:-0}" -gt 0 ] || {
-    echo "FAIL: the guest did not keep reclaiming window ranges"
-    tail -n 30 "$logs/virtiofsd.log"
-    exit 1
+    on_fail 'tail -n 30 "$logs/virtiofsd.log"'
+    fail "the guest did not keep reclaiming window ranges"
 }
-echo "ok: the guest reclaimed ranges throughout"
+pass "the guest reclaimed ranges throughout"

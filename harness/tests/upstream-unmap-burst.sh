@@ -14,21 +14,18 @@
 # removal carried more ranges than the socket holds.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 ranges=180
 # The daemon's largest window on upstream QEMU: 256 ranges.  180 mapped
 # leaves more than the 20% the guest keeps free, so its reclaim worker
 # sends no removals of its own in between.
 window=$((512 << 20))
-shared=$(mktemp -d /tmp/vfsdax-upburst.XXXXXX)
-logs=$(mktemp -d /tmp/vfsdax-upburst-logs.XXXXXX)
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$logs" "$guest_script"' EXIT
+tmpdir shared upburst
+logs=$work/logs
 
 truncate -s $((ranges * 2))M "$shared/big"
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 for round in 1 2; do
@@ -52,31 +49,19 @@ pass "the mount answers after the removals"
 umount /mnt || fail umount
 GUEST
 
-rc=0
-python3 "$top/harness/vm.py" --upstream-device --daemon ours \
+vm --upstream-device --daemon ours \
     --shared "$shared" --cache-size $((window >> 20))M --log-dir "$logs" \
     --daemon-args=--stats --env RANGES="$ranges" --timeout 240 \
-    "$@" "$guest_script" || rc=$?
-if [ "$rc" != 0 ]; then
-    echo "FAIL: the guest run failed (status $rc)"
-    tail -n 20 "$logs/virtiofsd.log" "$logs/qemu.log" 2>/dev/null || true
-    exit 1
-fi
+    "$@" "$work/guest.sh" || guest_run_failed $? "$logs"
 
-# --stats lines at the end of the log: "virtiofsd: stats: NAME: N requests, ..."
-count() {
-    awk -v op="$1" '$2 == "stats:" && $3 == op ":" { print $4; exit }' \
-        "$logs/virtiofsd.log"
-}
-maps=$(count SETUPMAPPING)
-unmaps=$(count REMOVEMAPPING)
+maps=$(stat_count "$logs/virtiofsd.log" SETUPMAPPING)
+unmaps=$(stat_count "$logs/virtiofsd.log" REMOVEMAPPING)
 echo "daemon: ${maps:-0} SETUPMAPPING, ${unmaps:-0} REMOVEMAPPING"
 # Every range mapped again after each drop (the last read too), and one
 # removal a drop: each carried the file's $ranges ranges, more than the
 # back-end socket holds.
 [ "${maps:-0}" = $((2 * ranges + 1)) ] && [ "${unmaps:-0}" = 2 ] || {
-    echo "FAIL: expected $((2 * ranges + 1)) SETUPMAPPING and 2 REMOVEMAPPING"
-    tail -n 30 "$logs/virtiofsd.log"
-    exit 1
+    on_fail 'tail -n 30 "$logs/virtiofsd.log"'
+    fail "expected $((2 * ranges + 1)) SETUPMAPPING and 2 REMOVEMAPPING"
 }
-echo "ok: two removals of $ranges ranges each, more than the socket holds"
+pass "two removals of $ranges ranges each, more than the socket holds"

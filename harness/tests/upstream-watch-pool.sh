@@ -18,25 +18,23 @@
 # and unmaps beyond them (the watch thread's).
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 pattern="python3 $top/harness/tests/pattern.py"
 window=$((64 << 20))
 files=4
 size=$((24 << 20))
 cuts=20
-shared=$(mktemp -d /tmp/vfsdax-upwatch.XXXXXX)
-logs=$(mktemp -d /tmp/vfsdax-upwatch-logs.XXXXXX)
-guest_script=$(mktemp)
+tmpdir shared upwatch
+logs=$work/logs
 host_loop=
-trap '[ -n "$host_loop" ] && { kill "$host_loop" 2>/dev/null || true; }; rm -rf "$shared" "$logs" "$guest_script"' EXIT
+on_exit '[ -z "$host_loop" ] || kill "$host_loop" 2>/dev/null || true'
 
 for i in $(seq 0 $((files - 1))); do
     $pattern write "$shared/f$i" $size $((i + 1))
 done
 $pattern write "$shared/victim" $((4 << 20)) 9
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=always
 dax_active /mnt || fail "dax=always requested, DAX not active"
 # The victim: mapped, then cut by the host (the watch thread unmaps it),
@@ -104,35 +102,25 @@ GUEST
 ) &
 host_loop=$!
 
-rc=0
-python3 "$top/harness/vm.py" --upstream-device --daemon ours \
+vm --upstream-device --daemon ours \
     --shared "$shared" --cache-size $((window >> 20))M --log-dir "$logs" \
     --daemon-args="--stats --watch-truncate --thread-pool-size=4 --log-level=debug" \
     --env FILES=$files --env SIZE=$size --env CUTS=$cuts --timeout 600 \
-    "$@" "$guest_script" || rc=$?
-if [ "$rc" != 0 ]; then
-    echo "FAIL: the guest run failed (status $rc): a hang shows as a timeout"
-    tail -n 20 "$logs/virtiofsd.log" "$logs/qemu.log" 2>/dev/null || true
-    exit 1
-fi
+    "$@" "$work/guest.sh" ||
+    guest_run_failed $? "$logs" "a hang shows as a timeout"
 
-# --stats lines at the end of the log: "virtiofsd: stats: NAME: N ..."
-count() {
-    sed -n "s/^virtiofsd: stats: $1: \([0-9]*\) .*/\1/p" \
-        "$logs/virtiofsd.log" | head -n1
-}
 grep "stats:" "$logs/virtiofsd.log" | sed 's/^/  /'
-maps=$(count SETUPMAPPING)
-removals=$(count REMOVEMAPPING)
+maps=$(stat_count "$logs/virtiofsd.log" SETUPMAPPING)
+removals=$(stat_count "$logs/virtiofsd.log" REMOVEMAPPING)
 # The watch thread's cuts (debug lines of dax.c): the whole range gone
 cuts_seen=$(grep -c "DAX: file shrank: .* keeps 0x0 bytes mapped" \
     "$logs/virtiofsd.log" || true)
 echo "daemon: ${maps:-0} SETUPMAPPING, ${removals:-0} REMOVEMAPPING, $cuts_seen ranges cut by the watch"
 ranges=$((files * (size >> 21)))
 [ "${maps:-0}" -gt $ranges ] ||
-    { echo "FAIL: expected more than $ranges SETUPMAPPINGs (the window reclaimed)"; exit 1; }
+    fail "expected more than $ranges SETUPMAPPINGs (the window reclaimed)"
 [ "${removals:-0}" -gt 0 ] ||
-    { echo "FAIL: the guest removed no mapping: its reclaim never ran"; exit 1; }
+    fail "the guest removed no mapping: its reclaim never ran"
 [ "$cuts_seen" -ge "$cuts" ] ||
-    { echo "FAIL: the watch thread cut $cuts_seen ranges, expected $cuts or more"; exit 1; }
-echo "ok: maps, removals and the watch thread's cuts on upstream QEMU, no hang"
+    fail "the watch thread cut $cuts_seen ranges, expected $cuts or more"
+pass "maps, removals and the watch thread's cuts on upstream QEMU, no hang"

@@ -6,11 +6,9 @@
 # usual file operations with the guest's ids.
 # Extra arguments go to harness/vm.py.
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 pattern="python3 $top/harness/tests/pattern.py"
-shared=$(mktemp -d /tmp/vfsdax-ours.XXXXXX)
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script"' EXIT
+tmpdir shared ours
 chmod 755 "$shared"
 
 $pattern write "$shared/big.bin" $((4 << 20)) 5
@@ -22,8 +20,7 @@ for f in big.bin trunc.bin; do
         python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.virtiofsd.dax", b"1")' "$shared/$f"
 done
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt dax=inode
 grep " /mnt " /proc/self/mountinfo
 # big.bin and trunc.bin are DAX, small.bin and out.bin are not
@@ -64,16 +61,15 @@ umount /mnt || fail umount
 pass "unmounted"
 GUEST
 
-logs=$(mktemp -d /tmp/vfsdax-ours-logs.XXXXXX)
-trap 'rm -rf "$shared" "$guest_script"; [ -n "${KEEP_LOGS:-}" ] || rm -rf "$logs"' EXIT
-python3 "$top/harness/vm.py" --shared "$shared" --cache-size 64M \
+logs=$work/logs
+vm --shared "$shared" --cache-size 64M \
     --daemon ours --cache-mode never --log-dir "$logs" \
     --daemon-args="--dax-policy=xattr --log-level=debug" \
-    "$@" "$guest_script"
+    "$@" "$work/guest.sh"
 # The window I/O really went through MEM_READ/MEM_WRITE
 grep -q "outside the memory we map" "$logs"/virtiofsd.log ||
-    { echo "FAIL: no request with a buffer in the window reached the daemon"; exit 1; }
-echo "ok: buffers in the window reached the daemon"
+    fail "no request with a buffer in the window reached the daemon"
+pass "buffers in the window reached the daemon"
 # big.bin: the first 64 KiB now hold small.bin's pattern, the rest its own
 python3 - "$shared" <<'PY'
 import sys
@@ -88,7 +84,7 @@ assert out == big[:131072], "write from the window: wrong data on the host"
 print("ok: window I/O byte-identical on the host")
 PY
 [ "$(dd if="$shared/trunc.bin" bs=1M skip=5 count=1 2>/dev/null | head -c 5)" = grown ] ||
-    { echo "FAIL: write after truncate not on the host"; exit 1; }
-[ "$(stat -c %u:%g "$shared/pub")" = 1000:1000 ] || { echo "FAIL: ids on the host"; exit 1; }
-[ -p "$shared/fifo" ] || { echo "FAIL: fifo on the host"; exit 1; }
-echo "ok: our virtiofsd end to end"
+    fail "write after truncate not on the host"
+[ "$(stat -c %u:%g "$shared/pub")" = 1000:1000 ] || fail "ids on the host"
+[ -p "$shared/fifo" ] || fail "fifo on the host"
+pass "our virtiofsd end to end"

@@ -10,10 +10,8 @@
 # only does that for the real name.  Extra arguments go to harness/vm.py
 # (--daemon rust runs the same checks against the Rust virtiofsd).
 set -euo pipefail
-top=$(cd "$(dirname "$0")/../.." && pwd)
-shared=$(mktemp -d /tmp/vfsdax-xattrmap.XXXXXX)
-guest_script=$(mktemp)
-trap 'rm -rf "$shared" "$guest_script"' EXIT
+. "$(dirname "$0")/lib.sh"
+tmpdir shared xattrmap
 
 hostget() {
     python3 -c 'import os, sys
@@ -26,7 +24,7 @@ except OSError as e:
 hostcheck() {
     local got
     got=$(hostget "$1" "$2")
-    [ "$got" = "$3" ] || { echo "FAIL: host $1 $2 is '$got', not '$3'"; exit 1; }
+    [ "$got" = "$3" ] || fail "host $1 $2 is '$got', not '$3'"
 }
 
 # --- 1: the shorthand ----------------------------------------------------
@@ -39,8 +37,7 @@ os.setxattr(sys.argv[1], "user.plain", b"2")
 os.setxattr(sys.argv[1], "trusted.hidden", b"3")
 PY
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 r=$(xattrtool list /mnt/f)
 [ "$r" = user.a ] || fail "list shows '$r', not only user.a"
@@ -72,8 +69,8 @@ GUEST
 
 # Without a page cache (direct I/O) the guest kernel leaves dropping
 # security.capability on write to the daemon.
-python3 "$top/harness/vm.py" --shared "$shared" --cache-mode never \
-    --daemon-args="--xattrmap=:map::user.virtiofs.:" "$@" "$guest_script"
+vm --shared "$shared" --cache-mode never \
+    --daemon-args="--xattrmap=:map::user.virtiofs.:" "$@" "$work/guest.sh"
 hostcheck f user.virtiofs.trusted.t v
 hostcheck f trusted.t ENODATA
 hostcheck f user.virtiofs.user.a ENODATA
@@ -81,7 +78,7 @@ hostcheck f user.plain 2
 hostcheck f trusted.hidden 3
 hostcheck capfile user.virtiofs.security.capability ENODATA
 hostcheck capfile security.capability ENODATA
-echo "ok: the map shorthand on the host"
+pass "the map shorthand on the host"
 
 # --- 2: one rule of each type ----------------------------------------------
 rm -f "$shared/f" "$shared/capfile"
@@ -93,8 +90,7 @@ for n, v in (("user.virtiofs.trusted.a", b"1"), ("trusted.b", b"2"),
     os.setxattr(sys.argv[1], n, v)
 PY
 
-cat > "$guest_script" <<'GUEST'
-. /lib/vfsdax.sh
+guest_script "$work/guest.sh" <<'GUEST'
 mount_virtiofs "$VFS_TAG" /mnt
 r=$(xattrtool list /mnt/g)
 [ "$r" = "trusted.a user.c" ] || fail "list: '$r'"
@@ -125,11 +121,11 @@ GUEST
 rules='/prefix/all/trusted./user.virtiofs./
 /bad/server//trusted./ :bad:client:user.virtiofs.::
 |unsupported|all|user.nosup.|user.nosup.| /ok/all///'
-python3 "$top/harness/vm.py" --shared "$shared" \
-    --daemon-args="--xattr '--xattrmap=$rules'" "$@" "$guest_script"
+vm --shared "$shared" \
+    --daemon-args="--xattr '--xattrmap=$rules'" "$@" "$work/guest.sh"
 hostcheck g user.virtiofs.trusted.z 9
 hostcheck g trusted.z ENODATA
 hostcheck g user.y 8
 hostcheck g user.virtiofs.trusted.a 1
 hostcheck g trusted.b 2
-echo "ok: --xattrmap end to end"
+pass "--xattrmap end to end"
