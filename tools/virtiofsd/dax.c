@@ -115,6 +115,12 @@ struct VfsdDax {
     GQueue released;            /* under lock: VfsdDaxMap, by released_at */
     /* Under lock: host files our truncates are under way on */
     GArray *truncating;         /* VfsdDaxFileId */
+    /*
+     * Under lock: the ranges SETUPMAPPINGs reserved and are mapping now,
+     * outside the lock (VfsdDaxMap, pending).  Not in @maps: one may
+     * replace a mapping there at the same window offset.
+     */
+    GPtrArray *pending;
     /* Under lock: a migrated table, not mapped yet (VfsdDaxSaved) */
     GArray *restoring;
 };
@@ -122,20 +128,27 @@ struct VfsdDax {
 typedef struct VfsdDaxFileId {
     dev_t dev;
     ino_t ino;
+    uint64_t size;              /* what the truncate makes it */
 } VfsdDaxFileId;
 
 /*
- * Every request path takes the window's lock this way: the back-end may
- * have to let locks of its own go while it waits for a holder that is in
- * a front-end round trip (see dax_lock() in vhost-dax.c).
+ * Every request path takes the window's lock, and an inode's setup_lock,
+ * this way: the back-end may have to let locks of its own go while it
+ * waits for a holder that is in a front-end round trip (see dax_lock()
+ * in vhost-dax.c).
  */
-static void dax_lock(VfsdDax *dax)
+static void dax_lock_mutex(VfsdDax *dax, GMutex *lock)
 {
     if (dax->be.lock) {
-        dax->be.lock(dax->be.opaque, &dax->lock);
+        dax->be.lock(dax->be.opaque, lock);
     } else {
-        g_mutex_lock(&dax->lock);
+        g_mutex_lock(lock);
     }
+}
+
+static void dax_lock(VfsdDax *dax)
+{
+    dax_lock_mutex(dax, &dax->lock);
 }
 
 static gint cmp_u64(gconstpointer a, gconstpointer b, gpointer opaque)
@@ -157,6 +170,7 @@ VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be)
     dax->flush_fd = -1;
     g_queue_init(&dax->released);
     dax->truncating = g_array_new(false, false, sizeof(VfsdDaxFileId));
+    dax->pending = g_ptr_array_new();
     return dax;
 }
 
@@ -200,17 +214,22 @@ static uint64_t dax_keep(VfsdDax *dax, uint64_t foffset, uint64_t len,
 /*
  * What the window knows of an inode: its mappings, the size they follow
  * and the watch on its file.  Made the first time the inode is mapped,
- * under the window's lock, and freed with the inode (plain data).  Only
- * written under the lock; maps, size and setting_up are also read
- * without it, atomically.
+ * and freed with the inode (plain data).  VfsdDax.lock guards what is
+ * marked so; maps and size are also read without it, atomically.
  */
-/* An inode's part of the window: VfsdDax.lock guards what is marked so */
 struct VfsdDaxInode {
     gint maps;                  /* atomic, changed under lock: mappings */
     int wd;                     /* under lock: inotify watch, 0: none */
     /* Under lock, read atomically: the size the mappings follow */
     uint64_t size;
-    gint setting_up;            /* atomic: SETUPMAPPINGs under way */
+    /*
+     * Held by a SETUPMAPPING of the inode from before it reserves its
+     * range until it is recorded or rolled back, front-end round trip
+     * included: one file's ranges are set up one at a time, in the
+     * order their requests take it.  Zeroed, as a static GMutex is: on
+     * Linux it holds nothing to free, so that the struct stays plain data.
+     */
+    GMutex setup_lock;
 };
 
 /* NULL for an inode never mapped */
@@ -219,16 +238,20 @@ static VfsdDaxInode *dax_of(VfsdInode *inode)
     return g_atomic_pointer_get(&inode->dax);
 }
 
-/* The same, made if need be.  Lock held. */
+/* The same, made if need be; with or without the lock */
 static VfsdDaxInode *dax_of_new(VfsdInode *inode)
 {
-    VfsdDaxInode *d = dax_of(inode);
+    VfsdDaxInode *d = dax_of(inode), *fresh;
 
-    if (!d) {
-        d = g_new0(VfsdDaxInode, 1);
-        g_atomic_pointer_set(&inode->dax, d);
+    if (d) {
+        return d;
     }
-    return d;
+    fresh = g_new0(VfsdDaxInode, 1);
+    if (g_atomic_pointer_compare_and_exchange(&inode->dax, NULL, fresh)) {
+        return fresh;
+    }
+    g_free(fresh);
+    return dax_of(inode);
 }
 
 /* Whether @inode has live mappings */
@@ -503,6 +526,8 @@ void vfsd_dax_free(VfsdDax *dax)
     g_tree_destroy(dax->maps);
     g_hash_table_destroy(dax->wds);
     g_array_free(dax->truncating, true);
+    /* Every request is done: nothing is pending */
+    g_ptr_array_free(dax->pending, true);
     dax_restoring_free(dax);
     if (dax->watch_fd >= 0) {
         close(dax->watch_fd);
@@ -563,15 +588,15 @@ static GPtrArray *dax_overlapping(VfsdDax *dax, uint64_t start, uint64_t end)
  * Unmaps @maps (window order, all to go) with as few requests as
  * possible: the front-end accepts one unmap over adjacent mappings, but
  * not over a range that is not mapped, such as the part of a mapping a
- * host-side truncate made us drop.  Called with the lock held.  Returns
- * false if any unmap failed; the records go anyway, as the front-end
- * drops what it cannot keep.
+ * host-side truncate made us drop.  Returns false if any unmap failed.
+ * Called with the lock held, or without it for busy mappings, which
+ * nothing else touches (see "The map path").
  *
  * Without @wait, the unmaps are only queued when the front-end allows:
  * for ranges the guest gave up, which nothing can reach before a later
  * map of ours, and the front-end handles that one after the unmaps.
  */
-static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
+static bool dax_send_unmaps(VfsdDax *dax, GPtrArray *maps, bool wait)
 {
     bool (*unmap)(void *opaque, uint64_t shm_offset, uint64_t len) =
         !wait && dax->be.unmap_nowait ? dax->be.unmap_nowait : dax->be.unmap;
@@ -583,7 +608,6 @@ static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
         uint64_t end = first->moffset + first->mapped;
 
         if (!first->mapped) {
-            dax_map_free(dax, first);
             i++;
             continue;
         }
@@ -605,10 +629,29 @@ static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
                      "+0x%" PRIx64, first->moffset, end - first->moffset);
             ok = false;
         }
-        for (; i < j; i++) {
-            dax_map_free(dax, g_ptr_array_index(maps, i));
-        }
+        i = j;
     }
+    return ok;
+}
+
+static void dax_free_maps(VfsdDax *dax, GPtrArray *maps)
+{
+    unsigned int i;
+
+    for (i = 0; i < maps->len; i++) {
+        dax_map_free(dax, g_ptr_array_index(maps, i));
+    }
+}
+
+/*
+ * The same, and the records go.  Lock held.  They go whatever the
+ * front-end answered, as it drops what it cannot keep.
+ */
+static bool dax_unmap_maps(VfsdDax *dax, GPtrArray *maps, bool wait)
+{
+    bool ok = dax_send_unmaps(dax, maps, wait);
+
+    dax_free_maps(dax, maps);
     return ok;
 }
 
@@ -695,6 +738,10 @@ void vfsd_dax_flush(VfsdFs *fs)
     for (l = dax->released.head; l; l = l->next) {
         VfsdDaxMap *m = l->data;
 
+        if (m->busy) {
+            /* A map is taking it over; re-armed if that fails */
+            continue;
+        }
         if (now - m->released_at < dax->unmap_delay_ns) {
             dax_arm_flush(dax, m->released_at + dax->unmap_delay_ns - now);
             break;
@@ -775,11 +822,57 @@ static int setup_open(VfsdFs *fs, VfsdInode *inode, bool *writable,
     return fd;
 }
 
+static bool dax_truncating(VfsdDax *dax, dev_t dev, ino_t ino,
+                           uint64_t *size);
+static bool dax_file_resize(VfsdFs *fs, dev_t dev, ino_t ino, uint64_t size);
+
+/*
+ * The map path.  The front-end round trip of a SETUPMAPPING is made
+ * without the window's lock, so that the requests that need the lock
+ * meanwhile (attribute replies that check sizes, REMOVEMAPPING, the maps
+ * of other inodes) are not held up behind it:
+ *
+ * - under the lock, the range is checked and reserved: a pending entry in
+ *   VfsdDax.pending, and the mappings it replaces or unmaps first (@old)
+ *   marked busy;
+ * - without it, those are unmapped if need be and the range is mapped;
+ * - under the lock again, the new mapping is recorded and @old forgotten,
+ *   or, if the front-end refused, the reservation is undone.
+ *
+ * A SETUPMAPPING holds its inode's setup_lock throughout: one file's
+ * ranges are set up in order, one at a time.  Nothing else touches a
+ * reserved range meanwhile: a request that would is a guest's that races
+ * with its own SETUPMAPPING of the range (the guest does not use a range
+ * before the reply), and gets -EINVAL, as requests that cut through a
+ * mapping do; resizes leave pending and busy mappings alone, and the
+ * SETUPMAPPING brings them in line with the file's size when it records
+ * (setup_settle()); FUSE_DESTROY waits for it (dax_wait_setups()).
+ */
+
+/*
+ * Whether [start, end) meets a range a SETUPMAPPING reserved.  Lock
+ * held.  A handful at most, one per request being served.
+ */
+static bool dax_pending_overlap(VfsdDax *dax, uint64_t start, uint64_t end)
+{
+    unsigned int i;
+
+    for (i = 0; i < dax->pending->len; i++) {
+        VfsdDaxMap *p = g_ptr_array_index(dax->pending, i);
+
+        if (p->moffset < end && start < p->moffset + p->len) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
  * Sorts the mappings in the way of the new one into @old (it covers all
  * they map: replaced) and @stale (unmapped first).  Returns 1 when the
  * range is already mapped as asked, -EINVAL when it cuts through a live
- * mapping, else 0.  Lock held.
+ * mapping or meets a range another request is setting up, else 0.  Lock
+ * held.
  */
 static int setup_sort_overlap(VfsdDax *dax, VfsdInode *inode,
                               const VfsdDaxSetup *in,
@@ -791,6 +884,18 @@ static int setup_sort_overlap(VfsdDax *dax, VfsdInode *inode,
     unsigned int i;
 
     overlap = dax_overlapping(dax, in->moffset, in->moffset + in->len);
+    for (i = 0; i < overlap->len; i++) {
+        if (((VfsdDaxMap *)g_ptr_array_index(overlap, i))->busy) {
+            break;
+        }
+    }
+    if (i < overlap->len ||
+        dax_pending_overlap(dax, in->moffset, in->moffset + in->len)) {
+        vfsd_guest_error("SETUPMAPPING: window range 0x%" PRIx64 "+0x%"
+                         PRIx64 " meets a range another request is "
+                         "setting up", in->moffset, in->len);
+        return -EINVAL;
+    }
     if (overlap->len == 1) {
         m = g_ptr_array_index(overlap, 0);
         if (m->inode == inode && m->moffset == in->moffset &&
@@ -829,28 +934,81 @@ static int setup_sort_overlap(VfsdDax *dax, VfsdInode *inode,
     return 0;
 }
 
+/* A SETUPMAPPING from its reservation to its record or roll back */
+typedef struct VfsdDaxClaim {
+    VfsdDaxMap *m;              /* pending: the new mapping */
+    GPtrArray *old;             /* busy: replaced by it, or unmapped first */
+    uint64_t flags;
+    uint64_t size;              /* the file's, read at the reservation */
+} VfsdDaxClaim;
+
 /*
- * Clears the way: @stale unmapped, @old unmapped too unless the new map
- * (of @keep bytes) replaces it in one step (then *@flags says so).  Lock
- * held.
+ * Checks the request against the window and reserves its range.  The
+ * size the new mapping follows is read here, under the lock, as any
+ * resize reads it; setup_settle() catches up with a resize that comes
+ * before the record.  Returns 1 when there is nothing to map, 0 when
+ * reserved, or a negative errno.  Lock held.
  */
-static int setup_clear(VfsdDax *dax, GPtrArray *old, GPtrArray *stale,
-                       uint64_t keep, uint64_t *flags)
+static int setup_reserve(VfsdFs *fs, VfsdInode *inode,
+                         const VfsdDaxSetup *in, int fd, bool writable,
+                         uint64_t flags, VfsdDaxClaim *claim)
 {
+    VfsdDax *dax = fs->dax;
+    g_autoptr(GPtrArray) stale = g_ptr_array_new();
+    struct stat st;
+    VfsdDaxMap *m;
+    unsigned int i;
+    uint64_t keep;
+    int ret;
+
+    if (fstat(fd, &st) < 0) {
+        return -errno;
+    }
+    keep = dax_keep(dax, in->foffset, in->len, st.st_size);
+    if (dax_upstream(dax) && in->foffset + keep < (uint64_t)st.st_size &&
+        keep < in->len) {
+        /* The guest would read zeros for the file's last bytes */
+        vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
+                         "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file of "
+                         "%" PRIu64 " bytes: it maps no partial page at the "
+                         "end of a file (mount with -o dax=inode: only "
+                         "files of whole pages then use DAX)", in->foffset,
+                         in->len, (uint64_t)st.st_size);
+        return -EIO;
+    }
+    ret = setup_sort_overlap(dax, inode, in, keep, writable, claim->old,
+                             stale);
+    if (ret) {
+        return ret;
+    }
     /* Queued before our map, which the front-end handles after them */
     if (stale->len && !dax_unmap_maps(dax, stale, false)) {
         return -EIO;
     }
-    if (old->len && keep && dax->be.can_replace(dax->be.opaque)) {
+    if (claim->old->len && keep && dax->be.can_replace(dax->be.opaque)) {
         /*
          * e.g. a read-only range upgraded to writable while other guest
          * threads read through it: one atomic replacement, so the range
          * never reads anything but the file.
          */
-        *flags |= VFSD_DAX_MAP_REPLACE;
-    } else if (old->len && !dax_unmap_maps(dax, old, true)) {
-        return -EIO;
+        flags |= VFSD_DAX_MAP_REPLACE;
     }
+    for (i = 0; i < claim->old->len; i++) {
+        ((VfsdDaxMap *)g_ptr_array_index(claim->old, i))->busy = true;
+    }
+    m = g_new0(VfsdDaxMap, 1);
+    m->moffset = in->moffset;
+    m->len = in->len;
+    m->foffset = in->foffset;
+    m->mapped = keep;
+    m->writable = writable;
+    m->inode = inode;
+    m->pending = true;
+    vfsd_inode_ref(inode);
+    g_ptr_array_add(dax->pending, m);
+    claim->m = m;
+    claim->flags = flags;
+    claim->size = st.st_size;
     return 0;
 }
 
@@ -859,7 +1017,7 @@ static int setup_clear(VfsdDax *dax, GPtrArray *old, GPtrArray *stale,
  * the file backs is mapped: a page past the end of a file faults when
  * touched, and a fault in QEMU is not always one it survives (see "Never
  * past the end of file" above).  The rest keeps the window's zeros until
- * the file grows.  Lock held.
+ * the file grows.  Without the lock, but for a migration's restore.
  */
 static int setup_map(VfsdFs *fs, const VfsdDaxSetup *in,
                      uint64_t keep, uint64_t flags, int fd)
@@ -885,84 +1043,117 @@ static int setup_map(VfsdFs *fs, const VfsdDaxSetup *in,
     return 0;
 }
 
-/* Records the new mapping, and forgets those it replaced.  Lock held. */
-static void setup_record(VfsdFs *fs, VfsdInode *inode,
-                         const VfsdDaxSetup *in,
-                         uint64_t keep, bool writable, uint64_t flags,
+/*
+ * The front-end round trips of a reserved range, without the lock: @old
+ * unmapped unless the map replaces them in one step, then the map.
+ */
+static int setup_send(VfsdFs *fs, const VfsdDaxSetup *in,
+                      const VfsdDaxClaim *claim, int fd)
+{
+    if (claim->old->len && !(claim->flags & VFSD_DAX_MAP_REPLACE) &&
+        !dax_send_unmaps(fs->dax, claim->old, true)) {
+        return -EIO;
+    }
+    return setup_map(fs, in, claim->m->mapped, claim->flags, fd);
+}
+
+/*
+ * The mappings of @inode's file that the resizes left alone while a
+ * SETUPMAPPING had them follow the size @size read before: brings the
+ * file's mappings in line with its size now, if it changed.  While a
+ * truncate of ours is under way, whose end does it anyway, they are only
+ * kept short of the size it sets, as its beginning would have done.
+ * Lock held.
+ */
+static void setup_settle(VfsdFs *fs, VfsdInode *inode, int fd,
+                         uint64_t size)
+{
+    struct stat st;
+    uint64_t now, target = 0;
+
+    if (fstat(fd, &st) < 0) {
+        return;
+    }
+    now = st.st_size;
+    if (dax_truncating(fs->dax, inode->dev, inode->ino, &target)) {
+        now = MIN(now, target);
+    } else if (now == size) {
+        return;
+    }
+    vfsd_debug("DAX: node %" PRIu64 " changed size during SETUPMAPPING",
+               inode->nodeid);
+    dax_file_resize(fs, inode->dev, inode->ino, now);
+}
+
+/*
+ * Records @m, a new mapping of @inode, in place of @old.  Lock held.
+ */
+static void setup_record(VfsdFs *fs, VfsdInode *inode, VfsdDaxMap *m,
                          GPtrArray *old, uint64_t size)
 {
+    /* First, so that upgrading a range keeps the file's watch */
+    dax_inode_attach(fs->dax, inode, size);
+    /* Then, as one of them may sit at the same window offset */
+    dax_free_maps(fs->dax, old);
+    m->pending = false;
+    g_tree_insert(fs->dax->maps, &m->moffset, m);
+}
+
+/*
+ * Records the new mapping and forgets those it replaced, or after @ret,
+ * an error, forgets the reservation.  Lock held.
+ */
+static void setup_finish(VfsdFs *fs, VfsdInode *inode, int fd,
+                         VfsdDaxClaim *claim, int ret)
+{
     VfsdDax *dax = fs->dax;
+    g_autoptr(GPtrArray) files = NULL;
+    bool replace = claim->flags & VFSD_DAX_MAP_REPLACE;
     VfsdDaxMap *m;
     unsigned int i;
 
-    /* First, so that upgrading a range keeps the file's watch */
-    dax_inode_attach(dax, inode, size);
-    if (flags & VFSD_DAX_MAP_REPLACE) {
-        for (i = 0; i < old->len; i++) {
-            m = g_ptr_array_index(old, i);
-            if (m->released && fs->stats) {
-                vfsd_stats_record(fs->stats, VFSD_STATS_DAX_TAKEN_OVER,
-                                  m->released_at);
-            }
-            dax_map_free(dax, m);
+    g_ptr_array_remove_fast(dax->pending, claim->m);
+    for (i = 0; i < claim->old->len; i++) {
+        m = g_ptr_array_index(claim->old, i);
+        m->busy = false;
+        if (!ret && replace && m->released && fs->stats) {
+            vfsd_stats_record(fs->stats, VFSD_STATS_DAX_TAKEN_OVER,
+                              m->released_at);
         }
     }
-
-    m = g_new0(VfsdDaxMap, 1);
-    m->moffset = in->moffset;
-    m->len = in->len;
-    m->foffset = in->foffset;
-    m->mapped = keep;
-    m->writable = writable;
-    m->inode = inode;
-    vfsd_inode_ref(inode);
-    g_tree_insert(dax->maps, &m->moffset, m);
-}
-
-/* The part of SETUPMAPPING done under the window's lock */
-static int setup_locked(VfsdFs *fs, VfsdInode *inode,
-                        const VfsdDaxSetup *in, int fd,
-                        bool writable, uint64_t flags)
-{
-    VfsdDax *dax = fs->dax;
-    g_autoptr(GPtrArray) old = g_ptr_array_new();
-    g_autoptr(GPtrArray) stale = g_ptr_array_new();
-    struct stat st;
-    uint64_t keep;
-    int ret;
-
-    /*
-     * Under the lock, so that no resize of the file's mappings (its
-     * growth seen by another request, a truncate of ours) slips in
-     * between the size read and the mapping that follows it.
-     */
-    if (fstat(fd, &st) < 0) {
-        return -errno;
-    }
-    keep = dax_keep(dax, in->foffset, in->len, st.st_size);
-    if (dax_upstream(dax) && in->foffset + keep < (uint64_t)st.st_size &&
-        keep < in->len) {
-        /* The guest would read zeros for the file's last bytes */
-        vfsd_guest_error("SETUPMAPPING: the front-end cannot map file "
-                         "offset 0x%" PRIx64 "+0x%" PRIx64 " of a file of "
-                         "%" PRIu64 " bytes: it maps no partial page at the "
-                         "end of a file (mount with -o dax=inode: only "
-                         "files of whole pages then use DAX)", in->foffset,
-                         in->len, (uint64_t)st.st_size);
-        return -EIO;
-    }
-    ret = setup_sort_overlap(dax, inode, in, keep, writable, old, stale);
-    if (ret) {
-        return ret < 0 ? ret : 0;
-    }
-    ret = setup_clear(dax, old, stale, keep, &flags);
     if (!ret) {
-        ret = setup_map(fs, in, keep, flags, fd);
+        setup_record(fs, inode, claim->m, claim->old, claim->size);
+        setup_settle(fs, inode, fd, claim->size);
+        return;
     }
-    if (!ret) {
-        setup_record(fs, inode, in, keep, writable, flags, old, st.st_size);
+    vfsd_inode_unref(claim->m->inode);
+    g_free(claim->m);
+    if (!replace) {
+        /* Unmapped, or the front-end dropped them */
+        dax_free_maps(dax, claim->old);
+        return;
     }
-    return ret;
+    /* Still mapped: each file's may have changed size meanwhile */
+    files = g_ptr_array_new_with_free_func((GDestroyNotify)vfsd_inode_unref);
+    for (i = 0; i < claim->old->len; i++) {
+        m = g_ptr_array_index(claim->old, i);
+        if (m->released && dax_lazy(dax)) {
+            /* The flush left it alone: on time, or late now */
+            dax_arm_flush(dax, 1);
+        }
+        if (!g_ptr_array_find(files, m->inode, NULL)) {
+            vfsd_inode_ref(m->inode);
+            g_ptr_array_add(files, m->inode);
+        }
+    }
+    /* Apart: a resize may free mappings of @old */
+    for (i = 0; i < files->len; i++) {
+        VfsdInode *other = g_ptr_array_index(files, i);
+
+        if (dax_inode_mapped(other)) {
+            setup_settle(fs, other, other->fd, dax_inode_size(other));
+        }
+    }
 }
 
 int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid, uint64_t foffset,
@@ -970,11 +1161,14 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid, uint64_t foffset,
 {
     VfsdDax *dax = fs->dax;
     g_autoptr(VfsdInode) inode = NULL;
+    g_autoptr(GPtrArray) old = g_ptr_array_new();
     const VfsdDaxSetup req = {
         .foffset = foffset, .len = len, .moffset = moffset,
     };
     const VfsdDaxSetup *in = &req;
+    VfsdDaxClaim claim = { .old = old };
     uint64_t flags = writable ? VFSD_DAX_MAP_RW : 0;
+    VfsdDaxInode *d;
     int fd, ret;
 
     ret = setup_check(fs, in);
@@ -995,21 +1189,23 @@ int vfsd_op_setupmapping(VfsdFs *fs, uint64_t nodeid, uint64_t foffset,
     if (fd < 0) {
         return fd;
     }
+    d = dax_of_new(inode);
+    dax_lock_mutex(dax, &d->setup_lock);
     dax_lock(dax);
     dax_inode_watch(dax, inode);
-    /*
-     * A request that grows the file after our fstat, and looks at the
-     * inode without the lock before our mapping is recorded, must take
-     * the lock and wait for us (pairs with dax_inode_may_need_resize()).
-     */
-    g_atomic_int_inc(&dax_of_new(inode)->setting_up);
-    ret = setup_locked(fs, inode, in, fd, writable, flags);
-    g_atomic_int_add(&dax_of(inode)->setting_up, -1);
+    ret = setup_reserve(fs, inode, in, fd, writable, flags, &claim);
+    if (!ret) {
+        g_mutex_unlock(&dax->lock);
+        ret = setup_send(fs, in, &claim, fd);
+        dax_lock(dax);
+        setup_finish(fs, inode, fd, &claim, ret);
+    }
     /* A failed request leaves no watch behind */
     dax_inode_unwatch(dax, inode);
     g_mutex_unlock(&dax->lock);
+    g_mutex_unlock(&d->setup_lock);
     vfsd_fd_close(fs, fd);
-    return ret;
+    return ret < 0 ? ret : 0;
 }
 
 static int cmp_removemapping(const void *a, const void *b)
@@ -1061,9 +1257,15 @@ int vfsd_op_removemapping(VfsdFs *fs, const VfsdDaxRange *ranges,
                                                   r[i].moffset + r[i].len);
         unsigned int j;
 
+        if (dax_pending_overlap(dax, r[i].moffset, r[i].moffset + r[i].len)) {
+            goto busy;
+        }
         for (j = 0; j < in->len; j++) {
             VfsdDaxMap *m = g_ptr_array_index(in, j);
 
+            if (m->busy) {
+                goto busy;
+            }
             if (m->released) {
                 /* Removed already; a retry, or a range around it */
                 continue;
@@ -1094,9 +1296,36 @@ int vfsd_op_removemapping(VfsdFs *fs, const VfsdDaxRange *ranges,
     if (fs->stats) {
         vfsd_stats_record(fs->stats, VFSD_STATS_FE_UNMAP, start);
     }
+    goto out;
+busy:
+    /* The guest does not wait for its own SETUPMAPPING of the range */
+    vfsd_guest_error("REMOVEMAPPING: range 0x%" PRIx64 "+0x%" PRIx64
+                     " meets a range a SETUPMAPPING is setting up",
+                     r[i].moffset, r[i].len);
+    ret = -EINVAL;
 out:
     g_mutex_unlock(&dax->lock);
     return ret;
+}
+
+/*
+ * Returns, lock held, once no SETUPMAPPING is under way: each holds its
+ * inode's setup_lock, waited for without the window's lock, which the
+ * SETUPMAPPING needs to finish.  Lock held.
+ */
+static void dax_wait_setups(VfsdDax *dax)
+{
+    while (dax->pending->len) {
+        VfsdDaxMap *p = g_ptr_array_index(dax->pending, 0);
+        g_autoptr(VfsdInode) inode = p->inode;
+        VfsdDaxInode *d = dax_of(inode);
+
+        vfsd_inode_ref(inode);
+        g_mutex_unlock(&dax->lock);
+        dax_lock_mutex(dax, &d->setup_lock);
+        g_mutex_unlock(&d->setup_lock);
+        dax_lock(dax);
+    }
 }
 
 void vfsd_dax_reset(VfsdFs *fs)
@@ -1105,6 +1334,8 @@ void vfsd_dax_reset(VfsdFs *fs)
     g_autoptr(GPtrArray) all = NULL;
 
     dax_lock(dax);
+    /* A map the front-end made after ours would outlive the session */
+    dax_wait_setups(dax);
     all = dax_all_maps(dax);
     if (all->len && dax->be.available(dax->be.opaque)) {
         dax_unmap_maps(dax, all, true);
@@ -1254,19 +1485,27 @@ static bool dax_same_file(VfsdInode *a, dev_t dev, ino_t ino)
     return a->dev == dev && a->ino == ino;
 }
 
-/* Whether a truncate of ours is under way on the file.  Lock held. */
-static bool dax_truncating(VfsdDax *dax, dev_t dev, ino_t ino)
+/*
+ * Whether a truncate of ours is under way on the file, and if so, into
+ * @size (if not NULL) the smallest size one sets.  Lock held.
+ */
+static bool dax_truncating(VfsdDax *dax, dev_t dev, ino_t ino,
+                           uint64_t *size)
 {
+    bool found = false;
     unsigned int i;
 
     for (i = 0; i < dax->truncating->len; i++) {
         VfsdDaxFileId *id = &g_array_index(dax->truncating, VfsdDaxFileId, i);
 
         if (id->dev == dev && id->ino == ino) {
-            return true;
+            if (size && (!found || id->size < *size)) {
+                *size = id->size;
+            }
+            found = true;
         }
     }
-    return false;
+    return found;
 }
 
 /*
@@ -1291,6 +1530,10 @@ static bool dax_file_resize(VfsdFs *fs, dev_t dev, ino_t ino, uint64_t size)
             continue;
         }
         any = true;
+        if (m->busy) {
+            /* Its SETUPMAPPING brings it in line (setup_settle()) */
+            continue;
+        }
         dax_inode_set_size(m->inode, size);
         keep = dax_keep(dax, m->foffset, m->len, size);
         if (m->released) {
@@ -1322,7 +1565,7 @@ static void dax_inode_recheck(VfsdFs *fs, VfsdInode *inode)
 {
     struct stat st;
 
-    if (dax_truncating(fs->dax, inode->dev, inode->ino)) {
+    if (dax_truncating(fs->dax, inode->dev, inode->ino, NULL)) {
         return;
     }
     if (fstat(inode->fd, &st) == 0) {
@@ -1421,24 +1664,25 @@ void vfsd_dax_watch_events(VfsdFs *fs)
 /*
  * Whether the mappings of @inode might not follow a file of @size bytes,
  * looked at without the lock.  No mapping recorded, or one recorded for
- * that size, means none needs a change, unless a SETUPMAPPING is under
- * way: it may have read the size before a growth we were told about.
+ * that size, means none needs a change.  A SETUPMAPPING under way may
+ * have read the size before a growth we were told about, but reads it
+ * again under the lock when it records its mapping (setup_settle()),
+ * after the growth.
  */
 static bool dax_inode_may_need_resize(VfsdInode *inode, uint64_t size)
 {
     VfsdDaxInode *d = dax_of(inode);
 
-    return d && (g_atomic_int_get(&d->setting_up) ||
-                 (g_atomic_int_get(&d->maps) &&
-                  size != dax_inode_size(inode)));
+    return d && g_atomic_int_get(&d->maps) && size != dax_inode_size(inode);
 }
 
 void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
 {
     /*
      * Only a size other than the one the mappings follow needs a look;
-     * the lock is not taken otherwise, as it is held across front-end
-     * round trips and attribute replies should not wait for those.
+     * the lock is not taken otherwise, as resizes hold it across
+     * front-end round trips and attribute replies should not wait for
+     * those.
      */
     if (!fs->dax || inode->type != S_IFREG ||
         !dax_inode_may_need_resize(inode, size)) {
@@ -1454,7 +1698,7 @@ void vfsd_dax_size_seen(VfsdFs *fs, VfsdInode *inode, uint64_t size)
 void vfsd_dax_truncate_begin(VfsdFs *fs, dev_t dev, ino_t ino, int fd,
                              uint64_t size)
 {
-    VfsdDaxFileId id = { .dev = dev, .ino = ino };
+    VfsdDaxFileId id = { .dev = dev, .ino = ino, .size = size };
     struct stat st;
 
     if (!fs->dax) {
@@ -1499,7 +1743,7 @@ void vfsd_dax_truncate_end(VfsdFs *fs, dev_t dev, ino_t ino, int fd)
      * file, or another writer grew it meanwhile.  Unless another
      * truncate of the file began since, which will do the same.
      */
-    if (!dax_truncating(fs->dax, dev, ino) && fstat(fd, &st) == 0 &&
+    if (!dax_truncating(fs->dax, dev, ino, NULL) && fstat(fd, &st) == 0 &&
         S_ISREG(st.st_mode)) {
         dax_file_resize(fs, dev, ino, st.st_size);
     }
@@ -1760,7 +2004,7 @@ bool vfsd_dax_load(VfsdFs *fs, VfsdMigReader *r, char **err)
     }
 
     dax_lock(dax);
-    if (g_tree_nnodes(dax->maps) || dax->restoring) {
+    if (g_tree_nnodes(dax->maps) || dax->pending->len || dax->restoring) {
         g_mutex_unlock(&dax->lock);
         for (i = 0; i < table->len; i++) {
             vfsd_inode_unref(g_array_index(table, VfsdDaxSaved, i).inode);
@@ -1792,8 +2036,16 @@ static int dax_restore_one(VfsdFs *fs, const VfsdDaxSaved *m, int fd)
     keep = dax_keep(dax, m->foffset, m->len, st.st_size);
     ret = setup_map(fs, &in, keep, flags, fd);
     if (!ret) {
-        setup_record(fs, m->inode, &in, keep, m->writable, flags, none,
-                     st.st_size);
+        VfsdDaxMap *r = g_new0(VfsdDaxMap, 1);
+
+        r->moffset = m->moffset;
+        r->len = m->len;
+        r->foffset = m->foffset;
+        r->mapped = keep;
+        r->writable = m->writable;
+        r->inode = m->inode;
+        vfsd_inode_ref(m->inode);
+        setup_record(fs, m->inode, r, none, st.st_size);
     }
     return ret;
 }

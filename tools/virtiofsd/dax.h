@@ -41,8 +41,9 @@ typedef struct VfsdDaxBackend {
      */
     bool (*can_migrate)(void *opaque);
     /*
-     * Optional: takes @lock, the window's, whose holder may be waiting
-     * for the front-end; without it, g_mutex_lock()
+     * Optional: takes @lock, the window's or an inode's setup lock,
+     * whose holder may be waiting for the front-end; without it,
+     * g_mutex_lock()
      */
     void (*lock)(void *opaque, GMutex *lock);
     void *opaque;
@@ -67,6 +68,14 @@ typedef struct VfsdDaxMap {
     bool released;
     int64_t released_at;        /* vfsd_stats_now() clock */
     GList released_link;        /* in VfsdDax's queue, oldest first */
+    /*
+     * A SETUPMAPPING in flight: reserved the range, which the front-end
+     * is mapping now (pending, @mapped bytes), or replaces or unmaps this
+     * mapping (busy).  Nothing else touches the range meanwhile: see
+     * "The map path" in dax.c.
+     */
+    bool pending;
+    bool busy;
 } VfsdDaxMap;
 
 VfsdDax *vfsd_dax_new(const VfsdDaxBackend *be);

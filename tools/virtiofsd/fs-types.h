@@ -18,11 +18,16 @@
  *
  *   VfsdDev.dispatch_lock (vhost-dev.h; read by queue threads and
  *     workers, written by the main thread around a vhost-user message)
- *   VfsdDax.lock (dax.c; given up across a front-end round trip, see
- *     dax_lock() in vhost-dax.c)
+ *   VfsdDaxInode.setup_lock (dax.c; held by a SETUPMAPPING across its
+ *     front-end round trip, without VfsdDax.lock)
+ *   VfsdDax.lock (dax.c; held across the round trips of resizes)
  *   VfsdInodeStore.lock
  *   VfsdInode.fd_lock
  *   VfsdInodeStore.idle_lock
+ *
+ * Both dax.c locks are taken through the back-end (dax_lock() in
+ * vhost-dax.c): a thread that waits for one lets dispatch_lock go, as a
+ * thread in a front-end round trip does, and takes it back after.
  *
  * Leaves, under which nothing else is taken: VfsdInode.plock_lock,
  * VfsdHandle.lock, VfsdFs.handles_lock, VfsdFs.umask_lock, VfsdIntr.lock,

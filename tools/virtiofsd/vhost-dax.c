@@ -178,13 +178,14 @@ static bool dax_can_migrate(void *opaque)
 }
 
 /*
- * The window's lock is held across the round trips above, with
- * dispatch_lock let go.  A second thread that waited for it holding
- * dispatch_lock (a pool worker, a second queue, the truncation watch)
- * would keep our main thread from the ADD_MEM_REG or REM_MEM_REG the
- * holder's front-end waits on, and with a writer waiting, the holder
- * could not take dispatch_lock back either: it lets dispatch_lock go
- * while it waits, which the holder's round trip does the same way.
+ * The window's lock, or an inode's setup lock (dax.c), is held across
+ * the round trips above, with dispatch_lock let go.  A second thread
+ * that waited for it holding dispatch_lock (a pool worker, a second
+ * queue, the truncation watch) would keep our main thread from the
+ * ADD_MEM_REG or REM_MEM_REG the holder's front-end waits on, and with
+ * a writer waiting, the holder could not take dispatch_lock back
+ * either: it lets dispatch_lock go while it waits, which the holder's
+ * round trip does the same way.
  */
 static void dax_lock(void *opaque, GMutex *lock)
 {

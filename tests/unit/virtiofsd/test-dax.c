@@ -29,13 +29,36 @@ typedef struct FakeMap {
 } FakeMap;
 
 typedef struct Fake {
+    /* Maps of concurrent requests come in on several threads */
+    GMutex lock;
+    GCond cond;
     GArray *maps;               /* FakeMap */
     GString *log;
     bool replace;
     bool fail_next;
     /* The front-end does not restore a migrated window (SHMEM_MIGRATE) */
     bool no_migrate;
+    /*
+     * A map waits, up to MEET_TIMEOUT_S, until @meet maps are in the
+     * front-end at once: two queues' requests mapping at the same time.
+     * If they never meet, the map fails and @meet_timed_out says so.
+     */
+    unsigned int meet;
+    unsigned int arrived;
+    bool meet_timed_out;
+    /*
+     * Run once, on a thread of its own, by the next map while it is in
+     * the front-end, which waits for it up to MEET_TIMEOUT_S
+     * (@beside_timed_out if not): a request racing with the map.
+     */
+    void (*beside)(void *arg);
+    void *beside_arg;
+    bool beside_done;
+    bool beside_timed_out;
+    GThread *beside_thread;
 } Fake;
+
+#define MEET_TIMEOUT_S 5
 
 static bool fake_available(void *opaque)
 {
@@ -56,19 +79,84 @@ static bool fake_can_migrate(void *opaque)
     return !f->no_migrate;
 }
 
+/* Whether the maps met; f->lock held */
+static bool fake_meet(Fake *f)
+{
+    gint64 deadline = g_get_monotonic_time() +
+                      MEET_TIMEOUT_S * G_TIME_SPAN_SECOND;
+
+    f->arrived++;
+    g_cond_broadcast(&f->cond);
+    while (f->arrived < f->meet) {
+        if (!g_cond_wait_until(&f->cond, &f->lock, deadline)) {
+            f->meet_timed_out = true;
+            return false;
+        }
+    }
+    return true;
+}
+
+static gpointer fake_beside_thread(gpointer opaque)
+{
+    Fake *f = opaque;
+
+    f->beside(f->beside_arg);
+    g_mutex_lock(&f->lock);
+    f->beside_done = true;
+    g_cond_broadcast(&f->cond);
+    g_mutex_unlock(&f->lock);
+    return NULL;
+}
+
+/* Runs f->beside, if set, and waits for it; f->lock held */
+static void fake_run_beside(Fake *f)
+{
+    gint64 deadline = g_get_monotonic_time() +
+                      MEET_TIMEOUT_S * G_TIME_SPAN_SECOND;
+
+    if (!f->beside || f->beside_thread) {
+        return;
+    }
+    f->beside_thread = g_thread_new("beside", fake_beside_thread, f);
+    while (!f->beside_done) {
+        if (!g_cond_wait_until(&f->cond, &f->lock, deadline)) {
+            f->beside_timed_out = true;
+            return;
+        }
+    }
+}
+
+static bool fake_map_locked(Fake *f, uint64_t fd_offset, uint64_t shm_offset,
+                            uint64_t len, uint64_t flags, int fd);
+
 static bool fake_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
                      uint64_t len, uint64_t flags, int fd)
 {
     Fake *f = opaque;
+    bool ok;
+
+    g_mutex_lock(&f->lock);
+    ok = fake_map_locked(f, fd_offset, shm_offset, len, flags, fd);
+    g_mutex_unlock(&f->lock);
+    return ok;
+}
+
+static bool fake_map_locked(Fake *f, uint64_t fd_offset, uint64_t shm_offset,
+                            uint64_t len, uint64_t flags, int fd)
+{
     FakeMap m = {
         .start = shm_offset, .len = len, .foffset = fd_offset, .flags = flags,
     };
     int i;
 
+    if (f->meet && !fake_meet(f)) {
+        return false;
+    }
     g_string_append_printf(f->log, "map %" G_GINT64_MODIFIER "x+%"
                            G_GINT64_MODIFIER "x %s%s;", shm_offset, len,
                            flags & VFSD_DAX_MAP_RW ? "rw" : "ro",
                            flags & VFSD_DAX_MAP_REPLACE ? " replace" : "");
+    fake_run_beside(f);
     if (f->fail_next) {
         f->fail_next = false;
         return false;
@@ -92,9 +180,21 @@ static bool fake_map(void *opaque, uint64_t fd_offset, uint64_t shm_offset,
     return true;
 }
 
+static bool fake_unmap_locked(Fake *f, uint64_t shm_offset, uint64_t len);
+
 static bool fake_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
 {
     Fake *f = opaque;
+    bool ok;
+
+    g_mutex_lock(&f->lock);
+    ok = fake_unmap_locked(f, shm_offset, len);
+    g_mutex_unlock(&f->lock);
+    return ok;
+}
+
+static bool fake_unmap_locked(Fake *f, uint64_t shm_offset, uint64_t len)
+{
     uint64_t covered = 0;
     int i;
 
@@ -120,9 +220,13 @@ static bool fake_unmap(void *opaque, uint64_t shm_offset, uint64_t len)
 static bool fake_unmap_nowait(void *opaque, uint64_t shm_offset, uint64_t len)
 {
     Fake *f = opaque;
+    bool ok;
 
+    g_mutex_lock(&f->lock);
     g_string_append(f->log, "nowait ");
-    return fake_unmap(opaque, shm_offset, len);
+    ok = fake_unmap_locked(f, shm_offset, len);
+    g_mutex_unlock(&f->lock);
+    return ok;
 }
 
 /* Fixture variants, the test data */
@@ -173,6 +277,9 @@ static void teardown(DaxFixture *d, gconstpointer data)
 {
     VfsdDax *dax = d->t.fs.dax;
 
+    if (d->fake.beside_thread) {
+        g_thread_join(d->fake.beside_thread);
+    }
     test_fs_teardown(&d->t);
     vfsd_dax_free(dax);
     g_array_free(d->fake.maps, true);
@@ -1520,6 +1627,262 @@ static void test_migrate_cannot_reopen(DaxFixture *d, gconstpointer data)
     g_assert_cmpuint(d->fake.maps->len, ==, 0);
 }
 
+/*
+ * The map path: the front-end round trip of a SETUPMAPPING is made
+ * without the window's lock.
+ */
+typedef struct MapThread {
+    DaxFixture *d;
+    uint64_t ino;
+    uint64_t moffset;
+    int ret;
+} MapThread;
+
+static gpointer map_thread(gpointer opaque)
+{
+    MapThread *t = opaque;
+
+    t->ret = vfsd_op_setupmapping(&t->d->t.fs, t->ino, 0, 2 * MiB,
+                                  t->moffset, true);
+    return NULL;
+}
+
+static const FakeMap *fake_map_at(DaxFixture *d, uint64_t start)
+{
+    unsigned int i;
+
+    for (i = 0; i < d->fake.maps->len; i++) {
+        const FakeMap *m = &g_array_index(d->fake.maps, FakeMap, i);
+
+        if (m->start == start) {
+            return m;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Two queues map two files at once: both maps must be in the front-end
+ * together, which the fake checks by making each wait for the other.
+ */
+static void test_two_queues_map(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t ranges[][2] = { { 0, 2 * MiB }, { 2 * MiB, 2 * MiB } };
+    MapThread t[2] = {
+        { .d = d, .ino = d->ino, .moffset = 0 },
+        { .d = d, .moffset = 2 * MiB },
+    };
+    GThread *th[2];
+    struct stat st[2];
+    uint64_t fh;
+    int i, fd;
+
+    t[1].ino = test_create(&d->t, FUSE_ROOT_ID, "second", O_RDWR, &fh);
+    g_assert_cmpint(test_write(&d->t, t[1].ino, fh, 4 * MiB - 1, "y", 1),
+                    ==, 1);
+    g_string_truncate(d->fake.log, 0);
+
+    d->fake.meet = 2;
+    for (i = 0; i < 2; i++) {
+        th[i] = g_thread_new("queue", map_thread, &t[i]);
+    }
+    for (i = 0; i < 2; i++) {
+        g_thread_join(th[i]);
+    }
+    d->fake.meet = 0;
+    if (d->fake.meet_timed_out) {
+        g_test_message("a map waited %d s in the front-end: the other "
+                       "never reached it", MEET_TIMEOUT_S);
+    }
+    g_assert_false(d->fake.meet_timed_out);
+    g_assert_cmpuint(d->fake.arrived, ==, 2);
+    g_assert_cmpint(t[0].ret, ==, 0);
+    g_assert_cmpint(t[1].ret, ==, 0);
+
+    /* Each file where it was asked, and recorded */
+    for (i = 0; i < 2; i++) {
+        fd = openat(d->t.dir_fd, i ? "second" : "file", O_RDONLY | O_CLOEXEC);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(fstat(fd, &st[i]), ==, 0);
+        close(fd);
+        g_assert_nonnull(fake_map_at(d, ranges[i][0]));
+        g_assert_cmpuint(fake_map_at(d, ranges[i][0])->st.st_ino, ==,
+                         st[i].st_ino);
+        g_assert_cmpuint(fake_map_at(d, ranges[i][0])->len, ==, 2 * MiB);
+    }
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(remove_mapping(d, ranges, 2, 2), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, replace_of(d) ? "unmap 0+400000;" :
+                    "unmap 0+200000;unmap 200000+200000;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+}
+
+/* The front-end refuses a map: the reservation is undone */
+static void test_map_rollback(DaxFixture *d, gconstpointer data)
+{
+    const uint64_t whole[][2] = { { 0, 2 * MiB } };
+
+    d->fake.fail_next = true;
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, -EIO);
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+    /* The range is free again */
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 2), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 ro;");
+
+    /* An upgrade refused: the read-only mapping stays, and is recorded */
+    d->fake.fail_next = true;
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, -EIO);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw replace;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+    g_assert_cmpuint(d->fake.maps->len, ==, 1);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw replace;");
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(remove_mapping(d, whole, 1, 1), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+200000;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+}
+
+/* Requests that race with a map, run while it is in the front-end */
+static void truncate_begin_4k(void *opaque)
+{
+    DaxFixture *d = opaque;
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(&d->t.fs, d->ino);
+
+    vfsd_dax_truncate_begin(&d->t.fs, inode->dev, inode->ino, inode->fd,
+                            4096);
+}
+
+static void host_resize(DaxFixture *d, uint64_t size)
+{
+    int fd = openat(d->t.dir_fd, "file", O_WRONLY | O_CLOEXEC);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, size), ==, 0);
+    close(fd);
+}
+
+static void truncate_to_4k(void *opaque)
+{
+    DaxFixture *d = opaque;
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(&d->t.fs, d->ino);
+
+    truncate_begin_4k(d);
+    host_resize(d, 4096);
+    vfsd_dax_truncate_end(&d->t.fs, inode->dev, inode->ino, inode->fd);
+}
+
+static void grow_and_tell(void *opaque)
+{
+    DaxFixture *d = opaque;
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(&d->t.fs, d->ino);
+
+    host_resize(d, 8 * MiB);
+    vfsd_dax_size_seen(&d->t.fs, inode, 8 * MiB);
+}
+
+static void race_with_map(DaxFixture *d, void (*fn)(void *opaque))
+{
+    d->fake.beside = fn;
+    d->fake.beside_arg = d;
+}
+
+/*
+ * A truncate of ours, all of it while the map is in the front-end: the
+ * mapping it could not cut is cut before the SETUPMAPPING replies.
+ */
+static void test_truncate_during_map(DaxFixture *d, gconstpointer data)
+{
+    race_with_map(d, truncate_to_4k);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_false(d->fake.beside_timed_out);
+    g_assert_true(d->fake.beside_done);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "map 0+200000 rw;unmap 0+200000;map 0+1000 rw;");
+    g_assert_cmpuint(fake_map_at(d, 0)->len, ==, 4096);
+}
+
+/*
+ * A truncate of ours begins while the map is in the front-end and is
+ * still under way when it is recorded: no more than it keeps is mapped,
+ * and its end finds nothing left to do.
+ */
+static void test_truncate_begins_during_map(DaxFixture *d,
+                                            gconstpointer data)
+{
+    g_autoptr(VfsdInode) inode = vfsd_inode_get(&d->t.fs, d->ino);
+
+    race_with_map(d, truncate_begin_4k);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_false(d->fake.beside_timed_out);
+    g_assert_true(d->fake.beside_done);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "map 0+200000 rw;unmap 0+200000;map 0+1000 rw;");
+    g_string_truncate(d->fake.log, 0);
+    host_resize(d, 4096);
+    vfsd_dax_truncate_end(&d->t.fs, inode->dev, inode->ino, inode->fd);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+    g_assert_cmpuint(fake_map_at(d, 0)->len, ==, 4096);
+}
+
+/*
+ * The file grows while the map is in the front-end, and the guest is
+ * told (an attribute reply): the mapping grows before the SETUPMAPPING
+ * replies, or the guest's writes past the old end would be lost.
+ */
+static void test_grow_during_map(DaxFixture *d, gconstpointer data)
+{
+    host_resize(d, 7 * MiB);
+    race_with_map(d, grow_and_tell);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(setup_mapping(d, 6 * MiB, 0, 2 * MiB, 3), ==, 0);
+    g_assert_false(d->fake.beside_timed_out);
+    g_assert_true(d->fake.beside_done);
+    g_assert_cmpstr(d->fake.log->str, ==,
+                    "map 0+100000 rw;map 0+200000 rw replace;");
+    g_assert_cmpuint(fake_map_at(d, 0)->len, ==, 2 * MiB);
+}
+
+/*
+ * The guest removing, or mapping another file into, a range that is
+ * being set up races with its own request: refused, and the map goes
+ * through.  (Another range of the same file would wait for the map: one
+ * file's ranges are set up in order.)
+ */
+static uint64_t other_ino;
+
+static void remove_and_map_over(void *opaque)
+{
+    DaxFixture *d = opaque;
+    const VfsdDaxRange r = { .moffset = 0, .len = 2 * MiB };
+
+    g_assert_cmpint(vfsd_op_removemapping(&d->t.fs, &r, 1), ==, -EINVAL);
+    g_assert_cmpint(vfsd_op_setupmapping(&d->t.fs, other_ino, 0, 2 * MiB,
+                                         0, false), ==, -EINVAL);
+}
+
+static void test_remove_during_map(DaxFixture *d, gconstpointer data)
+{
+    uint64_t fh;
+
+    other_ino = test_create(&d->t, FUSE_ROOT_ID, "second", O_RDWR, &fh);
+    g_assert_cmpint(test_write(&d->t, other_ino, fh, 4 * MiB - 1, "y", 1),
+                    ==, 1);
+    race_with_map(d, remove_and_map_over);
+    g_string_truncate(d->fake.log, 0);
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_false(d->fake.beside_timed_out);
+    g_assert_true(d->fake.beside_done);
+    g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1582,5 +1945,13 @@ int main(int argc, char **argv)
     ADD("migrate/bad-streams", test_migrate_bad_streams, 0);
     ADD("migrate/restore-fails", test_migrate_restore_fails, 0);
     ADD("migrate/cannot-reopen", test_migrate_cannot_reopen, 0);
+    ADD("map-path/two-queues", test_two_queues_map, 0);
+    ADD("map-path/two-queues-without-replace", test_two_queues_map, 1);
+    ADD("map-path/rollback", test_map_rollback, 0);
+    ADD("map-path/truncate-during-map", test_truncate_during_map, 0);
+    ADD("map-path/truncate-begins-during-map",
+        test_truncate_begins_during_map, 0);
+    ADD("map-path/grow-during-map", test_grow_during_map, 0);
+    ADD("map-path/remove-during-map", test_remove_during_map, 0);
     return g_test_run();
 }
