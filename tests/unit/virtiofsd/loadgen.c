@@ -59,61 +59,12 @@
 
 #include <glib.h>
 
+#include "libvhost-user.h"
 #include "standard-headers/linux/fuse.h"
 #include "standard-headers/linux/virtio_config.h"
 #include "standard-headers/linux/virtio_ring.h"
 
-/* vhost-user (docs/interop/vhost-user.rst) */
-#define VU_GET_FEATURES 1
-#define VU_SET_FEATURES 2
-#define VU_SET_OWNER 3
-#define VU_SET_MEM_TABLE 5
-#define VU_SET_VRING_NUM 8
-#define VU_SET_VRING_ADDR 9
-#define VU_SET_VRING_BASE 10
-#define VU_SET_VRING_KICK 12
-#define VU_SET_VRING_CALL 13
-#define VU_GET_PROTOCOL_FEATURES 15
-#define VU_SET_PROTOCOL_FEATURES 16
-#define VU_GET_QUEUE_NUM 17
-#define VU_SET_VRING_ENABLE 18
-#define VU_F_PROTOCOL_FEATURES 30
-#define VU_PROTOCOL_F_MQ 0
-#define VU_VERSION 1
-#define VU_REPLY (1u << 2)
-
-typedef struct VuHdr {
-    uint32_t request;
-    uint32_t flags;
-    uint32_t size;
-} VuHdr;
-
-typedef struct VuRegion {
-    uint64_t gpa;
-    uint64_t size;
-    uint64_t uaddr;
-    uint64_t mmap_offset;
-} VuRegion;
-
-typedef struct VuMemTable {
-    uint32_t nregions;
-    uint32_t padding;
-    VuRegion region;
-} VuMemTable;
-
-typedef struct VuVringState {
-    uint32_t index;
-    uint32_t num;
-} VuVringState;
-
-typedef struct VuVringAddr {
-    uint32_t index;
-    uint32_t flags;
-    uint64_t desc;
-    uint64_t used;
-    uint64_t avail;
-    uint64_t log;
-} VuVringAddr;
+#include "vu-frontend.h"
 
 /* Guest addresses start here: 0 is a value a bug produces too easily */
 #define GPA_BASE 0x100000ULL
@@ -343,78 +294,26 @@ static uint64_t xorshift(uint64_t *s)
     return x;
 }
 
-/* ---- vhost-user messages ---- */
+/* ---- vhost-user messages (vu-frontend.c) ---- */
 
-static void vu_send(uint32_t request, const void *payload, uint32_t size,
-                    int fd)
+static void vu_check(bool ok, uint32_t request)
 {
-    VuHdr h = { request, VU_VERSION, size };
-    struct iovec iov[2] = {
-        { .iov_base = &h, .iov_len = sizeof(h) },
-        { .iov_base = (void *)payload, .iov_len = size },
-    };
-    char control[CMSG_SPACE(sizeof(int))];
-    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
-    ssize_t n;
-
-    memset(control, 0, sizeof(control));
-    if (fd >= 0) {
-        struct cmsghdr *c;
-
-        mh.msg_control = control;
-        mh.msg_controllen = sizeof(control);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    do {
-        n = sendmsg(lg.sock, &mh, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)(sizeof(h) + size)) {
-        die("vhost-user message %u not sent: %s", request,
-            n < 0 ? strerror(errno) : "short write");
-    }
-}
-
-static void read_full(int fd, void *buf, size_t len, const char *what)
-{
-    size_t done = 0;
-    ssize_t n;
-
-    while (done < len) {
-        n = read(fd, (char *)buf + done, len - done);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            die("%s: %s", what, n < 0 ? strerror(errno) :
-                "the back-end closed the connection");
-        }
-        done += n;
+    if (!ok) {
+        die("vhost-user message %u: %s", request, strerror(errno));
     }
 }
 
 static uint64_t vu_get_u64(uint32_t request)
 {
-    VuHdr h;
     uint64_t v;
 
-    vu_send(request, NULL, 0, -1);
-    read_full(lg.sock, &h, sizeof(h), "vhost-user reply");
-    if (h.request != request || !(h.flags & VU_REPLY) ||
-        h.size != sizeof(v)) {
-        die("vhost-user reply to %u: request %u flags 0x%x size %u", request,
-            h.request, h.flags, h.size);
-    }
-    read_full(lg.sock, &v, sizeof(v), "vhost-user reply");
+    vu_check(vu_fe_get_u64(lg.sock, request, &v), request);
     return v;
 }
 
-static void vu_set_u64(uint32_t request, uint64_t v, int fd)
+static void vu_set_u64(uint32_t request, uint64_t v)
 {
-    vu_send(request, &v, sizeof(v), fd);
+    vu_check(vu_fe_send(lg.sock, request, &v, sizeof(v), -1), request);
 }
 
 /* ---- guest memory and virtqueues ---- */
@@ -431,9 +330,9 @@ static uint64_t mem_alloc(size_t len, size_t align, uint8_t **host)
     return GPA_BASE + at;
 }
 
-static uint64_t uaddr(const void *host)
+static uint64_t gpa_of(const void *host)
 {
-    return (uint64_t)(uintptr_t)host;
+    return GPA_BASE + ((const uint8_t *)host - lg.mem);
 }
 
 static uint16_t *used_event(Vq *q)
@@ -483,22 +382,19 @@ static void vq_init(Vq *q, int idx, unsigned int depth)
 
 static void vq_start(Vq *q)
 {
-    VuVringState st = { q->idx, q->num };
-    VuVringAddr a = {
+    const VuFeVring v = {
         .index = q->idx,
-        .desc = uaddr(q->desc),
-        .used = uaddr(q->used),
-        .avail = uaddr(q->avail),
+        .num = q->num,
+        .desc = gpa_of(q->desc),
+        .avail = gpa_of(q->avail),
+        .used = gpa_of(q->used),
+        .call = q->call,
+        .kick = q->kick,
     };
 
-    vu_send(VU_SET_VRING_NUM, &st, sizeof(st), -1);
-    st.num = 0;
-    vu_send(VU_SET_VRING_BASE, &st, sizeof(st), -1);
-    vu_send(VU_SET_VRING_ADDR, &a, sizeof(a), -1);
-    vu_set_u64(VU_SET_VRING_KICK, q->idx, q->kick);
-    vu_set_u64(VU_SET_VRING_CALL, q->idx, q->call);
-    st.num = 1;
-    vu_send(VU_SET_VRING_ENABLE, &st, sizeof(st), -1);
+    vu_check(vu_fe_set_vring(lg.sock, &v), VHOST_USER_SET_VRING_ADDR);
+    vu_check(vu_fe_enable_vring(lg.sock, q->idx, true),
+             VHOST_USER_SET_VRING_ENABLE);
 }
 
 static void desc_set(Vq *q, uint16_t i, uint64_t gpa, uint32_t len,
@@ -1997,7 +1893,6 @@ static void connect_backend(unsigned int max_depth)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     uint64_t features, protocol, acked;
-    VuMemTable mt = { 0 };
     unsigned int q;
 
     lg.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -2011,17 +1906,17 @@ static void connect_backend(unsigned int max_depth)
     }
 
     /* In QEMU's order (vhost_dev_init(), vhost_dev_start()) */
-    features = vu_get_u64(VU_GET_FEATURES);
+    features = vu_get_u64(VHOST_USER_GET_FEATURES);
     if (!(features & (1ULL << VIRTIO_F_VERSION_1)) ||
-        !(features & (1ULL << VU_F_PROTOCOL_FEATURES))) {
+        !(features & (1ULL << VHOST_USER_F_PROTOCOL_FEATURES))) {
         die("the back-end's features 0x%" PRIx64 " lack VERSION_1 or "
             "PROTOCOL_FEATURES", features);
     }
-    protocol = vu_get_u64(VU_GET_PROTOCOL_FEATURES) &
-               (1ULL << VU_PROTOCOL_F_MQ);
-    vu_set_u64(VU_SET_PROTOCOL_FEATURES, protocol, -1);
-    if (protocol & (1ULL << VU_PROTOCOL_F_MQ)) {
-        uint64_t n = vu_get_u64(VU_GET_QUEUE_NUM);
+    protocol = vu_get_u64(VHOST_USER_GET_PROTOCOL_FEATURES) &
+               (1ULL << VHOST_USER_PROTOCOL_F_MQ);
+    vu_set_u64(VHOST_USER_SET_PROTOCOL_FEATURES, protocol);
+    if (protocol & (1ULL << VHOST_USER_PROTOCOL_F_MQ)) {
+        uint64_t n = vu_get_u64(VHOST_USER_GET_QUEUE_NUM);
 
         if (n < 1 + lg.o.queues) {
             printf("{\"error\": \"queues\", \"offered\": %" PRIu64 "}\n",
@@ -2032,12 +1927,14 @@ static void connect_backend(unsigned int max_depth)
             exit(3);
         }
     }
-    vu_send(VU_SET_OWNER, NULL, 0, -1);
+    vu_check(vu_fe_send(lg.sock, VHOST_USER_SET_OWNER, NULL, 0, -1),
+             VHOST_USER_SET_OWNER);
     lg.event_idx = !lg.o.no_event_idx &&
                    (features & (1ULL << VIRTIO_RING_F_EVENT_IDX));
-    acked = 1ULL << VIRTIO_F_VERSION_1 | 1ULL << VU_F_PROTOCOL_FEATURES |
+    acked = 1ULL << VIRTIO_F_VERSION_1 |
+            1ULL << VHOST_USER_F_PROTOCOL_FEATURES |
             (lg.event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
-    vu_set_u64(VU_SET_FEATURES, acked, -1);
+    vu_set_u64(VHOST_USER_SET_FEATURES, acked);
 
     lg.memsize = PATTERN_SIZE + (1 + lg.o.queues) *
                  (4 * PAGE + 16 * SLOT_DESCS * MAX_DEPTH +
@@ -2060,17 +1957,14 @@ static void connect_backend(unsigned int max_depth)
         vq_init(&lg.rq[q], q + 1, max_depth);
     }
 
-    mt.nregions = 1;
-    mt.region.gpa = GPA_BASE;
-    mt.region.size = lg.memsize;
-    mt.region.uaddr = uaddr(lg.mem);
-    vu_send(VU_SET_MEM_TABLE, &mt, sizeof(mt), lg.memfd);
+    vu_check(vu_fe_set_mem_table(lg.sock, lg.memfd, GPA_BASE, lg.memsize),
+             VHOST_USER_SET_MEM_TABLE);
     vq_start(&lg.hiprio);
     for (q = 0; q < lg.o.queues; q++) {
         vq_start(&lg.rq[q]);
     }
     /* A round trip: every message before it has been handled */
-    vu_get_u64(VU_GET_FEATURES);
+    vu_get_u64(VHOST_USER_GET_FEATURES);
 }
 
 /* ---- the floor: the host's own calls, no back-end ---- */
