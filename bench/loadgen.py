@@ -301,6 +301,8 @@ def metrics(row):
     m = {"rps": row["rps"], "p50_us": row["p50_us"], "p99_us": row["p99_us"],
          "frontend_cpu_us": row["frontend_cpu_us"] / n,
          "host_busy_cpus": row["host_busy_cpus"]}
+    if "inflight" in row:
+        m["inflight"] = row["inflight"]
     if "cpu_us" in row:
         m["cpu_us"] = row["cpu_us"] / n
         m["csw"] = row["csw"] / n
@@ -572,15 +574,23 @@ def write_reports(out, setup, res, fl, errors):
          "tree (/proc/PID/stat, /proc/PID/task/*/status) over the run.  "
          "How to read it, and what the committed run showed: README.md, "
          "\"The server's own speed, without a guest\".", ""]
+    # The replay's rows where this run has them (--report of older runs)
+    rows_of = [m for m in ROWS if m != REPLAY or get(res, "ours", 1, m, 1,
+                                                         "rps")]
     if setup.get("replay"):
-        L += ["The replay row replays " + setup["replay"] + " (bench/"
-              "replay_stream.py), whole, once per depth, on one request "
-              "queue, against an empty directory: node ids and file handles "
-              "are mapped to the live ones, and each reply is checked "
-              "against the recorded one.  At depth 32 a request waits "
-              "until no request in flight touches a node it touches, so "
-              "fewer than 32 may be in flight; its requests include the "
-              "stream's FORGETs, which get no reply.", ""]
+        inflight = ", ".join(
+            f"{LABEL[d]} {fmt(get(res, d, 1, REPLAY, 32, 'inflight'), 2)}"
+            for d in REPLAY_DAEMONS)
+        L += ["The replay row (bench/replay_stream.py) replays "
+              + setup["replay"] + ": whole, once per depth, on one request "
+              "queue, against an empty directory, node ids and file handles "
+              "mapped to the live ones, each reply checked against the "
+              "recorded one; its requests include the stream's FORGETs, "
+              "which get no reply.  At depth 32 a request may start ahead "
+              "of earlier ones only when none in flight or before it "
+              "touches the same node or file handle, and UNLINK, RMDIR and "
+              "RENAME wait for all before them, so fewer are in flight: "
+              f"on average {inflight}.", ""]
 
     def table(title, head, rows):
         L.extend([f"## {title}", "", "| " + " | ".join(head) + " |",
@@ -589,7 +599,7 @@ def write_reports(out, setup, res, fl, errors):
         L.append("")
 
     rows = []
-    for mix in ROWS:
+    for mix in rows_of:
         o = get(res, "ours", 1, mix, 1, "p50_us")
         r = get(res, "rust", 1, mix, 1, "p50_us")
         f = floor_rt(fl, mix)
@@ -603,7 +613,7 @@ def write_reports(out, setup, res, fl, errors):
 
     for depth in DEPTHS:
         rows = []
-        for mix in ROWS:
+        for mix in rows_of:
             oc = get(res, "ours", 1, mix, depth, "cpu_us")
             rc = get(res, "rust", 1, mix, depth, "cpu_us")
             o = get(res, "ours", 1, mix, depth, "rps")
@@ -649,7 +659,7 @@ def write_reports(out, setup, res, fl, errors):
     for d in DAEMONS:
         for q in QUEUES:
             for depth in DEPTHS:
-                for mix in ROWS:
+                for mix in rows_of:
                     g = lambda k: get(res, d, q, mix, depth, k)  # noqa: E731
                     if not g("rps"):
                         continue
