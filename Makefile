@@ -144,8 +144,9 @@ bench-tree: qemu guest rust-virtiofsd
 	@$(TOP)/bench/tree.py $(if $(TREE_ROUNDS),--rounds $(TREE_ROUNDS))
 
 # Ours and the Rust virtiofsd under the vhost-user load generator, no
-# guest: requests/s, latency, CPU and switches per request, and the floor
-bench-loadgen: qemu rust-virtiofsd
+# guest: requests/s, latency, CPU and switches per request, and the floor;
+# a guest only records the tree steps' requests for the replay row
+bench-loadgen: qemu guest rust-virtiofsd
 	@$(TOP)/bench/loadgen.py $(if $(QUICK),--quick)
 	@$(TOP)/bench/kvm_estimate.py
 

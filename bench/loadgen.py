@@ -10,17 +10,24 @@ one: the generator asks it, GET_QUEUE_NUM); the daemons' order alternates
 from round to round.  Each round also runs the floor: the host system
 calls each mix's requests need, in a loop, and the transport: the
 generator's own round trip against a back-end thread that answers at
-once (and, below it, a bare eventfd ping-pong between two threads).  Figures are medians of the rounds
-with their spread; docs/benchmarks/loadgen.{md,json} get the run, stdout
-the same tables.
+once (and, below it, a bare eventfd ping-pong between two threads).
+Each round also replays, on ours and the Rust daemon, the requests a
+guest sent running bench/tree.py's tree steps, recorded by our daemon
+with their replies at the start of the run (bench/replay_stream.py; with
+--quick, the small committed stream instead).  Figures are medians of
+the rounds with their spread; docs/benchmarks/loadgen.{md,json} get the
+run, stdout the same tables.
 
     bench/loadgen.py [--rounds N] [--seconds S] [--quick] [--out DIR]
+                     [--replay-stream STREAM] [--replay-only]
     bench/loadgen.py --report loadgen.json [--out DIR]
     bench/loadgen.py --check
 
 --check is make check's functional run: each daemon answers a short run
 of every mix (no timing), every reply checked by the generator; TAP on
-stdout.  Ours on two request queues, the Rust daemon on its one.
+stdout.  Ours on two request queues, the Rust daemon on its one; both
+replay the small committed stream of the tree steps at depths 1 and 32;
+and ours records a short session with VIRTIOFSD_RECORD.
 """
 
 import argparse
@@ -36,6 +43,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import replay_stream  # noqa: E402  (the tree steps' recorded stream)
+
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
 LOADGEN = os.path.join(BUILD, "qemu", "tests", "unit", "virtiofsd", "loadgen")
@@ -44,8 +54,13 @@ RUST_SH = os.path.join(TOP, "harness", "rust-virtiofsd.sh")
 
 MIXES = ["getattr", "lookup", "unpack", "readdirplus", "read-4k", "read-128k",
          "write-4k", "write-128k", "unlink"]
+# The replay of a guest's tree steps (loadgen.c's replay mix): a run of
+# its own, one request queue, the whole stream at each depth
+REPLAY = "replay"
+ROWS = MIXES + [REPLAY]
+REPLAY_DAEMONS = ["ours", "rust"]
 # The issue's metadata mixes, held to requests per daemon CPU second
-METADATA = ["getattr", "lookup", "unpack", "readdirplus", "unlink"]
+METADATA = ["getattr", "lookup", "unpack", "readdirplus", "unlink", REPLAY]
 # Ours polling its queues (--poll-us), off by default: measured both ways
 POLL_US = 50
 DAEMONS = ["ours", "rust", "ours-poll"]
@@ -77,6 +92,7 @@ FLOOR_CALLS = {
 # In check mode: requests (sequences for unpack and readdirplus) per mix
 CHECK_COUNT = 60
 CHECK_DEPTHS = [1, 8]
+REPLAY_DEPTHS = [1, 32]
 
 
 def log(msg):
@@ -95,7 +111,7 @@ def scratch_root():
 class Daemon:
     """One daemon on its own socket and share, in a session of its own"""
 
-    def __init__(self, kind, binary, work, tag):
+    def __init__(self, kind, binary, work, tag, env=None):
         self.share = os.path.join(work, f"share-{tag}")
         self.sock = os.path.join(work, f"{tag}.sock")
         self.log = os.path.join(work, f"{tag}.log")
@@ -111,7 +127,8 @@ class Daemon:
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "w"),
                                      stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+                                     start_new_session=True,
+                                     env=dict(os.environ, **(env or {})))
         end = time.time() + 15
         while not os.path.exists(self.sock):
             if self.proc.poll() is not None or time.time() > end:
@@ -143,10 +160,10 @@ class Daemon:
         return None
 
 
-def run_once(kind, binary, queues, args, work, tag, timeout):
+def run_once(kind, binary, queues, args, work, tag, timeout, env=None):
     """Start KIND, run the generator against it; (status, rows, stderr,
     daemon's exit status, daemon's log tail)"""
-    d = Daemon(kind, binary, work, tag)
+    d = Daemon(kind, binary, work, tag, env)
     try:
         r = subprocess.run([LOADGEN, f"--socket={d.sock}", f"--dir={d.share}",
                             f"--pid={d.proc.pid}", f"--queues={queues}"]
@@ -173,7 +190,6 @@ def check():
     missing = {"ours": f"our virtiofsd is not built ({OURS})",
                "rust": "the Rust virtiofsd is not available "
                        f"({RUST_SH} failed)"}
-    cases = [("ours", 2), ("rust", 1)]
     points = []
     if not os.access(LOADGEN, os.X_OK):
         print("1..1\nnot ok 1 - the load generator is not built "
@@ -181,20 +197,29 @@ def check():
         return 1
     work = tempfile.mkdtemp(prefix="vfsdax-loadgen.", dir=scratch_root())
     try:
-        for kind, queues in cases:
-            what = f"{LABEL[kind]} on {queues} request queue(s)"
+        mixes = [f"--count={CHECK_COUNT}", f"--unlink-files={CHECK_COUNT}",
+                 "--depths=" + ",".join(map(str, CHECK_DEPTHS))]
+        # The small tree steps' stream, every reply checked against the
+        # recorded one
+        small = replay_stream.unpacked(replay_stream.SMALL, work)
+        replay = [f"--replay={small}",
+                  "--depths=" + ",".join(map(str, REPLAY_DEPTHS))]
+        cases = [("ours", 2, "", mixes, MIXES, CHECK_DEPTHS),
+                 ("rust", 1, "", mixes, MIXES, CHECK_DEPTHS)]
+        cases += [(kind, 1, ", a guest's tree steps replayed", replay,
+                   [REPLAY], REPLAY_DEPTHS) for kind in REPLAY_DAEMONS]
+        for kind, queues, how, args, want, depths in cases:
+            what = f"{LABEL[kind]} on {queues} request queue(s){how}"
             if not binaries[kind]:
                 points.append((False, f"{what}: {missing[kind]}"))
                 continue
             t0 = time.time()
             status, rows, err, drc, dlog = run_once(
-                kind, binaries[kind], queues,
-                [f"--count={CHECK_COUNT}", f"--unlink-files={CHECK_COUNT}",
-                 "--depths=" + ",".join(map(str, CHECK_DEPTHS))],
-                work, kind, timeout=120)
+                kind, binaries[kind], queues, args, work,
+                f"{kind}-{len(points)}", timeout=120)
             got = {(r["mix"], r["depth"]): r for r in rows}
-            for mix in MIXES:
-                for depth in CHECK_DEPTHS:
+            for mix in want:
+                for depth in depths:
                     r = got.get((mix, depth))
                     ok = bool(r and r["requests"] > 0 and
                               r["queues"] == queues)
@@ -212,6 +237,8 @@ def check():
             log(f"{what}: {time.time() - t0:.1f} s")
             if status:
                 sys.stderr.write(err)
+        if binaries["ours"]:
+            points += check_record(work)
         # The floor and the transport: every mix's calls, and the
         # generator's rings against its own null back-end (checked there)
         fdir = os.path.join(work, "floor")
@@ -238,6 +265,28 @@ def check():
     return 0 if all(ok for ok, _ in points) else 1
 
 
+def check_record(work):
+    """Our daemon with VIRTIOFSD_RECORD: every request it served and
+    every reply, in a stream the replay can read"""
+    what = "ours with VIRTIOFSD_RECORD"
+    out = os.path.join(work, "record.rec")
+    status, rows, err, drc, dlog = run_once(
+        "ours", OURS, 1, ["--mixes=getattr,unpack", "--count=20",
+                          "--depths=1"], work, "ours-record", timeout=120,
+        env={"VIRTIOFSD_RECORD": out})
+    served = sum(r["requests"] for r in rows)
+    try:
+        requests, replies = replay_stream.count(out)
+        got = f"{requests} requests and {replies} replies recorded"
+    except (OSError, ValueError) as e:
+        requests = replies = 0
+        got = str(e)
+    return [(status == 0 and drc == 0 and served > 0 and
+             requests >= served and replies >= served,
+             f"{what}: {got}, the generator's {served} requests among them"
+             f" (status {status}, the daemon's {drc})")]
+
+
 # ---- make bench ----
 
 def summarize(vals):
@@ -252,6 +301,8 @@ def metrics(row):
     m = {"rps": row["rps"], "p50_us": row["p50_us"], "p99_us": row["p99_us"],
          "frontend_cpu_us": row["frontend_cpu_us"] / n,
          "host_busy_cpus": row["host_busy_cpus"]}
+    if "inflight" in row:
+        m["inflight"] = row["inflight"]
     if "cpu_us" in row:
         m["cpu_us"] = row["cpu_us"] / n
         m["csw"] = row["csw"] / n
@@ -275,24 +326,13 @@ def bench(args):
            "--depths=" + ",".join(map(str, DEPTHS))]
     load0 = os.getloadavg()
     try:
+        stream, stream_what = replay_source(args, work, errors)
         for rnd in range(args.rounds):
-            log(f"round {rnd + 1} of {args.rounds}: the floor")
-            fdir = os.path.join(work, "floor")
-            os.makedirs(fdir, exist_ok=True)
-            r = subprocess.run([LOADGEN, "--floor", f"--dir={fdir}",
-                                f"--seconds={args.seconds}"],
-                               stdout=subprocess.PIPE, text=True, timeout=600)
-            if r.returncode:
-                errors.append(f"round {rnd + 1}: the floor: status "
-                              f"{r.returncode}")
-            for line in r.stdout.splitlines():
-                row = json.loads(line)
-                f = floor.setdefault(row["mix"], {"p50": [], "mean": []})
-                f["p50"].append(row["floor_p50_us"])
-                f["mean"].append(row["floor_mean_us"])
+            if not args.replay_only:
+                run_floor(args, rnd, work, floor, errors)
             order = DAEMONS if rnd % 2 == 0 else DAEMONS[::-1]
             for kind in order:
-                for q in QUEUES:
+                for q in [] if args.replay_only else QUEUES:
                     # Polling: latency and its CPU, on one queue
                     if (kind, q) in unsupported or (kind == "ours-poll" and
                                                     q != 1):
@@ -313,12 +353,20 @@ def bench(args):
                                       f"queue(s): status {status}: "
                                       f"{err.strip()[-500:]}")
                         log(errors[-1])
-                    for row in rows:
-                        per = raw[kind].setdefault(f"q{q}", {}).setdefault(
-                            row["mix"], {}).setdefault(f"d{row['depth']}",
-                                                       {})
-                        for k, v in metrics(row).items():
-                            per.setdefault(k, []).append(v)
+                    add_rows(raw[kind], q, rows)
+                if stream and kind in REPLAY_DAEMONS:
+                    log(f"round {rnd + 1}: {LABEL[kind]}, the replay")
+                    status, rows, err, drc, dlog = run_once(
+                        kind, binaries[kind], 1,
+                        [f"--replay={stream}", "--depths=" +
+                         ",".join(map(str, DEPTHS))], work,
+                        f"{kind}-{rnd}-replay", timeout=900)
+                    if status != 0:
+                        errors.append(f"round {rnd + 1}, {kind}, the replay:"
+                                      f" status {status}: "
+                                      f"{err.strip()[-500:]}")
+                        log(errors[-1])
+                    add_rows(raw[kind], 1, rows)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -345,8 +393,79 @@ def bench(args):
                 f"--poll-us={POLL_US})",
         "rust": f"{rust_ver}, --cache auto",
         "unsupported": {f"{k}-q{q}": v for (k, q), v in unsupported.items()},
+        "replay": stream_what,
     }
     return setup, res, fl, errors
+
+
+def run_floor(args, rnd, work, floor, errors):
+    """A round of the floor into FLOOR (mix -> p50 and mean -> [...])"""
+    log(f"round {rnd + 1} of {args.rounds}: the floor")
+    fdir = os.path.join(work, "floor")
+    os.makedirs(fdir, exist_ok=True)
+    r = subprocess.run([LOADGEN, "--floor", f"--dir={fdir}",
+                        f"--seconds={args.seconds}"],
+                       stdout=subprocess.PIPE, text=True, timeout=600)
+    if r.returncode:
+        errors.append(f"round {rnd + 1}: the floor: status {r.returncode}")
+    for line in r.stdout.splitlines():
+        row = json.loads(line)
+        f = floor.setdefault(row["mix"], {"p50": [], "mean": []})
+        f["p50"].append(row["floor_p50_us"])
+        f["mean"].append(row["floor_mean_us"])
+
+
+def merge_replay(out, setup, res, errors):
+    """The run in OUT/loadgen.json, its replay rows replaced by this run's
+    (--replay-only)"""
+    with open(os.path.join(out, "loadgen.json")) as f:
+        j = json.load(f)
+    for d in REPLAY_DAEMONS:
+        rows = res.get(d, {}).get("q1", {}).get(REPLAY)
+        if rows:
+            j["results"].setdefault(d, {}).setdefault("q1", {})[REPLAY] = rows
+    j["setup"]["replay"] = (
+        f"{setup['replay']} (these rows: {setup['date']}, ours at "
+        f"{setup['ours'].split(',')[0].split()[-1]}, "
+        f"{setup['rounds']} alternating rounds, load average "
+        f"{setup['load']} at their start)" if setup["replay"] else None)
+    return j["setup"], j["results"], j["floor"], j["errors"] + errors
+
+
+def add_rows(raw, q, rows):
+    """The generator's ROWS into RAW ("qQ" -> mix -> "dD" -> metric ->
+    [values])"""
+    for row in rows:
+        per = raw.setdefault(f"q{q}", {}).setdefault(
+            row["mix"], {}).setdefault(f"d{row['depth']}", {})
+        for k, v in metrics(row).items():
+            per.setdefault(k, []).append(v)
+
+
+def replay_source(args, work, errors):
+    """The stream the replay rows replay, and what it is: --replay-stream,
+    the committed small one with --quick, else the tree steps recorded
+    from a guest now (None where that failed, said in ERRORS)"""
+    try:
+        if args.replay_stream:
+            path = args.replay_stream
+        elif args.quick:
+            path = replay_stream.SMALL
+        else:
+            path = os.path.join(work, "tree.rec")
+            replay_stream.record(path, log=log)
+        plain = replay_stream.unpacked(path, work)
+        requests, _ = replay_stream.count(plain)
+    except (RuntimeError, OSError, ValueError) as e:
+        errors.append(f"the replay: no stream: {e}")
+        log(errors[-1])
+        return None, None
+    what = ("on the small tree (" + os.path.relpath(path, TOP) + ")"
+            if path == replay_stream.SMALL else
+            "on QEMU's hw, include and docs" if path.startswith(work) else
+            "(" + path + ")")
+    return plain, (f"the tree steps {what}, recorded from a guest by our "
+                   f"daemon: {requests} requests")
 
 
 def cpu_model():
@@ -398,7 +517,7 @@ def targets(res, fl):
                       "requests per daemon CPU second (depth 32)",
                       r >= 2 * o, f"{o:.2f} vs {r:.2f} CPU us a request: "
                       f"{r / o:.2f}x"))
-    for mix in MIXES:
+    for mix in ROWS:
         o = med(get(res, "ours", 1, mix, 1, "p50_us"))
         r = med(get(res, "rust", 1, mix, 1, "p50_us"))
         if o and r:
@@ -455,6 +574,23 @@ def write_reports(out, setup, res, fl, errors):
          "tree (/proc/PID/stat, /proc/PID/task/*/status) over the run.  "
          "How to read it, and what the committed run showed: README.md, "
          "\"The server's own speed, without a guest\".", ""]
+    # The replay's rows where this run has them (--report of older runs)
+    rows_of = [m for m in ROWS if m != REPLAY or get(res, "ours", 1, m, 1,
+                                                         "rps")]
+    if setup.get("replay"):
+        inflight = ", ".join(
+            f"{LABEL[d]} {fmt(get(res, d, 1, REPLAY, 32, 'inflight'), 2)}"
+            for d in REPLAY_DAEMONS)
+        L += ["The replay row (bench/replay_stream.py) replays "
+              + setup["replay"] + ": whole, once per depth, on one request "
+              "queue, against an empty directory, node ids and file handles "
+              "mapped to the live ones, each reply checked against the "
+              "recorded one; its requests include the stream's FORGETs, "
+              "which get no reply.  At depth 32 a request may start ahead "
+              "of earlier ones only when none in flight or before it "
+              "touches the same node or file handle, and UNLINK, RMDIR and "
+              "RENAME wait for all before them, so fewer are in flight: "
+              f"on average {inflight}.", ""]
 
     def table(title, head, rows):
         L.extend([f"## {title}", "", "| " + " | ".join(head) + " |",
@@ -463,7 +599,7 @@ def write_reports(out, setup, res, fl, errors):
         L.append("")
 
     rows = []
-    for mix in MIXES:
+    for mix in rows_of:
         o = get(res, "ours", 1, mix, 1, "p50_us")
         r = get(res, "rust", 1, mix, 1, "p50_us")
         f = floor_rt(fl, mix)
@@ -477,7 +613,7 @@ def write_reports(out, setup, res, fl, errors):
 
     for depth in DEPTHS:
         rows = []
-        for mix in MIXES:
+        for mix in rows_of:
             oc = get(res, "ours", 1, mix, depth, "cpu_us")
             rc = get(res, "rust", 1, mix, depth, "cpu_us")
             o = get(res, "ours", 1, mix, depth, "rps")
@@ -523,7 +659,7 @@ def write_reports(out, setup, res, fl, errors):
     for d in DAEMONS:
         for q in QUEUES:
             for depth in DEPTHS:
-                for mix in MIXES:
+                for mix in rows_of:
                     g = lambda k: get(res, d, q, mix, depth, k)  # noqa: E731
                     if not g("rps"):
                         continue
@@ -560,6 +696,12 @@ def main():
     ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))
     ap.add_argument("--report", metavar="JSON",
                     help="write the report again from a run's JSON")
+    ap.add_argument("--replay-stream", metavar="STREAM",
+                    help="replay this stream (bench/replay_stream.py) "
+                         "instead of recording the tree steps afresh")
+    ap.add_argument("--replay-only", action="store_true",
+                    help="run the replay rows alone and put them into the "
+                         "run of OUT/loadgen.json, the rest kept")
     ap.add_argument("--check", action="store_true",
                     help="make check: every mix from both daemons, replies "
                          "checked, TAP")
@@ -575,6 +717,8 @@ def main():
     if args.quick:
         args.rounds, args.seconds = 1, 0.3
     setup, res, fl, errors = bench(args)
+    if args.replay_only:
+        setup, res, fl, errors = merge_replay(args.out, setup, res, errors)
     print(write_reports(args.out, setup, res, fl, errors), end="")
     return 1 if errors else 0
 

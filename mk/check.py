@@ -336,6 +336,9 @@ SUITES = [
     # Both daemons under the vhost-user load generator (no guest): every
     # mix of make bench's, short, each reply checked against the host
     # (bench/loadgen.py --check); the Rust daemon's absence fails it.
+    # Both also replay a guest's tree steps (bench/loadgen-tree-small.rec.xz),
+    # each reply checked against the recorded one, and ours records a
+    # session (VIRTIOFSD_RECORD).
     Suite("loadgen: every mix from ours and the Rust virtiofsd, replies "
           "checked", [sys.executable, os.path.join(TOP, "bench", "loadgen.py"),
                       "--check"], tap=True,
@@ -346,7 +349,11 @@ SUITES = [
                     ("ours on 2 request queue(s)",
                      "Rust 1.14 on 1 request queue(s)")
                     for m in ("getattr", "unpack", "readdirplus", "read-128k",
-                              "write-128k", "unlink")]),
+                              "write-128k", "unlink")] +
+          [f"{d} on 1 request queue(s), a guest's tree steps replayed: "
+           f"replay at depth {n}" for d in ("ours", "Rust 1.14")
+           for n in (1, 32)] +
+          ["ours with VIRTIOFSD_RECORD"]),
     unit("virtiofsd: seccomp actions stop a forbidden call",
          "tests/unit/virtiofsd/test-seccomp"),
     unit("libvhost-user: shared memory requests",

@@ -1,5 +1,6 @@
 /*
- * virtiofsd: recording the guest's requests for the fuzzer
+ * virtiofsd: recording the guest's requests for the fuzzer, and the
+ * requests with their replies for the load generator
  *
  * The fuzzer (fuzz/fuzz-request.c) learns most from seeds that are what
  * a real guest sends, in the order it sends them.  With
@@ -9,10 +10,17 @@
  * a debugging aid: off unless asked for, and then every byte the guest
  * sends, file contents included, lands in FILE.
  *
- * FILE is opened before main() runs, so that no option parsing, sandbox
- * or seccomp filter is concerned: once requests arrive, the host's file
- * system is out of reach.  Without the variable, the request path pays
- * for one test of vfsd_capture_fd.
+ * With VIRTIOFSD_RECORD=FILE, it writes FILE afresh with every request
+ * and every reply, whole, in record-format.h's format: the load
+ * generator (tests/unit/virtiofsd/loadgen.c) replays such a stream from
+ * a real guest against any back-end and checks each reply against the
+ * recorded one.  Large WRITEs and READs are kept, so FILE is about twice
+ * the data the guest moved.
+ *
+ * Each FILE is opened before main() runs, so that no option parsing,
+ * sandbox or seccomp filter is concerned: once requests arrive, the
+ * host's file system is out of reach.  Without the variables, the request
+ * path pays for a test of vfsd_capture_fd and of vfsd_record_fd.
  *
  * Copyright (c) 2026 virtiofs-dax developers
  *
@@ -22,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,27 +45,62 @@
 #define CAPTURE_DEFAULT_ROOM (8192 + 16)
 
 int vfsd_capture_fd = -1;
+int vfsd_record_fd = -1;
 
 /* Records from the queue threads must not interleave */
 static GMutex capture_lock;
 /* After a failed write: a record cut short would garble all that follow */
-static bool capture_broken;
+static bool capture_broken, record_broken;
 static VfsdRateLimit capture_rl;
+
+static int capture_open_env(const char *var, int flags)
+{
+    const char *path = getenv(var);
+    int fd;
+
+    if (!path || !*path) {
+        return -1;
+    }
+    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0600);
+    if (fd < 0) {
+        /* Asked for and not done: better no daemon than a silent gap */
+        fprintf(stderr, "virtiofsd: %s=%s: %s\n", var, path,
+                strerror(errno));
+        exit(EXIT_FAILURE);
+    }
+    return fd;
+}
+
+/* Writes all of @len bytes to @fd, or nothing more once one failed */
+static void capture_write_locked(int fd, bool *broken, const void *buf,
+                                 size_t len)
+{
+    size_t done = 0;
+    ssize_t n;
+
+    while (!*broken && done < len) {
+        n = write(fd, (const uint8_t *)buf + done, len - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            vfsd_warn("capture: write failed (%s), no more records",
+                      n < 0 ? strerror(errno) : "nothing written");
+            *broken = true;
+            break;
+        }
+        done += n;
+    }
+}
 
 static void __attribute__((constructor)) capture_open(void)
 {
-    const char *path = getenv("VIRTIOFSD_CAPTURE");
-
-    if (!path || !*path) {
-        return;
-    }
-    vfsd_capture_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                           0600);
-    if (vfsd_capture_fd < 0) {
-        /* Asked for and not done: better no daemon than a silent gap */
-        fprintf(stderr, "virtiofsd: VIRTIOFSD_CAPTURE=%s: %s\n", path,
-                strerror(errno));
-        exit(EXIT_FAILURE);
+    vfsd_capture_fd = capture_open_env("VIRTIOFSD_CAPTURE", O_APPEND);
+    /* One session a file: its uniques and node ids mean nothing elsewhere */
+    vfsd_record_fd = capture_open_env("VIRTIOFSD_RECORD", O_TRUNC);
+    if (vfsd_record_fd >= 0) {
+        capture_write_locked(vfsd_record_fd, &record_broken,
+                             VFSD_RECORD_MAGIC, strlen(VFSD_RECORD_MAGIC));
     }
 }
 
@@ -80,8 +124,6 @@ void vfsd_capture_request(const struct fuse_in_header *h, const VfsdBuf *in,
     size_t hlen = h ? sizeof(*h) : 0;
     size_t len = hlen + vfsd_buf_remaining(&b);
     g_autofree uint8_t *rec = NULL;
-    size_t done = 0;
-    ssize_t n;
 
     if (len > CAPTURE_MAX_REQUEST) {
         /* Large WRITEs: a workload meant for capture keeps them small */
@@ -99,18 +141,59 @@ void vfsd_capture_request(const struct fuse_in_header *h, const VfsdBuf *in,
         return;
     }
     g_mutex_lock(&capture_lock);
-    while (!capture_broken && done < 4 + len) {
-        n = write(vfsd_capture_fd, rec + done, 4 + len - done);
-        if (n < 0 && errno == EINTR) {
-            continue;
+    capture_write_locked(vfsd_capture_fd, &capture_broken, rec, 4 + len);
+    g_mutex_unlock(&capture_lock);
+}
+
+/* A record of @hlen bytes of @h, then @len bytes read from @b */
+static void record(VfsdRecord *rec, const void *h, size_t hlen, VfsdBuf b,
+                   size_t len)
+{
+    size_t size = sizeof(*rec) + VFSD_RECORD_ALIGN(hlen + len);
+    g_autofree uint8_t *buf = g_try_malloc0(size);
+    bool ok = buf;
+
+    if (ok) {
+        rec->len = hlen + len;
+        memcpy(buf, rec, sizeof(*rec));
+        if (hlen) {
+            memcpy(buf + sizeof(*rec), h, hlen);
         }
-        if (n <= 0) {
-            vfsd_warn("capture: write failed (%s), no more records",
-                      n < 0 ? strerror(errno) : "nothing written");
-            capture_broken = true;
-            break;
-        }
-        done += n;
+        ok = vfsd_buf_read(&b, buf + sizeof(*rec) + hlen, len);
+    }
+    g_mutex_lock(&capture_lock);
+    if (ok) {
+        capture_write_locked(vfsd_record_fd, &record_broken, buf, size);
+    } else if (!record_broken) {
+        /* A stream with a gap would replay as a daemon's fault */
+        vfsd_warn("record: unique %" PRIu64 ": %s, no more records",
+                  (uint64_t)rec->unique, buf ? "unreadable" : "no memory");
+        record_broken = true;
     }
     g_mutex_unlock(&capture_lock);
+}
+
+void vfsd_record_request(const struct fuse_in_header *h, const VfsdBuf *in,
+                         const VfsdBuf *out, bool hiprio)
+{
+    VfsdRecord rec = {
+        .kind = VFSD_RECORD_REQUEST,
+        .unique = h->unique,
+        .room = MIN(vfsd_buf_remaining(out), UINT32_MAX),
+        .flags = hiprio ? VFSD_RECORD_HIPRIO : 0,
+    };
+
+    record(&rec, h, sizeof(*h), *in, vfsd_buf_remaining(in));
+}
+
+void vfsd_record_reply(uint64_t unique, const VfsdBuf *out, size_t len)
+{
+    VfsdRecord rec = {
+        .kind = VFSD_RECORD_REPLY,
+        .unique = unique,
+    };
+
+    if (len) {
+        record(&rec, NULL, 0, *out, len);
+    }
 }

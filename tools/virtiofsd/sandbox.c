@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capture.h"
 #include "log.h"
 #include "sandbox.h"
 
@@ -395,24 +396,45 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
     return false;
 }
 
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+
+    return (x > y) - (x < y);
+}
+
 void vfsd_close_inherited(int keep)
 {
-    int fd;
+    /*
+     * The capture files are the daemon's own (capture.c opens them before
+     * main() runs), not inherited: asked for, they stay
+     */
+    int keeps[] = { keep, vfsd_capture_fd, vfsd_record_fd };
+    int from = 3, fd;
+    unsigned int i;
 
     /*
-     * One call where the kernel has close_range() (5.9); else each fd up
-     * to the limit, which is what there is to close
+     * The ranges between them, one call each where the kernel has
+     * close_range() (5.9); else each fd up to the limit, which is what
+     * there is to close
      */
-    if (keep < 3) {
-        if (syscall(SYS_close_range, 3, ~0U, 0) == 0) {
-            return;
+    qsort(keeps, G_N_ELEMENTS(keeps), sizeof(keeps[0]), cmp_int);
+    for (i = 0; i < G_N_ELEMENTS(keeps); i++) {
+        if (keeps[i] < from) {
+            continue;
         }
-    } else if ((keep == 3 || syscall(SYS_close_range, 3, keep - 1, 0) == 0) &&
-               syscall(SYS_close_range, keep + 1, ~0U, 0) == 0) {
+        if (keeps[i] > from &&
+            syscall(SYS_close_range, from, keeps[i] - 1, 0) < 0) {
+            break;
+        }
+        from = keeps[i] + 1;
+    }
+    if (i == G_N_ELEMENTS(keeps) &&
+        syscall(SYS_close_range, from, ~0U, 0) == 0) {
         return;
     }
     for (fd = 3; fd < sysconf(_SC_OPEN_MAX); fd++) {
-        if (fd != keep) {
+        if (fd != keeps[0] && fd != keeps[1] && fd != keeps[2]) {
             close(fd);
         }
     }

@@ -26,9 +26,10 @@ bool vfsd_sandbox_enter(VfsdSandbox mode, const char *shared_dir,
                         int *proc_fd, char **err);
 /*
  * Closes every fd the daemon was started with but its stdin, stdout,
- * stderr and @keep (-1: none): a descriptor of the host's (a log file,
- * a directory, /dev) reaches beyond the shared directory, and
- * open_by_handle_at(), fchmod() or fchown() through it would too.
+ * stderr, @keep (-1: none) and the capture files (capture.h): a
+ * descriptor of the host's (a log file, a directory, /dev) reaches beyond
+ * the shared directory, and open_by_handle_at(), fchmod() or fchown()
+ * through it would too.
  */
 void vfsd_close_inherited(int keep);
 

@@ -1786,8 +1786,16 @@ static size_t process(VfsdFs *fs, const VfsdReqHead *head, VfsdBuf *in,
         .h = head->h,
         .no_wait = mode == VFSD_RUN_NO_WAIT,
     };
-    size_t n = process_req(&req, head, in, mode);
+    const VfsdBuf rep = *out;
+    size_t n;
 
+    if (G_UNLIKELY(vfsd_record_fd >= 0) && head->valid) {
+        vfsd_record_request(&head->h, in, out, mode == VFSD_RUN_HIPRIO);
+    }
+    n = process_req(&req, head, in, mode);
+    if (G_UNLIKELY(vfsd_record_fd >= 0) && head->valid) {
+        vfsd_record_reply(head->h.unique, &rep, n);
+    }
     g_free(req.label_mem);
     return n;
 }

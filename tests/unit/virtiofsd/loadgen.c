@@ -16,6 +16,10 @@
  * times, file contents, directory listings).  A wrong reply or an error
  * that was not expected ends the run with status 1.
  *
+ * --replay=STREAM replays instead what a real guest sent, recorded with
+ * its replies by our daemon (VIRTIOFSD_RECORD), and checks each reply
+ * against the recorded one (the replay mix, below).
+ *
  * Per mix and depth it prints one JSON line: requests, requests per
  * second, p50 and p99 latency and, with --pid, the CPU time and context
  * switches of the back-end's whole process tree over the run (ours and
@@ -59,61 +63,13 @@
 
 #include <glib.h>
 
+#include "libvhost-user.h"
 #include "standard-headers/linux/fuse.h"
 #include "standard-headers/linux/virtio_config.h"
 #include "standard-headers/linux/virtio_ring.h"
 
-/* vhost-user (docs/interop/vhost-user.rst) */
-#define VU_GET_FEATURES 1
-#define VU_SET_FEATURES 2
-#define VU_SET_OWNER 3
-#define VU_SET_MEM_TABLE 5
-#define VU_SET_VRING_NUM 8
-#define VU_SET_VRING_ADDR 9
-#define VU_SET_VRING_BASE 10
-#define VU_SET_VRING_KICK 12
-#define VU_SET_VRING_CALL 13
-#define VU_GET_PROTOCOL_FEATURES 15
-#define VU_SET_PROTOCOL_FEATURES 16
-#define VU_GET_QUEUE_NUM 17
-#define VU_SET_VRING_ENABLE 18
-#define VU_F_PROTOCOL_FEATURES 30
-#define VU_PROTOCOL_F_MQ 0
-#define VU_VERSION 1
-#define VU_REPLY (1u << 2)
-
-typedef struct VuHdr {
-    uint32_t request;
-    uint32_t flags;
-    uint32_t size;
-} VuHdr;
-
-typedef struct VuRegion {
-    uint64_t gpa;
-    uint64_t size;
-    uint64_t uaddr;
-    uint64_t mmap_offset;
-} VuRegion;
-
-typedef struct VuMemTable {
-    uint32_t nregions;
-    uint32_t padding;
-    VuRegion region;
-} VuMemTable;
-
-typedef struct VuVringState {
-    uint32_t index;
-    uint32_t num;
-} VuVringState;
-
-typedef struct VuVringAddr {
-    uint32_t index;
-    uint32_t flags;
-    uint64_t desc;
-    uint64_t used;
-    uint64_t avail;
-    uint64_t log;
-} VuVringAddr;
+#include "record-format.h"
+#include "vu-frontend.h"
 
 /* Guest addresses start here: 0 is a value a bug produces too easily */
 #define GPA_BASE 0x100000ULL
@@ -128,6 +84,8 @@ typedef struct VuVringAddr {
 #define REP_BODY 64
 #define MAX_DEPTH 64
 #define MAX_QUEUES 16
+/* How far past the first request not started a replay may start one */
+#define REPLAY_WINDOW 64
 #define WAIT_MS 10000
 
 /* The fixtures */
@@ -152,6 +110,8 @@ typedef struct Req {
     uint32_t body_len;          /* room for the reply's body */
     bool big;                   /* the body goes to the slot's big area */
     bool no_reply;              /* FORGET, BATCH_FORGET */
+    /* The replay: the recorded header, for its caller's ids and pid */
+    const struct fuse_in_header *recorded;
 } Req;
 
 typedef struct Reply {
@@ -182,6 +142,10 @@ typedef struct Slot {
     uint64_t rng;
     uint8_t *seen;              /* readdirplus: the listing's names */
     unsigned int nseen;
+    /* The replay: its request's place in the stream, and its data */
+    size_t item;
+    uint8_t *data;
+    uint64_t data_gpa;
 } Slot;
 
 /* nodeid -> lookups gained, to FORGET when a mix ends */
@@ -222,6 +186,8 @@ struct Mix {
     bool (*next)(Slot *s);
     void (*done)(Slot *s, const Reply *rp);
     void (*teardown)(void);
+    /* A reply may let slots that found nothing to send start again */
+    bool refill;
 };
 
 typedef struct Opts {
@@ -238,6 +204,7 @@ typedef struct Opts {
     const char *mixes;
     bool floor;
     bool no_event_idx;
+    const char *replay;         /* a stream recorded with VIRTIOFSD_RECORD */
 } Opts;
 
 static struct {
@@ -250,6 +217,8 @@ static struct {
     Vq hiprio;
     Vq rq[MAX_QUEUES];
     uint32_t max_write;
+    /* Each slot's room for a reply body, and for request data (replay) */
+    uint32_t slot_big, slot_data;
     int dirfd;                  /* DIR/loadgen */
     uint64_t top_nodeid;
     uint8_t *pattern;           /* in guest memory: WRITE data comes from it */
@@ -269,6 +238,45 @@ static struct {
     uint32_t unpack_started;
 } lg;
 
+/* The replay mix's stream, its requests and the runs' state (below) */
+typedef struct Item {
+    const struct fuse_in_header *req;   /* in the mapped stream */
+    const struct fuse_out_header *rep;  /* NULL: none (FORGET) */
+    uint32_t room;                      /* for the reply, its header's too */
+    bool hiprio;
+    bool barrier;                       /* it names a node by its name */
+    bool started;                       /* in this run */
+    uint32_t touch, ntouch;             /* stream.touched[touch..] */
+} Item;
+
+/* recorded -> live, or node -> requests in flight touching it */
+typedef struct Map {
+    uint64_t *key, *val;
+    uint8_t *used;
+    size_t cap, n;
+} Map;
+
+static struct {
+    uint8_t *file;
+    size_t size;
+    Item *items;
+    size_t nitems, cap;
+    uint64_t *touched;
+    size_t ntouched, touched_cap;
+    const uint8_t *init;        /* the guest's fuse_init_in and the rest */
+    uint32_t init_len;
+    uint32_t max_write;         /* the largest WRITE's data */
+    /* This run's */
+    size_t next;                /* the first request not started */
+    Map node, fh;               /* recorded -> live */
+    Map busy;                   /* touched -> requests in flight */
+    Map passed;                 /* touched -> the last pick() passing it */
+    uint64_t picks;
+    unsigned int inflight;
+    bool barrier;               /* one is in flight */
+    uint64_t root;
+} stream;
+
 /* A wrong reply: status 1 */
 static void fail(const Slot *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
@@ -281,6 +289,21 @@ static const char *const opnames[] = {
     [FUSE_INIT] = "INIT", [FUSE_OPENDIR] = "OPENDIR",
     [FUSE_RELEASEDIR] = "RELEASEDIR", [FUSE_CREATE] = "CREATE",
     [FUSE_BATCH_FORGET] = "BATCH_FORGET", [FUSE_READDIRPLUS] = "READDIRPLUS",
+    /* And what else a replay may send */
+    [FUSE_READLINK] = "READLINK", [FUSE_SYMLINK] = "SYMLINK",
+    [FUSE_MKNOD] = "MKNOD", [FUSE_MKDIR] = "MKDIR", [FUSE_RMDIR] = "RMDIR",
+    [FUSE_RENAME] = "RENAME", [FUSE_LINK] = "LINK", [FUSE_STATFS] = "STATFS",
+    [FUSE_FSYNC] = "FSYNC", [FUSE_SETXATTR] = "SETXATTR",
+    [FUSE_GETXATTR] = "GETXATTR", [FUSE_LISTXATTR] = "LISTXATTR",
+    [FUSE_REMOVEXATTR] = "REMOVEXATTR", [FUSE_FLUSH] = "FLUSH",
+    [FUSE_READDIR] = "READDIR", [FUSE_FSYNCDIR] = "FSYNCDIR",
+    [FUSE_GETLK] = "GETLK", [FUSE_SETLK] = "SETLK", [FUSE_SETLKW] = "SETLKW",
+    [FUSE_ACCESS] = "ACCESS", [FUSE_INTERRUPT] = "INTERRUPT",
+    [FUSE_BMAP] = "BMAP", [FUSE_DESTROY] = "DESTROY", [FUSE_IOCTL] = "IOCTL",
+    [FUSE_POLL] = "POLL", [FUSE_FALLOCATE] = "FALLOCATE",
+    [FUSE_RENAME2] = "RENAME2", [FUSE_LSEEK] = "LSEEK",
+    [FUSE_COPY_FILE_RANGE] = "COPY_FILE_RANGE", [FUSE_SYNCFS] = "SYNCFS",
+    [FUSE_TMPFILE] = "TMPFILE", [FUSE_STATX] = "STATX",
 };
 
 static const char *opname(uint32_t op)
@@ -343,78 +366,26 @@ static uint64_t xorshift(uint64_t *s)
     return x;
 }
 
-/* ---- vhost-user messages ---- */
+/* ---- vhost-user messages (vu-frontend.c) ---- */
 
-static void vu_send(uint32_t request, const void *payload, uint32_t size,
-                    int fd)
+static void vu_check(bool ok, uint32_t request)
 {
-    VuHdr h = { request, VU_VERSION, size };
-    struct iovec iov[2] = {
-        { .iov_base = &h, .iov_len = sizeof(h) },
-        { .iov_base = (void *)payload, .iov_len = size },
-    };
-    char control[CMSG_SPACE(sizeof(int))];
-    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
-    ssize_t n;
-
-    memset(control, 0, sizeof(control));
-    if (fd >= 0) {
-        struct cmsghdr *c;
-
-        mh.msg_control = control;
-        mh.msg_controllen = sizeof(control);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    do {
-        n = sendmsg(lg.sock, &mh, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)(sizeof(h) + size)) {
-        die("vhost-user message %u not sent: %s", request,
-            n < 0 ? strerror(errno) : "short write");
-    }
-}
-
-static void read_full(int fd, void *buf, size_t len, const char *what)
-{
-    size_t done = 0;
-    ssize_t n;
-
-    while (done < len) {
-        n = read(fd, (char *)buf + done, len - done);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            die("%s: %s", what, n < 0 ? strerror(errno) :
-                "the back-end closed the connection");
-        }
-        done += n;
+    if (!ok) {
+        die("vhost-user message %u: %s", request, strerror(errno));
     }
 }
 
 static uint64_t vu_get_u64(uint32_t request)
 {
-    VuHdr h;
     uint64_t v;
 
-    vu_send(request, NULL, 0, -1);
-    read_full(lg.sock, &h, sizeof(h), "vhost-user reply");
-    if (h.request != request || !(h.flags & VU_REPLY) ||
-        h.size != sizeof(v)) {
-        die("vhost-user reply to %u: request %u flags 0x%x size %u", request,
-            h.request, h.flags, h.size);
-    }
-    read_full(lg.sock, &v, sizeof(v), "vhost-user reply");
+    vu_check(vu_fe_get_u64(lg.sock, request, &v), request);
     return v;
 }
 
-static void vu_set_u64(uint32_t request, uint64_t v, int fd)
+static void vu_set_u64(uint32_t request, uint64_t v)
 {
-    vu_send(request, &v, sizeof(v), fd);
+    vu_check(vu_fe_send(lg.sock, request, &v, sizeof(v), -1), request);
 }
 
 /* ---- guest memory and virtqueues ---- */
@@ -431,9 +402,9 @@ static uint64_t mem_alloc(size_t len, size_t align, uint8_t **host)
     return GPA_BASE + at;
 }
 
-static uint64_t uaddr(const void *host)
+static uint64_t gpa_of(const void *host)
 {
-    return (uint64_t)(uintptr_t)host;
+    return GPA_BASE + ((const uint8_t *)host - lg.mem);
 }
 
 static uint16_t *used_event(Vq *q)
@@ -471,7 +442,10 @@ static void vq_init(Vq *q, int idx, unsigned int depth)
         s->head = i * SLOT_DESCS;
         s->req_gpa = mem_alloc(PAGE, PAGE, &s->req);
         s->rep_gpa = mem_alloc(PAGE, PAGE, &s->rep);
-        s->big_gpa = mem_alloc(BIG, PAGE, &s->big);
+        s->big_gpa = mem_alloc(lg.slot_big, PAGE, &s->big);
+        if (lg.slot_data) {
+            s->data_gpa = mem_alloc(lg.slot_data, PAGE, &s->data);
+        }
         s->seen = calloc(DIR_ENTRIES + 2, 1);
     }
     q->kick = eventfd(0, EFD_CLOEXEC);
@@ -483,22 +457,19 @@ static void vq_init(Vq *q, int idx, unsigned int depth)
 
 static void vq_start(Vq *q)
 {
-    VuVringState st = { q->idx, q->num };
-    VuVringAddr a = {
+    const VuFeVring v = {
         .index = q->idx,
-        .desc = uaddr(q->desc),
-        .used = uaddr(q->used),
-        .avail = uaddr(q->avail),
+        .num = q->num,
+        .desc = gpa_of(q->desc),
+        .avail = gpa_of(q->avail),
+        .used = gpa_of(q->used),
+        .call = q->call,
+        .kick = q->kick,
     };
 
-    vu_send(VU_SET_VRING_NUM, &st, sizeof(st), -1);
-    st.num = 0;
-    vu_send(VU_SET_VRING_BASE, &st, sizeof(st), -1);
-    vu_send(VU_SET_VRING_ADDR, &a, sizeof(a), -1);
-    vu_set_u64(VU_SET_VRING_KICK, q->idx, q->kick);
-    vu_set_u64(VU_SET_VRING_CALL, q->idx, q->call);
-    st.num = 1;
-    vu_send(VU_SET_VRING_ENABLE, &st, sizeof(st), -1);
+    vu_check(vu_fe_set_vring(lg.sock, &v), VHOST_USER_SET_VRING_ADDR);
+    vu_check(vu_fe_enable_vring(lg.sock, q->idx, true),
+             VHOST_USER_SET_VRING_ENABLE);
 }
 
 static void desc_set(Vq *q, uint16_t i, uint64_t gpa, uint32_t len,
@@ -521,12 +492,16 @@ static void slot_submit(Slot *s)
 
     /* Even: the kernel's FUSE_INT_REQ_BIT stays clear */
     s->unique = ((uint64_t)q->idx << 48) | (++q->seq << 1);
-    memset(h, 0, sizeof(*h));
+    if (r->recorded) {
+        *h = *r->recorded;
+    } else {
+        memset(h, 0, sizeof(*h));
+        h->pid = 1;
+    }
     h->len = sizeof(*h) + r->args_len + r->data_len;
     h->opcode = r->opcode;
     h->unique = s->unique;
     h->nodeid = r->nodeid;
-    h->pid = 1;
     memset(oh, 0, sizeof(*oh));
 
     desc_set(q, d++, s->req_gpa, sizeof(*h), VRING_DESC_F_NEXT);
@@ -801,7 +776,7 @@ static void forget_all(void)
         if (i == all.cap) {
             break;
         }
-        if (!all.key[i]) {
+        if (!all.key[i] || !all.count[i]) {
             continue;
         }
         if (!n) {
@@ -1057,6 +1032,10 @@ static void make_fixtures(void)
         die("mkdir %s: %s", path, strerror(errno));
     }
     lg.dirfd = open_dir(AT_FDCWD, path);
+    if (lg.o.replay) {
+        /* The stream makes all it touches */
+        return;
+    }
     write_file(lg.dirfd, "hot", lg.pattern, PATTERN_SIZE);
     if (fstatat(lg.dirfd, "hot", &lg.hot_st, 0) < 0) {
         die("hot: %s", strerror(errno));
@@ -1156,6 +1135,12 @@ static void fuse_init(void)
                 FUSE_PARALLEL_DIROPS | FUSE_ABORT_ERROR | FUSE_MAX_PAGES |
                 FUSE_CACHE_SYMLINKS | FUSE_EXPLICIT_INVAL_DATA |
                 FUSE_INIT_EXT;
+    if (stream.init) {
+        /* The recorded guest's: its requests mean what they meant then */
+        s->r.args_len = MIN(stream.init_len,
+                            PAGE - sizeof(struct fuse_in_header));
+        memcpy(in, stream.init, s->r.args_len);
+    }
     req_body(s, sizeof(*out), false);
     rp = sync_call(s->q);
     if (rp.error) {
@@ -1167,7 +1152,11 @@ static void fuse_init(void)
         fail(s, "reply of %u bytes, major %u", rp.len, out->major);
     }
     lg.max_write = out->max_write;
-    if (lg.max_write < BIG) {
+    if (stream.init && lg.max_write < stream.max_write) {
+        fail(s, "max_write %u: the recording's WRITEs of %u do not fit",
+             lg.max_write, stream.max_write);
+    }
+    if (!stream.init && lg.max_write < BIG) {
         fail(s, "max_write %u: the 128 KiB writes do not fit", lg.max_write);
     }
     lg.top_nodeid = lookup(FUSE_ROOT_ID, TOP_DIR, host_ino("."));
@@ -1819,6 +1808,750 @@ static void unlink_done(Slot *s, const Reply *rp)
     }
 }
 
+/*
+ * A replay of a stream the daemon recorded from a real guest
+ * (VIRTIOFSD_RECORD, tools/virtiofsd/record-format.h): its requests, in
+ * the order they started, against the same starting directory, which is
+ * an empty one (the guest made all it touched).  The recorded root is
+ * DIR/loadgen/replay, made afresh for each run.  Node ids and file
+ * handles are the recording daemon's: each reply that gives one maps it
+ * to the live one, and requests are rewritten with the live ones.
+ *
+ * Each reply is checked against the recorded one: the same error (a
+ * missing name may be ENOENT or an entry without a node, in either), and
+ * for a success what does not depend on the host's numbering or clock:
+ * the type, mode, owner and size (of what is not a directory) in
+ * attributes, the data of READ and READLINK, the size of WRITE, the
+ * names, types and offsets of a listing.  The recording and the replay
+ * must both be on tmpfs for the offsets to agree.
+ *
+ * At depth 1 the requests go one at a time, in order.  At depth D up to
+ * D are in flight, and a request may start before earlier ones of the
+ * next REPLAY_WINDOW, but only when no request in flight, nor any
+ * earlier one not started yet, touches a node or a file handle it
+ * touches (by the ids in its request and in its recorded reply): one
+ * node's requests keep their order, and so each reply is the recorded
+ * one whatever order the back-end completes them in.  UNLINK, RMDIR and
+ * RENAME name a node that neither their request nor their reply gives,
+ * so each waits for all before it, and all after it wait.  FORGET and
+ * BATCH_FORGET, which came on the hiprio queue, go there.  The whole
+ * stream runs each time: --seconds and --count do not apply.
+ */
+
+static uint64_t *map_at(Map *m, uint64_t key, bool add)
+{
+    size_t i;
+
+    if (add && (m->n + 1) * 2 > m->cap) {
+        Map bigger = { 0 };
+
+        bigger.cap = m->cap ? m->cap * 2 : 4096;
+        bigger.key = g_new0(uint64_t, bigger.cap);
+        bigger.val = g_new0(uint64_t, bigger.cap);
+        bigger.used = g_new0(uint8_t, bigger.cap);
+        for (i = 0; i < m->cap; i++) {
+            if (m->used[i]) {
+                *map_at(&bigger, m->key[i], true) = m->val[i];
+            }
+        }
+        g_free(m->key);
+        g_free(m->val);
+        g_free(m->used);
+        *m = bigger;
+    }
+    if (!m->cap) {
+        return NULL;
+    }
+    i = (key * 0x9e3779b97f4a7c15ULL) % m->cap;
+    while (m->used[i] && m->key[i] != key) {
+        i = (i + 1) % m->cap;
+    }
+    if (!m->used[i]) {
+        if (!add) {
+            return NULL;
+        }
+        m->used[i] = 1;
+        m->key[i] = key;
+        m->val[i] = 0;
+        m->n++;
+    }
+    return &m->val[i];
+}
+
+static void map_free(Map *m)
+{
+    g_free(m->key);
+    g_free(m->val);
+    g_free(m->used);
+    memset(m, 0, sizeof(*m));
+}
+
+static const char *const replay_skipped[] = {
+    /* Not replayed: the generator's INIT stands for it; no session end */
+    [FUSE_INIT] = "INIT", [FUSE_DESTROY] = "DESTROY",
+    [FUSE_INTERRUPT] = "INTERRUPT",
+};
+
+static bool replay_skips(uint32_t op)
+{
+    return op < sizeof(replay_skipped) / sizeof(replay_skipped[0]) &&
+           replay_skipped[op];
+}
+
+static bool is_entry_op(uint32_t op)
+{
+    return op == FUSE_LOOKUP || op == FUSE_MKNOD || op == FUSE_MKDIR ||
+           op == FUSE_SYMLINK || op == FUSE_LINK || op == FUSE_CREATE ||
+           op == FUSE_TMPFILE;
+}
+
+/* What a request touches: a node id, or a file handle with this bit */
+#define TOUCH_FH (1ULL << 63)
+
+static void touch(uint64_t id)
+{
+    if (!id || id == TOUCH_FH) {
+        return;
+    }
+    if (stream.ntouched == stream.touched_cap) {
+        stream.touched_cap = stream.touched_cap ? stream.touched_cap * 2 :
+                             65536;
+        stream.touched = g_renew(uint64_t, stream.touched,
+                                 stream.touched_cap);
+    }
+    stream.touched[stream.ntouched++] = id;
+}
+
+/*
+ * Where a request's arguments @a hold node ids and file handles (@fh):
+ * at most three, at the offsets put in @at; their number
+ */
+static unsigned int ids_in_args(uint32_t op, const uint8_t *a, size_t *at,
+                                bool *fh)
+{
+    const struct fuse_getattr_in *ga = (const void *)a;
+    const struct fuse_setattr_in *sa = (const void *)a;
+
+    switch (op) {
+    case FUSE_READ:
+    case FUSE_WRITE:
+    case FUSE_RELEASE:
+    case FUSE_RELEASEDIR:
+    case FUSE_FLUSH:
+    case FUSE_FSYNC:
+    case FUSE_FSYNCDIR:
+    case FUSE_READDIR:
+    case FUSE_READDIRPLUS:
+    case FUSE_LSEEK:
+    case FUSE_FALLOCATE:
+    case FUSE_GETLK:
+    case FUSE_SETLK:
+    case FUSE_SETLKW:
+    case FUSE_IOCTL:
+    case FUSE_POLL:
+        at[0] = 0;                  /* fh comes first in all of them */
+        fh[0] = true;
+        return 1;
+    case FUSE_GETATTR:
+        at[0] = offsetof(struct fuse_getattr_in, fh);
+        fh[0] = true;
+        return ga->getattr_flags & FUSE_GETATTR_FH ? 1 : 0;
+    case FUSE_SETATTR:
+        at[0] = offsetof(struct fuse_setattr_in, fh);
+        fh[0] = true;
+        return sa->valid & FATTR_FH ? 1 : 0;
+    case FUSE_RENAME:
+    case FUSE_RENAME2:
+    case FUSE_LINK:
+        at[0] = 0;                  /* newdir, oldnodeid */
+        fh[0] = false;
+        return 1;
+    case FUSE_COPY_FILE_RANGE:
+        at[0] = offsetof(struct fuse_copy_file_range_in, fh_in);
+        at[1] = offsetof(struct fuse_copy_file_range_in, nodeid_out);
+        at[2] = offsetof(struct fuse_copy_file_range_in, fh_out);
+        fh[0] = fh[2] = true;
+        fh[1] = false;
+        return 3;
+    }
+    return 0;
+}
+
+/* The ids @it touches: its own, its arguments', its recorded reply's */
+static void item_touches(Item *it)
+{
+    const struct fuse_in_header *h = it->req;
+    const uint8_t *a = (const uint8_t *)(h + 1);
+    uint32_t alen = h->len - sizeof(*h), i, n;
+    size_t at[3];
+    bool fh[3];
+    uint64_t v;
+
+    it->touch = stream.ntouched;
+    touch(h->nodeid);
+    /* Their flags say whether GETATTR and SETATTR name a handle */
+    if ((h->opcode == FUSE_GETATTR &&
+         alen < sizeof(struct fuse_getattr_in)) ||
+        (h->opcode == FUSE_SETATTR &&
+         alen < sizeof(struct fuse_setattr_in))) {
+        die("the stream's %s (unique %" PRIu64 ") is cut short",
+            opname(h->opcode), (uint64_t)h->unique);
+    }
+    n = ids_in_args(h->opcode, a, at, fh);
+    for (i = 0; i < n; i++) {
+        if (alen < at[i] + sizeof(v)) {
+            die("the stream's %s (unique %" PRIu64 ") is cut short",
+                opname(h->opcode), (uint64_t)h->unique);
+        }
+        memcpy(&v, a + at[i], sizeof(v));
+        touch(fh[i] ? v | TOUCH_FH : v);
+    }
+    if (h->opcode == FUSE_BATCH_FORGET) {
+        const struct fuse_batch_forget_in *b = (const void *)a;
+
+        if (alen < sizeof(*b) ||
+            b->count > (alen - sizeof(*b)) / sizeof(struct fuse_forget_one)) {
+            die("the stream's BATCH_FORGET (unique %" PRIu64 ") is cut "
+                "short", (uint64_t)h->unique);
+        }
+        for (i = 0; i < b->count; i++) {
+            memcpy(&v, a + sizeof(*b) + i * sizeof(struct fuse_forget_one),
+                   sizeof(v));
+            touch(v);
+        }
+    }
+    if (it->rep && !it->rep->error) {
+        const uint8_t *body = (const uint8_t *)(it->rep + 1);
+        uint32_t len = it->rep->len - sizeof(*it->rep), off = 0;
+        size_t o = SIZE_MAX;        /* where the reply's fuse_open_out is */
+
+        if (is_entry_op(h->opcode) &&
+            len >= sizeof(struct fuse_entry_out)) {
+            touch(((const struct fuse_entry_out *)body)->nodeid);
+        }
+        if (h->opcode == FUSE_CREATE || h->opcode == FUSE_TMPFILE) {
+            o = sizeof(struct fuse_entry_out);
+        } else if (h->opcode == FUSE_OPEN || h->opcode == FUSE_OPENDIR) {
+            o = 0;
+        }
+        if (o != SIZE_MAX && len >= o + sizeof(struct fuse_open_out)) {
+            /* A handle the recorder gives again after a RELEASE: in order */
+            touch(((const struct fuse_open_out *)(body + o))->fh | TOUCH_FH);
+        }
+        while (h->opcode == FUSE_READDIRPLUS && off < len) {
+            const struct fuse_direntplus *d = (const void *)(body + off);
+
+            if (len - off < FUSE_NAME_OFFSET_DIRENTPLUS ||
+                len - off < FUSE_DIRENTPLUS_SIZE(d)) {
+                die("the stream's reply to READDIRPLUS (unique %" PRIu64
+                    ") is cut short", (uint64_t)h->unique);
+            }
+            touch(d->entry_out.nodeid);
+            off += FUSE_DIRENTPLUS_SIZE(d);
+        }
+    }
+    it->ntouch = stream.ntouched - it->touch;
+}
+
+/*
+ * The bytes of a request that go with its header; the rest, its data,
+ * go to a buffer of their own, as a guest lays out a WRITE
+ */
+static uint32_t args_len(const struct fuse_in_header *h)
+{
+    uint32_t len = h->len - sizeof(*h);
+
+    if (h->opcode == FUSE_WRITE) {
+        return MIN(len, sizeof(struct fuse_write_in));
+    }
+    return len > PAGE - sizeof(*h) ? 0 : len;
+}
+
+/* Reads the stream at @path; dies on a file that is not a whole one */
+static void replay_load(const char *path)
+{
+    Map pending = { 0 };
+    size_t at = strlen(VFSD_RECORD_MAGIC), i;
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        die("%s: %s", path, strerror(errno));
+    }
+    stream.size = st.st_size;
+    stream.file = stream.size ?
+                  mmap(NULL, stream.size, PROT_READ, MAP_PRIVATE, fd, 0) :
+                  MAP_FAILED;
+    close(fd);
+    if (stream.file == MAP_FAILED || stream.size < at ||
+        memcmp(stream.file, VFSD_RECORD_MAGIC, at)) {
+        die("%s: not a stream of VIRTIOFSD_RECORD's", path);
+    }
+    while (at < stream.size) {
+        VfsdRecord r;
+        const uint8_t *body = stream.file + at + sizeof(r);
+        uint64_t *p;
+
+        if (stream.size - at < sizeof(r)) {
+            die("%s: cut short at byte %zu", path, at);
+        }
+        memcpy(&r, stream.file + at, sizeof(r));
+        if (r.len > stream.size - at - sizeof(r)) {
+            die("%s: the record at byte %zu runs past the end", path, at);
+        }
+        at += sizeof(r) + MIN(VFSD_RECORD_ALIGN(r.len), stream.size - at -
+                              sizeof(r));
+        if (r.kind == VFSD_RECORD_REQUEST) {
+            const struct fuse_in_header *h = (const void *)body;
+
+            if (r.len < sizeof(*h) || h->len != r.len) {
+                die("%s: request %" PRIu64 " of %u bytes says %u", path,
+                    r.unique, r.len, r.len < sizeof(*h) ? 0 : h->len);
+            }
+            if (h->opcode == FUSE_INIT && !stream.init) {
+                stream.init = body + sizeof(*h);
+                stream.init_len = r.len - sizeof(*h);
+            }
+            if (replay_skips(h->opcode)) {
+                *map_at(&pending, r.unique, true) = SIZE_MAX;
+                continue;
+            }
+            if (stream.nitems == stream.cap) {
+                stream.cap = stream.cap ? stream.cap * 2 : 65536;
+                stream.items = g_renew(Item, stream.items, stream.cap);
+            }
+            stream.items[stream.nitems] = (Item) {
+                .req = h,
+                .room = r.room,
+                .hiprio = r.flags & VFSD_RECORD_HIPRIO,
+                .barrier = h->opcode == FUSE_UNLINK ||
+                           h->opcode == FUSE_RMDIR ||
+                           h->opcode == FUSE_RENAME ||
+                           h->opcode == FUSE_RENAME2,
+            };
+            if (h->opcode == FUSE_WRITE) {
+                stream.max_write = MAX(stream.max_write, r.len - sizeof(*h) -
+                                   sizeof(struct fuse_write_in));
+            }
+            *map_at(&pending, r.unique, true) = stream.nitems++;
+        } else if (r.kind == VFSD_RECORD_REPLY) {
+            const struct fuse_out_header *o = (const void *)body;
+
+            p = map_at(&pending, r.unique, false);
+            if (!p || r.len < sizeof(*o) || o->len != r.len) {
+                die("%s: a reply to %" PRIu64 " %s", path, r.unique,
+                    p ? "of the wrong length" : "that was never asked");
+            }
+            if (*p != SIZE_MAX) {
+                stream.items[*p].rep = o;
+            }
+            *p = SIZE_MAX;
+        } else {
+            die("%s: a record of kind %u before byte %zu", path, r.kind,
+                at);
+        }
+    }
+    map_free(&pending);
+    if (!stream.init ||
+        stream.init_len < offsetof(struct fuse_init_in, unused)) {
+        die("%s: no INIT", path);
+    }
+    for (i = 0; i < stream.nitems; i++) {
+        Item *it = &stream.items[i];
+        uint32_t op = it->req->opcode;
+
+        if (it->hiprio != (op == FUSE_FORGET || op == FUSE_BATCH_FORGET)) {
+            die("%s: %s (unique %" PRIu64 ") on the %s queue", path,
+                opname(op), (uint64_t)it->req->unique,
+                it->hiprio ? "hiprio" : "request");
+        }
+        if (!it->hiprio && !it->rep) {
+            die("%s: %s (unique %" PRIu64 ") has no reply: the recording "
+                "was cut short", path, opname(op),
+                (uint64_t)it->req->unique);
+        }
+        if (!it->hiprio && (it->room < sizeof(struct fuse_out_header) ||
+                            it->rep->len > it->room)) {
+            die("%s: %s (unique %" PRIu64 "): a reply of %u bytes in %u",
+                path, opname(op), (uint64_t)it->req->unique,
+                it->rep->len, it->room);
+        }
+        lg.slot_big = MAX(lg.slot_big, it->room);
+        lg.slot_data = MAX(lg.slot_data, it->req->len -
+                           sizeof(struct fuse_in_header) -
+                           args_len(it->req));
+        item_touches(it);
+    }
+    lg.slot_big = (lg.slot_big + PAGE - 1) & ~(PAGE - 1);
+    lg.slot_data = (lg.slot_data + PAGE - 1) & ~(PAGE - 1);
+}
+
+static uint64_t live(const Map *m, uint64_t recorded, const char *what,
+                     size_t item)
+{
+    uint64_t *v = map_at((Map *)m, recorded, false);
+
+    if (!v) {
+        fail(NULL, "request %zu of the stream (%s) names %s %" PRIu64
+             ", which no reply gave", item,
+             opname(stream.items[item].req->opcode), what, recorded);
+    }
+    return *v;
+}
+
+static uint64_t live_node(uint64_t recorded, size_t item)
+{
+    if (!recorded || recorded == FUSE_ROOT_ID) {
+        return recorded ? stream.root : 0;
+    }
+    return live(&stream.node, recorded, "node", item);
+}
+
+/* Rewrites the u64 at @p, a recorded node id (@fh: a file handle) */
+static void patch(uint8_t *p, bool fh, size_t item)
+{
+    uint64_t v;
+
+    memcpy(&v, p, sizeof(v));
+    v = fh ? live(&stream.fh, v, "file handle", item) : live_node(v, item);
+    memcpy(p, &v, sizeof(v));
+}
+
+/* The handles and nodes in a request's arguments, @a, made live */
+static void patch_args(uint32_t op, uint8_t *a, size_t item)
+{
+    size_t at[3];
+    bool fh[3];
+    unsigned int i, n = ids_in_args(op, a, at, fh);
+
+    for (i = 0; i < n; i++) {
+        patch(a + at[i], fh[i], item);
+    }
+}
+
+/*
+ * Whether @it may start now: nothing in flight touches what it touches,
+ * nor anything before it not started yet (marked with this @pick)
+ */
+static bool item_free(const Item *it, uint64_t pick)
+{
+    uint32_t i;
+
+    for (i = 0; i < it->ntouch; i++) {
+        uint64_t id = stream.touched[it->touch + i];
+        uint64_t *n = map_at(&stream.busy, id, false);
+        uint64_t *p = map_at(&stream.passed, id, false);
+
+        if ((n && *n) || (p && *p == pick)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void item_pass(const Item *it, uint64_t pick)
+{
+    uint32_t i;
+
+    for (i = 0; i < it->ntouch; i++) {
+        *map_at(&stream.passed, stream.touched[it->touch + i], true) = pick;
+    }
+}
+
+static void item_busy(const Item *it, int64_t delta)
+{
+    uint32_t i;
+
+    stream.inflight += delta;
+    if (it->barrier) {
+        stream.barrier = delta > 0;
+    }
+    for (i = 0; i < it->ntouch; i++) {
+        *map_at(&stream.busy, stream.touched[it->touch + i], true) += delta;
+    }
+}
+
+/* The request to start next, in the window of @depth; false: none now */
+static bool replay_pick(unsigned int depth, size_t *item)
+{
+    size_t end = MIN(stream.nitems, stream.next +
+                     (depth > 1 ? REPLAY_WINDOW : 1));
+    uint64_t pick = ++stream.picks;
+    size_t i;
+
+    for (i = stream.next; i < end && !stream.barrier; i++) {
+        Item *it = &stream.items[i];
+
+        if (it->started) {
+            continue;
+        }
+        if (it->barrier && (i != stream.next || stream.inflight)) {
+            return false;
+        }
+        if (item_free(it, pick)) {
+            it->started = true;
+            while (stream.next < stream.nitems &&
+                   stream.items[stream.next].started) {
+                stream.next++;
+            }
+            *item = i;
+            return true;
+        }
+        item_pass(it, pick);
+    }
+    return false;
+}
+
+/* FORGET and BATCH_FORGET, on the hiprio queue, made live */
+static void replay_forget(Slot *s, size_t item)
+{
+    const struct fuse_in_header *h = stream.items[item].req;
+    Slot *f = &lg.hiprio.slots[0];
+    uint32_t len = h->len - sizeof(*h), i;
+    const struct fuse_forget_one *one;
+    uint32_t n;
+    uint8_t *a;
+
+    if (len > PAGE - sizeof(*h)) {
+        fail(s, "request %zu of the stream: a %s of %u bytes", item,
+             opname(h->opcode), len);
+    }
+    a = req_init(f, h->opcode, 0, len);
+    memcpy(a, h + 1, len);
+    f->r.no_reply = true;
+    if (h->opcode == FUSE_FORGET) {
+        f->r.nodeid = live_node(h->nodeid, item);
+        refs_add(&s->q->refs, f->r.nodeid,
+                 -((const struct fuse_forget_in *)a)->nlookup);
+    } else {
+        n = ((const struct fuse_batch_forget_in *)a)->count;
+        one = (const void *)(a + sizeof(struct fuse_batch_forget_in));
+        for (i = 0; i < n; i++) {
+            patch(a + sizeof(struct fuse_batch_forget_in) +
+                  i * sizeof(*one), false, item);
+            refs_add(&s->q->refs, one[i].nodeid, -one[i].nlookup);
+        }
+    }
+    sync_call(&lg.hiprio);
+    s->q->done++;
+}
+
+static void replay_setup(void)
+{
+    char path[PATH_MAX];
+    size_t i;
+
+    snprintf(path, sizeof(path), "%s/%s/replay", lg.o.dir, TOP_DIR);
+    rm_tree(path);
+    make_dir(lg.dirfd, "replay");
+    stream.root = lookup(lg.top_nodeid, "replay", host_ino("replay"));
+    stream.next = 0;
+    for (i = 0; i < stream.nitems; i++) {
+        stream.items[i].started = false;
+    }
+}
+
+static bool replay_next(Slot *s)
+{
+    size_t item;
+
+    while (replay_pick(s->q->nslots, &item)) {
+        const Item *it = &stream.items[item];
+        const struct fuse_in_header *h = it->req;
+        uint32_t len = h->len - sizeof(*h), args = args_len(h);
+        uint8_t *a;
+
+        if (it->hiprio) {
+            replay_forget(s, item);
+            continue;
+        }
+        a = req_init(s, h->opcode, live_node(h->nodeid, item), args);
+        memcpy(a, h + 1, args);
+        if (len > args) {
+            memcpy(s->data, (const uint8_t *)(h + 1) + args, len - args);
+            s->r.data_gpa = s->data_gpa;
+            s->r.data_len = len - args;
+        }
+        patch_args(h->opcode, args ? a : s->data, item);
+        s->r.recorded = h;
+        req_body(s, it->room - sizeof(struct fuse_out_header),
+                 it->room - sizeof(struct fuse_out_header) >
+                 PAGE - REP_BODY);
+        s->item = item;
+        item_busy(it, 1);
+        return true;
+    }
+    return false;
+}
+
+/* The parts of attributes that do not depend on the host's numbering */
+static void replay_attr(Slot *s, uint64_t recorded_node,
+                        const struct fuse_attr *a, const struct fuse_attr *r)
+{
+    /* The root is the replay's own directory, made by the host */
+    if (recorded_node == FUSE_ROOT_ID) {
+        return;
+    }
+    if (a->mode != r->mode || a->uid != r->uid || a->gid != r->gid ||
+        (!S_ISDIR(r->mode) && a->size != r->size)) {
+        fail(s, "request %zu of the stream: attributes mode %o uid %u gid "
+             "%u size %" PRIu64 "; recorded %o %u %u %" PRIu64, s->item,
+             a->mode, a->uid, a->gid, (uint64_t)a->size, r->mode, r->uid,
+             r->gid, (uint64_t)r->size);
+    }
+}
+
+/* A node the live reply gave for the recorded @rec_node, held as a guest */
+static void replay_entry(Slot *s, const struct fuse_entry_out *e,
+                         const struct fuse_entry_out *r)
+{
+    if (!r->nodeid) {
+        return;
+    }
+    if (!e->nodeid) {
+        fail(s, "request %zu of the stream: no node, recorded %" PRIu64,
+             s->item, (uint64_t)r->nodeid);
+    }
+    *map_at(&stream.node, r->nodeid, true) = e->nodeid;
+    refs_add(&s->q->refs, e->nodeid, 1);
+    replay_attr(s, r->nodeid, &e->attr, &r->attr);
+}
+
+static void replay_listing(Slot *s, const Reply *rep, const uint8_t *rb,
+                           uint32_t rlen, bool plus)
+{
+    uint32_t at = 0;
+
+    while (at < rep->len || at < rlen) {
+        const struct fuse_direntplus *dp = (const void *)(rep->body + at);
+        const struct fuse_direntplus *rdp = (const void *)(rb + at);
+        const struct fuse_dirent *d = plus ? &dp->dirent : (const void *)dp;
+        const struct fuse_dirent *r = plus ? &rdp->dirent :
+                                      (const void *)rdp;
+        uint32_t size = 0;
+
+        if (at < rep->len && at < rlen &&
+            rep->len - at >= (plus ? FUSE_NAME_OFFSET_DIRENTPLUS :
+                              FUSE_NAME_OFFSET)) {
+            size = plus ? FUSE_DIRENTPLUS_SIZE(dp) : FUSE_DIRENT_SIZE(d);
+        }
+        if (!size || rep->len - at < size) {
+            fail(s, "request %zu of the stream: a listing of %u bytes, "
+                 "recorded %u (they part at byte %u)", s->item, rep->len,
+                 rlen, at);
+        }
+        if (d->namelen != r->namelen || d->type != r->type ||
+            d->off != r->off || memcmp(d->name, r->name, d->namelen)) {
+            fail(s, "request %zu of the stream: an entry \"%.*s\" type %u "
+                 "offset %" PRIu64 ", recorded \"%.*s\" %u %" PRIu64,
+                 s->item, (int)MIN(d->namelen, NAME_MAX), d->name, d->type,
+                 (uint64_t)d->off, (int)r->namelen, r->name, r->type,
+                 (uint64_t)r->off);
+        }
+        /* What a guest does with them: "." and ".." are not held */
+        if (plus && !(d->namelen == 1 && d->name[0] == '.') &&
+            !(d->namelen == 2 && !memcmp(d->name, "..", 2))) {
+            if (dp->entry_out.nodeid && !rdp->entry_out.nodeid) {
+                refs_add(&s->q->refs, dp->entry_out.nodeid, 1);
+            } else {
+                replay_entry(s, &dp->entry_out, &rdp->entry_out);
+            }
+        }
+        at += size;
+    }
+}
+
+static void replay_done(Slot *s, const Reply *rep)
+{
+    const Item *it = &stream.items[s->item];
+    const struct fuse_in_header *h = it->req;
+    const uint8_t *rb = (const uint8_t *)(it->rep + 1);
+    uint32_t rlen = it->rep->len - sizeof(*it->rep);
+    int32_t rerr = it->rep->error;
+
+    item_busy(it, -1);
+    if (h->opcode == FUSE_LOOKUP &&
+        (rerr == -ENOENT ||
+         (!rerr && !((const struct fuse_entry_out *)rb)->nodeid))) {
+        /* A missing name: either way, as recorded */
+        check_missing(s, rep);
+        return;
+    }
+    if (rep->error != rerr) {
+        fail(s, "request %zu of the stream: error %d, recorded %d", s->item,
+             rep->error, rerr);
+    }
+    if (rerr) {
+        return;
+    }
+    switch (h->opcode) {
+    case FUSE_LOOKUP:
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_SYMLINK:
+    case FUSE_LINK:
+    case FUSE_TMPFILE:
+    case FUSE_CREATE:
+        expect(s, rep, rlen);
+        replay_entry(s, (const void *)rep->body, (const void *)rb);
+        if (h->opcode == FUSE_CREATE || h->opcode == FUSE_TMPFILE) {
+            const struct fuse_open_out *o = (const void *)
+                (rep->body + sizeof(struct fuse_entry_out));
+            const struct fuse_open_out *ro = (const void *)
+                (rb + sizeof(struct fuse_entry_out));
+
+            *map_at(&stream.fh, ro->fh, true) = o->fh;
+        }
+        break;
+    case FUSE_GETATTR:
+    case FUSE_SETATTR:
+        expect(s, rep, rlen);
+        replay_attr(s, h->nodeid,
+                    &((const struct fuse_attr_out *)rep->body)->attr,
+                    &((const struct fuse_attr_out *)rb)->attr);
+        break;
+    case FUSE_OPEN:
+    case FUSE_OPENDIR:
+        expect(s, rep, rlen);
+        *map_at(&stream.fh, ((const struct fuse_open_out *)rb)->fh, true) =
+            ((const struct fuse_open_out *)rep->body)->fh;
+        break;
+    case FUSE_READDIR:
+    case FUSE_READDIRPLUS:
+        replay_listing(s, rep, rb, rlen, h->opcode == FUSE_READDIRPLUS);
+        break;
+    case FUSE_READ:
+    case FUSE_READLINK:
+    case FUSE_WRITE:
+    case FUSE_GETXATTR:
+    case FUSE_LISTXATTR:
+    case FUSE_LSEEK:
+        if (memcmp(expect(s, rep, rlen), rb, rlen)) {
+            fail(s, "request %zu of the stream: the %u bytes of the reply "
+                 "are not the recorded ones", s->item, rlen);
+        }
+        break;
+    case FUSE_STATFS:
+        /* The host's figures of the moment */
+        break;
+    default:
+        expect(s, rep, rlen);
+        break;
+    }
+}
+
+static void replay_teardown(void)
+{
+    if (stream.next != stream.nitems) {
+        fail(NULL, "the replay stopped at request %zu of %zu", stream.next,
+             stream.nitems);
+    }
+    map_free(&stream.node);
+    map_free(&stream.fh);
+    map_free(&stream.busy);
+    map_free(&stream.passed);
+}
+
 static const Mix mixes[] = {
     { "getattr", getattr_setup, getattr_next, getattr_done, NULL },
     { "lookup", lookup_setup, lookup_next, lookup_done, NULL },
@@ -1830,6 +2563,8 @@ static const Mix mixes[] = {
     { "write-128k", write128k_setup, write_next, write_done,
       write_teardown },
     { "unlink", unlink_setup, unlink_next, unlink_done, NULL },
+    { "replay", replay_setup, replay_next, replay_done, replay_teardown,
+      true },
 };
 #define NMIXES (sizeof(mixes) / sizeof(mixes[0]))
 
@@ -1872,6 +2607,18 @@ static void on_reply(Slot *s, uint32_t used_len)
         s->busy = false;
         q->busy--;
     }
+    if (lg.mix->refill) {
+        unsigned int i;
+
+        for (i = 0; i < q->nslots && q->busy < q->nslots; i++) {
+            if (!q->slots[i].busy) {
+                if (!lg.mix->next(&q->slots[i])) {
+                    break;
+                }
+                slot_submit(&q->slots[i]);
+            }
+        }
+    }
 }
 
 static void *vq_run(void *opaque)
@@ -1909,7 +2656,8 @@ static void run_mix(const Mix *m, unsigned int depth)
     uint64_t t0, t1, done = 0, fe0, fe1, busy0, busy1, all0, all1;
     Usage u0, u1;
     uint32_t *all;
-    size_t n = 0;
+    double lat_sum = 0;
+    size_t n = 0, k;
     unsigned int q, i;
 
     lg.mix = m;
@@ -1977,6 +2725,14 @@ static void run_mix(const Mix *m, unsigned int depth)
            done / ((t1 - t0) / 1e9), all[n / 2] / 1e3,
            all[(size_t)(n * 0.99)] / 1e3,
            (t1 - t0) / 1e3 * lg.o.queues * depth / done);
+    /*
+     * Requests in flight on average (the latencies' sum over the time):
+     * DEPTH a queue, but for the replay, whose stream's order allows less
+     */
+    for (k = 0; k < n; k++) {
+        lat_sum += all[k];
+    }
+    printf(", \"inflight\": %.2f", lat_sum / (double)(t1 - t0));
     if (lg.o.pid) {
         printf(", \"cpu_us\": %" PRIu64 ", \"csw\": %" PRIu64,
                u1.cpu_us - u0.cpu_us, u1.csw - u0.csw);
@@ -1997,7 +2753,6 @@ static void connect_backend(unsigned int max_depth)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     uint64_t features, protocol, acked;
-    VuMemTable mt = { 0 };
     unsigned int q;
 
     lg.sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -2011,17 +2766,17 @@ static void connect_backend(unsigned int max_depth)
     }
 
     /* In QEMU's order (vhost_dev_init(), vhost_dev_start()) */
-    features = vu_get_u64(VU_GET_FEATURES);
+    features = vu_get_u64(VHOST_USER_GET_FEATURES);
     if (!(features & (1ULL << VIRTIO_F_VERSION_1)) ||
-        !(features & (1ULL << VU_F_PROTOCOL_FEATURES))) {
+        !(features & (1ULL << VHOST_USER_F_PROTOCOL_FEATURES))) {
         die("the back-end's features 0x%" PRIx64 " lack VERSION_1 or "
             "PROTOCOL_FEATURES", features);
     }
-    protocol = vu_get_u64(VU_GET_PROTOCOL_FEATURES) &
-               (1ULL << VU_PROTOCOL_F_MQ);
-    vu_set_u64(VU_SET_PROTOCOL_FEATURES, protocol, -1);
-    if (protocol & (1ULL << VU_PROTOCOL_F_MQ)) {
-        uint64_t n = vu_get_u64(VU_GET_QUEUE_NUM);
+    protocol = vu_get_u64(VHOST_USER_GET_PROTOCOL_FEATURES) &
+               (1ULL << VHOST_USER_PROTOCOL_F_MQ);
+    vu_set_u64(VHOST_USER_SET_PROTOCOL_FEATURES, protocol);
+    if (protocol & (1ULL << VHOST_USER_PROTOCOL_F_MQ)) {
+        uint64_t n = vu_get_u64(VHOST_USER_GET_QUEUE_NUM);
 
         if (n < 1 + lg.o.queues) {
             printf("{\"error\": \"queues\", \"offered\": %" PRIu64 "}\n",
@@ -2032,16 +2787,18 @@ static void connect_backend(unsigned int max_depth)
             exit(3);
         }
     }
-    vu_send(VU_SET_OWNER, NULL, 0, -1);
+    vu_check(vu_fe_send(lg.sock, VHOST_USER_SET_OWNER, NULL, 0, -1),
+             VHOST_USER_SET_OWNER);
     lg.event_idx = !lg.o.no_event_idx &&
                    (features & (1ULL << VIRTIO_RING_F_EVENT_IDX));
-    acked = 1ULL << VIRTIO_F_VERSION_1 | 1ULL << VU_F_PROTOCOL_FEATURES |
+    acked = 1ULL << VIRTIO_F_VERSION_1 |
+            1ULL << VHOST_USER_F_PROTOCOL_FEATURES |
             (lg.event_idx ? 1ULL << VIRTIO_RING_F_EVENT_IDX : 0);
-    vu_set_u64(VU_SET_FEATURES, acked, -1);
+    vu_set_u64(VHOST_USER_SET_FEATURES, acked);
 
     lg.memsize = PATTERN_SIZE + (1 + lg.o.queues) *
                  (4 * PAGE + 16 * SLOT_DESCS * MAX_DEPTH +
-                  max_depth * (2 * PAGE + BIG));
+                  max_depth * (2 * PAGE + lg.slot_big + lg.slot_data));
     lg.memsize = (lg.memsize + (2 << 20) - 1) & ~((2 << 20) - 1);
     lg.memfd = memfd_create("loadgen-guest", MFD_CLOEXEC);
     if (lg.memfd < 0 || ftruncate(lg.memfd, lg.memsize) < 0) {
@@ -2060,17 +2817,14 @@ static void connect_backend(unsigned int max_depth)
         vq_init(&lg.rq[q], q + 1, max_depth);
     }
 
-    mt.nregions = 1;
-    mt.region.gpa = GPA_BASE;
-    mt.region.size = lg.memsize;
-    mt.region.uaddr = uaddr(lg.mem);
-    vu_send(VU_SET_MEM_TABLE, &mt, sizeof(mt), lg.memfd);
+    vu_check(vu_fe_set_mem_table(lg.sock, lg.memfd, GPA_BASE, lg.memsize),
+             VHOST_USER_SET_MEM_TABLE);
     vq_start(&lg.hiprio);
     for (q = 0; q < lg.o.queues; q++) {
         vq_start(&lg.rq[q]);
     }
     /* A round trip: every message before it has been handled */
-    vu_get_u64(VU_GET_FEATURES);
+    vu_get_u64(VHOST_USER_GET_FEATURES);
 }
 
 /* ---- the floor: the host's own calls, no back-end ---- */
@@ -2479,12 +3233,15 @@ static void transport_floor(void)
 /* Each mix at each depth, its scratch files removed after each run */
 static void run_all(void)
 {
-    static const char *const scratch[] = { "unpack", "unlink", "w" };
+    static const char *const scratch[] = { "unpack", "unlink", "w",
+                                           "replay" };
     char path[PATH_MAX];
     unsigned int i, d, k;
 
     for (i = 0; i < NMIXES; i++) {
-        if (!mix_wanted(mixes[i].name)) {
+        /* The replay runs alone, with its stream's INIT */
+        if (!mix_wanted(mixes[i].name) ||
+            !strcmp(mixes[i].name, "replay") != (lg.o.replay != NULL)) {
             continue;
         }
         for (d = 0; d < lg.o.ndepths; d++) {
@@ -2508,12 +3265,15 @@ static void usage(void)
 "usage: loadgen --socket=PATH --dir=SHARED [--pid=PID] [--queues=N]\n"
 "               [--depths=1,32] [--seconds=S | --count=N] [--mixes=a,b]\n"
 "               [--unlink-files=N] [--unpack-files=N] [--no-event-idx]\n"
+"       loadgen --socket=PATH --dir=SHARED --replay=STREAM [--pid=PID]\n"
+"               [--depths=1,32]\n"
 "       loadgen --floor --dir=DIR [--seconds=S] [--mixes=a,b]\n"
 "\n"
 "SHARED is the directory the back-end at PATH shares; the fixtures go\n"
 "to SHARED/" TOP_DIR ", made and checked through the host.  PID: the\n"
 "back-end's, for its CPU time and context switches.  One JSON line per\n"
-"mix and depth; unpack and unlink make at most N files a run.  Exit\n"
+"mix and depth; unpack and unlink make at most N files a run.  The\n"
+"replay mix replays STREAM (VIRTIOFSD_RECORD) whole, alone.  Exit\n"
 "status: 0 all replies right, 1 a wrong reply, 2 a set-up failure,\n"
 "3 the back-end has fewer request queues.\n"
 "Mixes:");
@@ -2552,6 +3312,7 @@ int main(int argc, char **argv)
         { "unpack-files", required_argument, NULL, 'U' },
         { "floor", no_argument, NULL, 'f' },
         { "no-event-idx", no_argument, NULL, 'E' },
+        { "replay", required_argument, NULL, 'r' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -2608,6 +3369,9 @@ int main(int argc, char **argv)
         case 'E':
             lg.o.no_event_idx = true;
             break;
+        case 'r':
+            lg.o.replay = optarg;
+            break;
         default:
             usage();
         }
@@ -2644,6 +3408,18 @@ int main(int argc, char **argv)
         die("--queues: 1 to %d", MAX_QUEUES);
     }
     lg.count_bound = lg.o.count > 0;
+    lg.slot_big = BIG;
+    if (lg.o.replay) {
+        if (lg.o.floor || lg.o.queues != 1 ||
+            (lg.o.mixes && strcmp(lg.o.mixes, "replay"))) {
+            die("--replay: the replay mix alone, on one request queue");
+        }
+        lg.o.mixes = "replay";
+        replay_load(lg.o.replay);
+    } else if (lg.o.mixes && mix_wanted("replay") &&
+               strcmp(lg.o.mixes, "all")) {
+        die("the replay mix needs --replay=STREAM");
+    }
     /* The modes the checks expect of files made through the host */
     umask(022);
 

@@ -101,16 +101,11 @@ static void fe_send(Fe *f, uint32_t request, const void *payload,
 static bool fe_recv(Fe *f, uint32_t request, void *payload, uint32_t size)
 {
     struct pollfd pfd = { .fd = f->sock, .events = POLLIN };
-    uint32_t hdr[3];
 
     if (poll(&pfd, 1, TIMEOUT_MS) != 1) {
         return false;
     }
-    g_assert_cmpint(recv(f->sock, hdr, sizeof(hdr), MSG_WAITALL), ==,
-                    sizeof(hdr));
-    g_assert_cmpuint(hdr[0], ==, request);
-    g_assert_cmpuint(hdr[2], ==, size);
-    g_assert_cmpint(recv(f->sock, payload, size, MSG_WAITALL), ==, size);
+    g_assert_true(vu_fe_recv(f->sock, request, payload, size));
     return true;
 }
 
@@ -319,10 +314,9 @@ static void fe_queue_start(Fe *f, uint16_t base)
         .call = f->call,
         .kick = f->kick,
     };
-    struct vhost_vring_state enable = { .index = QUEUE, .num = 1 };
 
     g_assert_true(vu_fe_set_vring(f->sock, &v));
-    fe_send(f, VHOST_USER_SET_VRING_ENABLE, &enable, sizeof(enable), -1);
+    g_assert_true(vu_fe_enable_vring(f->sock, QUEUE, true));
     fe_barrier(f);
 }
 

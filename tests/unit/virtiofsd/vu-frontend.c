@@ -7,9 +7,11 @@
  */
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "libvhost-user.h"
 
@@ -38,12 +40,56 @@ bool vu_fe_send(int sock, uint32_t request, const void *payload,
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &fd, sizeof(int));
     }
-    n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    do {
+        n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
     if (n >= 0 && n != (ssize_t)(sizeof(hdr) + size)) {
         errno = EIO;
         return false;
     }
     return n >= 0;
+}
+
+static bool read_full(int sock, void *buf, size_t len)
+{
+    size_t done = 0;
+    ssize_t n;
+
+    while (done < len) {
+        n = read(sock, (char *)buf + done, len - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            if (!n) {
+                errno = ECONNRESET;
+            }
+            return false;
+        }
+        done += n;
+    }
+    return true;
+}
+
+bool vu_fe_recv(int sock, uint32_t request, void *payload, uint32_t size)
+{
+    uint32_t hdr[3];
+
+    if (!read_full(sock, hdr, sizeof(hdr))) {
+        return false;
+    }
+    if (hdr[0] != request || !(hdr[1] & VHOST_USER_REPLY_MASK) ||
+        hdr[2] != size) {
+        errno = EPROTO;
+        return false;
+    }
+    return read_full(sock, payload, size);
+}
+
+bool vu_fe_get_u64(int sock, uint32_t request, uint64_t *value)
+{
+    return vu_fe_send(sock, request, NULL, 0, -1) &&
+           vu_fe_recv(sock, request, value, sizeof(*value));
 }
 
 bool vu_fe_set_mem_table(int sock, int memfd, uint64_t gpa, uint64_t size)
@@ -57,7 +103,9 @@ bool vu_fe_set_mem_table(int sock, int memfd, uint64_t gpa, uint64_t size)
         },
     };
 
-    return vu_fe_send(sock, VHOST_USER_SET_MEM_TABLE, &m, sizeof(m), memfd);
+    /* As QEMU sends it: the regions given, not the whole array */
+    return vu_fe_send(sock, VHOST_USER_SET_MEM_TABLE, &m,
+                      offsetof(VhostUserMemory, regions[1]), memfd);
 }
 
 bool vu_fe_set_vring(int sock, const VuFeVring *v)
@@ -82,4 +130,11 @@ bool vu_fe_set_vring(int sock, const VuFeVring *v)
                       v->call) &&
            vu_fe_send(sock, VHOST_USER_SET_VRING_KICK, &idx, sizeof(idx),
                       v->kick);
+}
+
+bool vu_fe_enable_vring(int sock, unsigned int index, bool enable)
+{
+    struct vhost_vring_state st = { .index = index, .num = enable };
+
+    return vu_fe_send(sock, VHOST_USER_SET_VRING_ENABLE, &st, sizeof(st), -1);
 }
