@@ -54,7 +54,7 @@ a twin NAME-baseline, the same but for the binary, in the same rounds,
 and the report compares every step with it (bench/baseline.py).  Write
 such a partial run somewhere else than docs/benchmarks (--out).
 
-    bench/tree.py [--rounds N] [--configs a,b,...] [--out DIR]
+    bench/tree.py [--rounds N] [--configs a,b,...] [--out DIR] [--tree-only]
                   [--baseline-virtiofsd PATH [--baseline-commit REV]]
     bench/tree.py --report tree.json [--out DIR]
 """
@@ -504,6 +504,9 @@ def main():
     ap.add_argument("--baseline-commit", metavar="REV",
                     help="the commit that build is from, for the report "
                          "(default: the HEAD of the git tree it lies in)")
+    ap.add_argument("--tree-only", action="store_true",
+                    help="only the tree's guest: no create, smallread, "
+                         "build-like or walk steps")
     args = ap.parse_args()
     if args.report:
         with open(args.report) as f:
@@ -544,9 +547,12 @@ def main():
                       flush=True)
                 steps, ent, ops, e = run_one(c, confs[c], "tree", tar,
                                              walk, work, args.timeout)
-                more, _, _, e2 = run_one(c, confs[c], "extra", tar, walk,
-                                         work, args.timeout)
-                e += e2
+                if not args.tree_only:
+                    more, _, _, e2 = run_one(c, confs[c], "extra", tar, walk,
+                                             work, args.timeout)
+                    e += e2
+                else:
+                    more = {}
                 errors += e
                 entries = entries or ent
                 why = add_total(steps)
