@@ -18,7 +18,18 @@ with 1 to 448 live mappings on unmodified upstream QEMU 11.1 and on our
 fork, side by side, and maps on upstream until a map fails: the
 live-mapping limit.
 
-    bench/run.py [--quick] [--runs N] [--configs a,b,...] [--out DIR]
+--baseline-virtiofsd PATH (or BASELINE_VIRTIOFSD) runs another build of
+our daemon beside the current one: each chosen configuration of ours gets
+a twin NAME-baseline, the same but for the binary, and the report compares
+every row with it (bench/baseline.py).  With --rounds N each configuration
+boots N guests, the configurations alternating round by round, and each
+figure pools their runs; --workloads keeps only the rows named, and
+--guests-only leaves out the measurements without a guest.  Write such a
+partial run somewhere else than docs/benchmarks (--out).
+
+    bench/run.py [--quick] [--runs N] [--rounds N] [--configs a,b,...]
+                 [--workloads a,b,...] [--guests-only] [--out DIR]
+                 [--baseline-virtiofsd PATH [--baseline-commit REV]]
     bench/run.py --report results.json [--out DIR]
 """
 
@@ -34,6 +45,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import baseline
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
@@ -467,7 +480,9 @@ def setup_info(args, confs):
             if os.path.exists(os.path.join(BUILD, "qemu-source.txt")) else "",
         # "VERSION (PACKAGE)", then "release: NAME": one line here
         "kernel": ", ".join(ln.strip() for ln in open(
-            os.path.join(BUILD, "guest", "kernel.txt")) if ln.strip()),
+            os.path.join(os.environ.get("GUEST_DIR") or
+                         os.path.join(BUILD, "guest"), "kernel.txt"))
+            if ln.strip()),
         "accelerator": accel, "host_cpu": cpu, "host_kernel": platform.release(),
         "guest": f"2 vCPUs, {GUEST_MEM} memory-backend-memfd share=on, -machine pc",
         "host_dir": "tmpfs (/dev/shm)",
@@ -477,7 +492,8 @@ def setup_info(args, confs):
                     "an equal share each",
         "fio": f"bs=4k, runtime {args.runtime}s per run, libaio iodepth 16",
         "mode": "quick (make bench QUICK=1)" if args.quick else "full",
-        "runs": args.runs, "metadata_n": args.meta_n,
+        "runs": args.runs, "rounds": args.rounds,
+        "metadata_n": args.meta_n,
         "windows": {"big": WINDOW_BIG, "half": WINDOW_HALF},
         "daemons": {"rust": out([rust, "--version"]),
                     "ours": out([OURS, "--version"]) if os.path.exists(OURS) else "not built"},
@@ -561,8 +577,14 @@ def write_reports(out, setup, res, mu, errors, confs, ib=None, sh=None):
         md.append(f"- {k}: {setup.get(k, 'not recorded')}")
     md.append(f"- daemons: {setup['daemons']}")
     md.append(f"- windows: big {WINDOW_BIG}, half {WINDOW_HALF}")
+    if setup.get("baseline"):
+        b = setup["baseline"]
+        md.append(f"- baseline: {b['label']} ({b['binary']})")
+    rounds = setup.get("rounds", 1)
+    runs = f"{setup['runs']} runs" if rounds == 1 else \
+        f"{rounds} alternating rounds of {setup['runs']} run(s)"
     md += ["", "Figures: median MiB/s (fio) or operations/s (metadata) of "
-           f"{setup['runs']} runs, [min-max]. 0 means the configuration "
+           f"{runs}, [min-max]. 0 means the configuration "
            "cannot do it (e.g. mmap without a page cache).", ""]
     md.append("| workload | " + " | ".join(names) + " |")
     md.append("|---|" + "---|" * len(names))
@@ -588,6 +610,12 @@ def write_reports(out, setup, res, mu, errors, confs, ib=None, sh=None):
         md.append("")
     md += [f"- {'met' if ok else '**missed**'}: {a} ({fig})"
            for a, ok, fig in map_targets(mu)]
+    md += baseline.lines(
+        [(w, cur, res[cur].get(w), res[twin].get(w), False,
+          " ops/s" if w in METADATA else " MiB/s")
+         for cur, twin in baseline.pairs(names) for w in rows],
+        setup.get("configurations", {}))
+    md.append("")
     md += inode_report(ib)
     md += shmem_lines(sh)
     md += ["## Configurations", ""]
@@ -654,8 +682,8 @@ def rewrite_reports(path, out):
     # The JSON's keys are sorted; the tables read better in the order the
     # configurations are defined (upper bound, 9p, Rust, ours, DAX).
     ran = setup["configurations"]
-    order = [c for c in described if c in ran] + \
-        sorted(c for c in ran if c not in described)
+    order = baseline.order([c for c in described if c in ran] +
+                           sorted(c for c in ran if c not in described))
     confs = {c: described.get(c, ([], "", ran[c])) for c in order}
     write_reports(out, setup, res, mu, old.get("errors", []), confs,
                   old.get("inodes", {}), sh)
@@ -663,16 +691,65 @@ def rewrite_reports(path, out):
     return 0
 
 
+def host_benches(args):
+    """The measurements without a guest: (map+unmap, errors, inodes,
+    upstream comparison)."""
+    print("bench: cache window map+unmap (vhost-user-fs-test)", flush=True)
+    mu, errors = map_unmap_bench()
+    for n, v in sorted(mu.items()):
+        print(f"  {n} live: {v['pairs_per_s']:.0f} map+unmap pairs/s", flush=True)
+    print("bench: inodes by fd and by file handle (bench-inodes)", flush=True)
+    ib, e = inode_bench()
+    errors += e
+    for k, v in sorted(ib.items()):
+        print(f"  {k}: {v['median_ns']} ns [{v['min_ns']}-{v['max_ns']}]",
+              flush=True)
+    sh = {}
+    if args.shmem:
+        for fork in (False, True):
+            name = "fork" if fork else "upstream QEMU 11.1"
+            print(f"bench: cache window map+unmap through a started device, "
+                  f"{name} ({os.path.basename(SHMEM_TOOL)})", flush=True)
+            got, e = shmem_bench(fork)
+            errors += e
+            if got:
+                sh["fork" if fork else "upstream"] = got
+            for n, v in sorted(got.get("rows", {}).items()):
+                print(f"  {n} live: {v['pairs_per_s']:.0f} map+unmap pairs/s "
+                      f"(QEMU CPU {v['qemu_cpu_us']:.0f} us a pair)", flush=True)
+            for k in ("slow", "limit"):
+                if k in got:
+                    print(f"  {k}: {got[k]['live']} live: {got[k]['status']}: "
+                          f"{got[k]['text']}", flush=True)
+    return mu, errors, ib, sh
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
                     help="fewer configurations and workloads, short runs")
-    ap.add_argument("--runs", type=int)
+    ap.add_argument("--runs", type=int, help="runs of each workload in "
+                    "one guest")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="guests per configuration, the configurations "
+                         "alternating round by round; figures pool them")
     ap.add_argument("--runtime", type=int)
     ap.add_argument("--meta-n", type=int)
     ap.add_argument("--configs", help="comma-separated configuration names "
                     "(none: only the map+unmap figures)")
+    ap.add_argument("--workloads", help="comma-separated rows to run "
+                    "(e.g. randread-psync,create; default: all)")
+    ap.add_argument("--guests-only", action="store_true",
+                    help="leave out the measurements without a guest "
+                         "(map+unmap, inodes, upstream comparison)")
+    ap.add_argument("--baseline-virtiofsd", metavar="PATH",
+                    default=os.environ.get("BASELINE_VIRTIOFSD"),
+                    help="another build of our virtiofsd: run a NAME-baseline "
+                         "twin of each chosen configuration of ours with it")
+    ap.add_argument("--baseline-commit", metavar="REV",
+                    help="the commit that build is from, for the report "
+                         "(default: the HEAD of the git tree it lies in)")
     ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))
     ap.add_argument("--no-shmem", dest="shmem", action="store_false",
                     help="leave out the map+unmap comparison with upstream "
@@ -702,8 +779,25 @@ def main():
         if missing:
             print(f"bench: our virtiofsd is not built; these configurations will "
                   f"report 0: {', '.join(missing)}", file=sys.stderr)
+    base = None
+    if args.baseline_virtiofsd:
+        path = os.path.abspath(args.baseline_virtiofsd)
+        if not os.access(path, os.X_OK):
+            ap.error(f"--baseline-virtiofsd: {path} is not an executable")
+        commit = baseline.commit_of(path, args.baseline_commit)
+        base = {"binary": path, "commit": commit,
+                "label": baseline.label(path, commit)}
+        confs, chosen = baseline.add_variants(confs, chosen, path,
+                                              base["label"])
     confs = {c: confs[c] for c in chosen}
     wls = workloads(args.quick)
+    if args.workloads:
+        names = args.workloads.split(",")
+        known = [wl_name(w) for w in wls]
+        for n in names:
+            if n not in known:
+                ap.error(f"unknown workload {n}; known: {', '.join(known)}")
+        wls = [w for w in wls if wl_name(w) in names]
     per_wl = args.runs * (args.runtime + 2)
     args.config_timeout = 120 + len(wls) * args.runs * (args.runtime + 60)
 
@@ -715,7 +809,7 @@ def main():
         with open(os.path.join(shared, "bench", f"f{i}"), "wb") as f:
             for _ in range(FILE_SIZE // MiB):
                 f.write(block)
-    total = len(confs) * len(wls)
+    total = len(confs) * len(wls) * args.rounds
     done = [0]
     t0 = time.monotonic()
 
@@ -727,53 +821,39 @@ def main():
               f"(elapsed {el / 60:.1f} min, about {eta / 60:.1f} min left)",
               flush=True)
 
-    res, errors = {}, []
-    print("bench: cache window map+unmap (vhost-user-fs-test)", flush=True)
-    mu, errors = map_unmap_bench()
-    for n, v in sorted(mu.items()):
-        print(f"  {n} live: {v['pairs_per_s']:.0f} map+unmap pairs/s", flush=True)
-    print("bench: inodes by fd and by file handle (bench-inodes)", flush=True)
-    ib, e = inode_bench()
-    errors += e
-    for k, v in sorted(ib.items()):
-        print(f"  {k}: {v['median_ns']} ns [{v['min_ns']}-{v['max_ns']}]",
-              flush=True)
-    sh = {}
-    if args.shmem:
-        for fork in (False, True):
-            name = "fork" if fork else "upstream QEMU 11.1"
-            print(f"bench: cache window map+unmap through a started device, "
-                  f"{name} ({os.path.basename(SHMEM_TOOL)})", flush=True)
-            got, e = shmem_bench(fork)
-            errors += e
-            if got:
-                sh["fork" if fork else "upstream"] = got
-            for n, v in sorted(got.get("rows", {}).items()):
-                print(f"  {n} live: {v['pairs_per_s']:.0f} map+unmap pairs/s "
-                      f"(QEMU CPU {v['qemu_cpu_us']:.0f} us a pair)", flush=True)
-            for k in ("slow", "limit"):
-                if k in got:
-                    print(f"  {k}: {got[k]['live']} live: {got[k]['status']}: "
-                          f"{got[k]['text']}", flush=True)
+    res, errors, mu, ib, sh = {}, [], {}, {}, {}
+    if not args.guests_only:
+        mu, errors, ib, sh = host_benches(args)
     try:
         print(f"bench: {len(confs)} configurations x {len(wls)} workloads x "
-              f"{args.runs} runs (~{total * per_wl / 60:.0f} min of measurement)",
-              flush=True)
-        for name, conf in confs.items():
-            print(f"bench: configuration {name}: {conf[2]}", flush=True)
-            r, e = run_config(name, conf, wls, args, shared, progress)
-            res[name] = {w: summarize(v) for w, v in r.items()}
+              f"{args.runs} runs x {args.rounds} round(s) "
+              f"(~{total * per_wl / 60:.0f} min of measurement)", flush=True)
+        raw = {name: {} for name in confs}
+        for rnd in range(args.rounds):
+            for name, conf in confs.items():
+                print(f"bench: round {rnd + 1}: configuration {name}: "
+                      f"{conf[2]}", flush=True)
+                r, e = run_config(name, conf, wls, args, shared, progress)
+                for w, v in r.items():
+                    raw[name].setdefault(w, []).extend(v)
+                errors += [f"{name}: " + (f"round {rnd + 1}: "
+                                          if args.rounds > 1 else "") + x
+                           for x in e]
+                # Each configuration starts from the same files.
+                for d in os.listdir(shared):
+                    if d != "bench":
+                        shutil.rmtree(os.path.join(shared, d),
+                                      ignore_errors=True)
+        for name in confs:
+            res[name] = {w: summarize(v) for w, v in raw[name].items()}
             for w in wls:
                 if wl_name(w) not in res[name]:
                     res[name][wl_name(w)] = summarize([0.0])
-            errors += [f"{name}: {x}" for x in e]
-            # Each configuration starts from the same files.
-            for d in os.listdir(shared):
-                if d != "bench":
-                    shutil.rmtree(os.path.join(shared, d), ignore_errors=True)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     setup = setup_info(args, confs)
+    if base:
+        setup["baseline"] = base
     write_reports(args.out, setup, res, mu, errors, confs, ib, sh)
     print(f"bench: wrote {args.out}/results.{{json,md,png}}")
     for a, ok, fig in targets(res) + map_targets(mu):

@@ -11,6 +11,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import baseline  # noqa: E402
 import density  # noqa: E402
 import run  # noqa: E402
 import tree  # noqa: E402
@@ -253,6 +254,123 @@ class TreeTotal(unittest.TestCase):
         # A configuration that did not run at all has no verdict
         self.assertNotIn("window (ours-auto-dax-inode): the tree steps at "
                          "most 5% slower than without it", v)
+class Baseline(unittest.TestCase):
+    """bench/baseline.py: another build of ours beside the current one"""
+
+    def test_twins_only_for_ours(self):
+        confs = run.configurations()
+        got, order = baseline.add_variants(
+            confs, ["tmpfs", "rust-auto", "dax-auto-half"], "/b/virtiofsd",
+            "our virtiofsd at abc1234")
+        self.assertEqual(order, ["tmpfs", "rust-auto", "dax-auto-half",
+                                 "dax-auto-half-baseline"])
+        vm_args, mount, desc = got["dax-auto-half-baseline"]
+        self.assertEqual(vm_args, confs["dax-auto-half"][0] +
+                         ["--daemon-binary", "/b/virtiofsd"])
+        self.assertEqual(mount, confs["dax-auto-half"][1])
+        self.assertEqual(desc, "our virtiofsd at abc1234 cache=auto + DAX, "
+                               "512M window")
+        # tree.py's configurations are of the same form
+        got, order = baseline.add_variants(
+            tree.configurations(), ["ours-auto"], "/b/v", "our virtiofsd at x")
+        self.assertIn("--daemon-args=--stats",
+                      got["ours-auto-baseline"][0])
+        self.assertEqual(baseline.order(["b-baseline", "a", "b",
+                                         "a-baseline", "c"]),
+                         ["a", "a-baseline", "b", "b-baseline", "c"])
+
+    def test_verdicts(self):
+        v = baseline.verdict
+        # seconds: lower is better
+        self.assertEqual(v(fig(1, 2, 3), fig(2, 2, 2), True),
+                         ("no worse", "2.00 vs 2.00: 1.00x"))
+        self.assertEqual(v(fig(1.9, 2.2, 3), fig(1.5, 2, 2), True)[0],
+                         "within spread")
+        self.assertEqual(v(fig(2.1, 2.2, 3), fig(1.5, 2, 2), True),
+                         ("worse", "2.20 vs 2.00: 1.10x, 10% slower"))
+        # MiB/s: higher is better
+        self.assertEqual(v(fig(90, 100, 110), fig(100, 100, 100), False)[0],
+                         "no worse")
+        self.assertEqual(v(fig(80, 90, 100), fig(100, 100, 120), False)[0],
+                         "within spread")
+        self.assertEqual(v(fig(70, 75, 99), fig(100, 100, 120), False,
+                           " MiB/s"),
+                         ("worse", "75.00 vs 100.00 MiB/s: 0.75x, 25% less"))
+        # a step one side did not complete
+        self.assertEqual(v(fig(1), None, True)[0], "no worse")
+        self.assertEqual(v(None, fig(1), True)[0], "worse")
+        self.assertIsNone(v(None, None, True))
+
+    def test_run_report_and_rewrite(self):
+        confs = run.configurations()
+        confs, names = baseline.add_variants(
+            confs, ["tmpfs", "dax-auto-big", "dax-auto-half"], "/b/virtiofsd",
+            "our virtiofsd at abc1234")
+        res = {"tmpfs": {"randread-psync": fig(200, 200, 200)},
+               "dax-auto-half": {"create": fig(1)},
+               "dax-auto-half-baseline": {"create": fig(1)},
+               "dax-auto-big": {"randread-psync": fig(150, 160, 170),
+                                "create": fig(700, 710, 720)},
+               "dax-auto-big-baseline": {"randread-psync": fig(171, 180, 190),
+                                         "create": fig(650, 700, 710)}}
+        setup = {"date": "2026-01-01T00:00:00+00:00", "runs": 1, "rounds": 3,
+                 "daemons": {}, "baseline": {"binary": "/b/virtiofsd",
+                                             "commit": "abc1234",
+                                             "label": "our virtiofsd at "
+                                                      "abc1234"},
+                 "configurations": {c: confs[c][2] for c in names}}
+        with tempfile.TemporaryDirectory() as d1, \
+                tempfile.TemporaryDirectory() as d2:
+            run.write_reports(d1, setup, res, {}, [],
+                              {c: confs[c] for c in names})
+            with open(os.path.join(d1, "results.md")) as f:
+                md = f.read()
+            # the JSON's sorted keys come back in the twin's order
+            self.assertEqual(run.rewrite_reports(
+                os.path.join(d1, "results.json"), d2), 0)
+            with open(os.path.join(d2, "results.md")) as f:
+                again = f.read()
+        lines = md.splitlines()
+        self.assertIn("| workload | tmpfs | dax-auto-big | dax-auto-big-baseline"
+                      " | dax-auto-half | dax-auto-half-baseline |", lines)
+        self.assertIn("- baseline: our virtiofsd at abc1234 (/b/virtiofsd)",
+                      lines)
+        self.assertIn("3 alternating rounds of 1 run(s)", md)
+        self.assertIn("| randread-psync | dax-auto-big | 160.00 [150.00-170.00]"
+                      " | 180.00 [171.00-190.00] | worse: 160.00 vs 180.00 "
+                      "MiB/s: 0.89x, 11% less |", lines)
+        self.assertIn("| create | dax-auto-big | 710.00 [700.00-720.00] | "
+                      "700.00 [650.00-710.00] | no worse: 710.00 vs 700.00 "
+                      "ops/s: 1.01x |", lines)
+        self.assertEqual(md, again)
+
+    def test_tree_report(self):
+        confs, names = baseline.add_variants(
+            tree.configurations(), ["ours-auto"], "/b/v", "our virtiofsd at x")
+        steps = {s: fig(1.0) for s in tree.STEPS + ["total"]}
+        res = {"ours-auto": {"steps": dict(steps, **{
+                   "walk 50k cold": fig(3.0)}), "ops": {}},
+               "ours-auto-baseline": {"steps": dict(steps, **{
+                   "tar x": fig(0.5, 0.6, 0.7)}), "ops": {}}}
+        setup = {"date": "d", "tree": "t", "guest": "g", "host": "h",
+                 "rounds": 3, "configurations": {c: confs[c][2]
+                                                 for c in names},
+                 "baseline": {"binary": "/b/v", "commit": "x",
+                              "label": "our virtiofsd at x"}}
+        with tempfile.TemporaryDirectory() as d:
+            tree.write_reports(d, setup, res, [])
+            with open(os.path.join(d, "tree.md")) as f:
+                lines = f.read().splitlines()
+        self.assertIn("Baseline: our virtiofsd at x (/b/v).", lines)
+        self.assertIn("| tar x | ours-auto | 1.00 [1.00-1.00] | 0.60 "
+                      "[0.50-0.70] | worse: 1.00 vs 0.60 s: 1.67x, 67% "
+                      "slower |", lines)
+        self.assertIn("| walk 50k cold | ours-auto | 3.00 [3.00-3.00] | - | "
+                      "no worse: the baseline did not complete it |", lines)
+        self.assertIn("| find | ours-auto | 1.00 [1.00-1.00] | 1.00 "
+                      "[1.00-1.00] | no worse: 1.00 vs 1.00 s: 1.00x |", lines)
+
+
 class Loadgen(unittest.TestCase):
     """bench/loadgen.py's verdicts (issue 40's targets)"""
 

@@ -48,7 +48,14 @@ request: every figure can be read against its round trips.
 Results: docs/benchmarks/tree.json and tree.md, with the issue's targets
 (ratios against guest ext4 and the Rust virtiofsd) marked met or missed.
 
-    bench/tree.py [--rounds N] [--configs a,b,...] [--out DIR]
+--baseline-virtiofsd PATH (or BASELINE_VIRTIOFSD) runs another build of
+our daemon beside the current one: each chosen configuration of ours gets
+a twin NAME-baseline, the same but for the binary, in the same rounds,
+and the report compares every step with it (bench/baseline.py).  Write
+such a partial run somewhere else than docs/benchmarks (--out).
+
+    bench/tree.py [--rounds N] [--configs a,b,...] [--out DIR] [--tree-only]
+                  [--baseline-virtiofsd PATH [--baseline-commit REV]]
     bench/tree.py --report tree.json [--out DIR]
 """
 
@@ -62,6 +69,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+import baseline
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("BUILD", os.path.join(TOP, "build"))
@@ -431,9 +440,12 @@ def write_reports(out, setup, res, errors):
     lines = ["# Source tree steps, side by side", "",
              f"{setup['date']}; {setup['tree']}; {setup['guest']}; "
              f"{setup['rounds']} alternating rounds; seconds, median "
-             f"[min-max]; host: {setup['host']}.", "",
-             "| step | " + " | ".join(confs) + " |",
-             "|---|" + "---|" * len(confs)]
+             f"[min-max]; host: {setup['host']}.", ""]
+    if setup.get("baseline"):
+        b = setup["baseline"]
+        lines += [f"Baseline: {b['label']} ({b['binary']}).", ""]
+    lines += ["| step | " + " | ".join(confs) + " |",
+              "|---|" + "---|" * len(confs)]
     for step in STEPS + ["total"] + EXTRA_STEPS:
         row = [step]
         for c in confs:
@@ -458,6 +470,12 @@ def write_reports(out, setup, res, errors):
         lines += ["", "(in parentheses: the daemon's mean time per request, "
                   "from --stats; the rest of a round trip is the transport "
                   "and the guest)"]
+    lines += baseline.lines(
+        [(step, cur, res[cur]["steps"].get(step), res[twin]["steps"].get(step),
+          True, " s")
+         for cur, twin in baseline.pairs(confs)
+         for step in STEPS + ["total"] + EXTRA_STEPS],
+        setup.get("configurations", {}))
     lines += ["", "Targets (issue 31):", ""]
     for what, ok, fig in targets(res):
         lines.append(f"- {'met' if ok else 'MISSED'}: {what} ({fig})")
@@ -479,6 +497,16 @@ def main():
     ap.add_argument("--report", metavar="JSON",
                     help="measure nothing: write tree.md again from the "
                          "figures of an earlier run's tree.json")
+    ap.add_argument("--baseline-virtiofsd", metavar="PATH",
+                    default=os.environ.get("BASELINE_VIRTIOFSD"),
+                    help="another build of our virtiofsd: run a NAME-baseline "
+                         "twin of each chosen configuration of ours with it")
+    ap.add_argument("--baseline-commit", metavar="REV",
+                    help="the commit that build is from, for the report "
+                         "(default: the HEAD of the git tree it lies in)")
+    ap.add_argument("--tree-only", action="store_true",
+                    help="only the tree's guest: no create, smallread, "
+                         "build-like or walk steps")
     args = ap.parse_args()
     if args.report:
         with open(args.report) as f:
@@ -490,6 +518,16 @@ def main():
     for c in chosen:
         if c not in confs:
             ap.error(f"unknown configuration {c}; known: {', '.join(confs)}")
+    base = None
+    if args.baseline_virtiofsd:
+        path = os.path.abspath(args.baseline_virtiofsd)
+        if not os.access(path, os.X_OK):
+            ap.error(f"--baseline-virtiofsd: {path} is not an executable")
+        commit = baseline.commit_of(path, args.baseline_commit)
+        base = {"binary": path, "commit": commit,
+                "label": baseline.label(path, commit)}
+        confs, chosen = baseline.add_variants(confs, chosen, path,
+                                              base["label"])
     work = tempfile.mkdtemp(prefix="vfsdax-tree-", dir="/dev/shm")
     res = {c: {"steps": {}, "ops": {}} for c in chosen}
     raw = {c: {} for c in chosen}
@@ -509,9 +547,12 @@ def main():
                       flush=True)
                 steps, ent, ops, e = run_one(c, confs[c], "tree", tar,
                                              walk, work, args.timeout)
-                more, _, _, e2 = run_one(c, confs[c], "extra", tar, walk,
-                                         work, args.timeout)
-                e += e2
+                if not args.tree_only:
+                    more, _, _, e2 = run_one(c, confs[c], "extra", tar, walk,
+                                             work, args.timeout)
+                    e += e2
+                else:
+                    more = {}
                 errors += e
                 entries = entries or ent
                 why = add_total(steps)
@@ -545,7 +586,10 @@ def main():
         "guest": f"2 vCPUs, {GUEST_MEM}, TCG unless KVM boots (vm.py)",
         "host": f"{os.cpu_count()} CPUs, shares and ext4 image on /dev/shm",
         "rounds": args.rounds,
+        "configurations": {c: confs[c][2] for c in chosen},
     }
+    if base:
+        setup["baseline"] = base
     write_reports(args.out, setup, res, errors)
     print(f"bench: wrote {args.out}/tree.{{json,md}}")
     for what, ok, fig in targets(res):
