@@ -148,6 +148,18 @@ typedef struct VfsdHandle {
      */
     gint64 list_start;
     double list_min;
+    /*
+     * fs-dir.c's, under lock: the entries the last getdents64() read
+     * that no reply took yet (@dents from @dents_pos to @dents_len), and
+     * the offset the next of them, or the fd's position once they are
+     * all taken, stands at (@dir_next, when @dir_known): a READDIR that
+     * goes on from there reads neither the fd's position nor entries
+     * again.
+     */
+    char *dents;
+    uint32_t dents_pos, dents_len;
+    uint64_t dir_next;
+    bool dir_known;
 } VfsdHandle;
 
 /*
@@ -232,6 +244,7 @@ struct VfsdFs {
     VfsdBroker *broker;
     gint handles_made;          /* inodes held by handle */
     gint handles_opened;        /* opened through the broker */
+    gint dir_seeks;             /* READDIR's seeks of a directory */
 
     VfsdDax *dax;               /* NULL without a DAX window */
     VfsdStats *stats;           /* NULL without --stats */

@@ -393,6 +393,7 @@ void vfsd_handle_put(VfsdHandle *h)
     vfsd_fd_close(h->fs, h->fd);
     vfsd_inode_unref(h->inode);
     g_mutex_clear(&h->lock);
+    g_free(h->dents);
     g_free(h);
 }
 

@@ -747,6 +747,157 @@ static void test_readdir(TestFs *t, gconstpointer data)
     g_hash_table_destroy(seen);
 }
 
+/* One entry of a READDIRPLUS reply, as the tests below keep it */
+typedef struct Listed {
+    char name[NAME_MAX + 1];
+    uint64_t nodeid;
+    uint64_t ino;               /* the attributes' */
+    uint64_t size;
+    uint64_t next;              /* its offset: where the next one starts */
+} Listed;
+
+static uint64_t opendir_req(TestFs *t, uint64_t dir)
+{
+    struct fuse_open_out o;
+    TestReq *r = test_req_new(FUSE_OPENDIR, dir);
+
+    test_req_add(r, &(struct fuse_open_in){ 0 }, sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, &o, sizeof(o), NULL), ==, 0);
+    return o.fh;
+}
+
+static void releasedir_req(TestFs *t, uint64_t dir, uint64_t fh)
+{
+    TestReq *r = test_req_new(FUSE_RELEASEDIR, dir);
+
+    test_req_add(r, &(struct fuse_release_in){ .fh = fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
+/* One READDIRPLUS of 4 KiB from @offset, its entries but "." and ".." */
+static GArray *readdirplus_req(TestFs *t, uint64_t dir, uint64_t fh,
+                               uint64_t offset)
+{
+    struct fuse_read_in in = { .fh = fh, .offset = offset, .size = 4096 };
+    g_autofree uint8_t *buf = g_malloc(4096);
+    GArray *out = g_array_new(false, true, sizeof(Listed));
+    size_t len, pos;
+    TestReq *r = test_req_new(FUSE_READDIRPLUS, dir);
+
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096 + 16, buf, 4096, &len), ==, 0);
+    for (pos = 0; pos < len;) {
+        struct fuse_direntplus *dp = (void *)(buf + pos);
+        Listed l = {
+            .nodeid = dp->entry_out.nodeid,
+            .ino = dp->entry_out.attr.ino,
+            .size = dp->entry_out.attr.size,
+            .next = dp->dirent.off,
+        };
+
+        pos += FUSE_DIRENTPLUS_SIZE(dp);
+        g_assert_cmpuint(pos, <=, len);
+        memcpy(l.name, dp->dirent.name, dp->dirent.namelen);
+        if (strcmp(l.name, ".") && strcmp(l.name, "..")) {
+            g_array_append_val(out, l);
+        } else {
+            /* Still the offset the next request starts from */
+            l.name[0] = '\0';
+            g_array_append_val(out, l);
+        }
+    }
+    return out;
+}
+
+/* A directory of @n empty files made on the host, looked up */
+static uint64_t host_dir(TestFs *t, const char *dir, unsigned int n)
+{
+    char name[64];
+    unsigned int i;
+
+    g_assert_cmpint(mkdirat(t->dir_fd, dir, 0755), ==, 0);
+    for (i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "%s/entry-%04u", dir, i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0644, 0), ==, 0);
+    }
+    return test_lookup(t, FUSE_ROOT_ID, dir, NULL);
+}
+
+/*
+ * A READDIR that goes on where the last one stopped reads on from the
+ * entries that one read ahead: one seek per listing, not one per
+ * request.  Any other offset seeks, and gets what it would have; an
+ * entry read ahead and removed before a reply takes it comes without a
+ * lookup.
+ */
+static void test_readdir_read_ahead(TestFs *t, gconstpointer data)
+{
+    uint64_t dir = host_dir(t, "ra", 300), fh, off = 0, again;
+    g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func(
+        (GDestroyNotify)g_array_unref);
+    GArray *part, *p2;
+    unsigned int i, seen = 0;
+    int seeks;
+    g_autofree char *path = NULL;
+
+    fh = opendir_req(t, dir);
+    seeks = g_atomic_int_get(&t->fs.dir_seeks);
+    do {
+        part = readdirplus_req(t, dir, fh, off);
+        g_ptr_array_add(parts, part);
+        for (i = 0; i < part->len; i++) {
+            off = g_array_index(part, Listed, i).next;
+            seen += !!g_array_index(part, Listed, i).name[0];
+        }
+    } while (part->len);
+    g_assert_cmpuint(seen, ==, 300);
+    /*
+     * Twelve requests or so, two seeks: to offset 0, and for the last,
+     * empty, request: the end may leave the fd anywhere
+     */
+    g_assert_cmpuint(parts->len, >, 8);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.dir_seeks) - seeks, ==, 2);
+
+    /* Back to where the second reply began: the same entries again */
+    part = g_ptr_array_index(parts, 0);
+    again = g_array_index(part, Listed, part->len - 1).next;
+    p2 = readdirplus_req(t, dir, fh, again);
+    part = g_ptr_array_index(parts, 1);
+    g_assert_cmpuint(p2->len, ==, part->len);
+    for (i = 0; i < p2->len; i++) {
+        g_assert_cmpstr(g_array_index(p2, Listed, i).name, ==,
+                        g_array_index(part, Listed, i).name);
+        g_assert_cmpuint(g_array_index(p2, Listed, i).nodeid, ==,
+                         g_array_index(part, Listed, i).nodeid);
+    }
+    g_assert_cmpint(g_atomic_int_get(&t->fs.dir_seeks) - seeks, ==, 3);
+
+    /*
+     * The third reply's entries are read ahead now; its first one goes
+     * on the host before the request: listed, if at all, without lookup
+     */
+    part = g_ptr_array_index(parts, 2);
+    path = g_strdup_printf("ra/%s", g_array_index(part, Listed, 0).name);
+    g_assert_cmpint(unlinkat(t->dir_fd, path, 0), ==, 0);
+    off = g_array_index(p2, Listed, p2->len - 1).next;
+    g_array_unref(p2);
+    p2 = readdirplus_req(t, dir, fh, off);
+    g_assert_cmpuint(p2->len, >, 0);
+    for (i = 0; i < p2->len; i++) {
+        Listed *l = &g_array_index(p2, Listed, i);
+
+        if (!strcmp(l->name, g_array_index(part, Listed, 0).name)) {
+            g_assert_cmpuint(l->nodeid, ==, 0);
+        } else {
+            g_assert_cmpuint(l->nodeid, !=, 0);
+        }
+    }
+    g_assert_cmpint(g_atomic_int_get(&t->fs.dir_seeks) - seeks, ==, 3);
+    g_array_unref(p2);
+    releasedir_req(t, dir, fh);
+}
+
 static void test_statfs_access_syncfs(TestFs *t, gconstpointer data)
 {
     struct fuse_statfs_out st;
@@ -3582,6 +3733,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/ops/killpriv-v2/no-setgid",
                     test_killpriv_no_setgid);
     ADD("readdir", test_readdir);
+    ADD("readdir/read-ahead", test_readdir_read_ahead);
     ADD("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD("xattr", test_xattr);
     ADD("xattr-symlink", test_xattr_symlink);
@@ -3607,6 +3759,7 @@ int main(int argc, char **argv)
     ADD_FH("attrs", test_attrs);
     ADD_FH("killpriv-v2", test_killpriv);
     ADD_FH("readdir", test_readdir);
+    ADD_FH("readdir/read-ahead", test_readdir_read_ahead);
     ADD_FH("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD_FH("xattr", test_xattr);
     ADD_FH("xattr-symlink", test_xattr_symlink);
