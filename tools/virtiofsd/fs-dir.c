@@ -127,7 +127,8 @@ static bool add_entry(VfsdFs *fs, VfsdHandle *h, const VfsdDirSink *sink,
     }
     if (plus && strcmp(d->d_name, ".") && strcmp(d->d_name, "..")) {
         /* A failure (e.g. a racing unlink) gives the entry no lookup */
-        looked_up = vfsd_entry_lookup(fs, dir, d->d_name, &e) == 0;
+        looked_up = vfsd_entry_lookup_listed(fs, dir, d->d_name, d->d_ino,
+                                             &e) == 0;
         if (looked_up && h->list_start) {
             /*
              * Not its attribute timeout: a setuid file's is 0 (see

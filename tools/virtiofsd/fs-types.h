@@ -244,7 +244,12 @@ struct VfsdFs {
     VfsdBroker *broker;
     gint handles_made;          /* inodes held by handle */
     gint handles_opened;        /* opened through the broker */
-    gint dir_seeks;             /* READDIR's seeks of a directory */
+    /*
+     * READDIR's seeks of a directory (fs-dir.c), and READDIRPLUS entries
+     * of inodes known already, confirmed without opening them (fs.c)
+     */
+    gint dir_seeks;
+    gint listed_known;
 
     VfsdDax *dax;               /* NULL without a DAX window */
     VfsdStats *stats;           /* NULL without --stats */

@@ -296,6 +296,21 @@ int vfsd_entry_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
     return vfsd_entry_from_fd(fs, parent, fd, e);
 }
 
+/* The entry of @inode, a lookup in @parent, whose attributes are @stx */
+static void entry_fill(VfsdFs *fs, VfsdInode *parent, VfsdInode *inode,
+                       const struct statx *stx, VfsdEntry *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->nodeid = inode->nodeid;
+    attr_from_statx(fs, inode, stx, &e->attr);
+    /* The guest may touch what the size it learns covers */
+    vfsd_dax_size_seen(fs, inode, stx->stx_size);
+    e->attr.submount = fs->opts->announce_submounts &&
+                       inode->mnt_id != parent->mnt_id;
+    e->attr_timeout = vfsd_fs_attr_timeout(fs, &e->attr);
+    e->entry_timeout = vfsd_fs_entry_timeout(fs, parent, &e->attr.ctime);
+}
+
 int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
 {
     g_autoptr(VfsdInode) inode = NULL;
@@ -311,16 +326,35 @@ int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
     if (!inode) {
         return -errno;
     }
+    entry_fill(fs, parent, inode, &stx, e);
+    return 0;
+}
 
-    memset(e, 0, sizeof(*e));
-    e->nodeid = inode->nodeid;
-    attr_from_statx(fs, inode, &stx, &e->attr);
-    /* The guest may touch what the size it learns covers */
-    vfsd_dax_size_seen(fs, inode, stx.stx_size);
-    e->attr.submount = fs->opts->announce_submounts &&
-                       inode->mnt_id != parent->mnt_id;
-    e->attr_timeout = vfsd_fs_attr_timeout(fs, &e->attr);
-    e->entry_timeout = vfsd_fs_entry_timeout(fs, parent, &e->attr.ctime);
+/*
+ * A directory entry's name and number come from the listing: an inode
+ * the guest knows already by that number is confirmed by one statx() of
+ * the name (AT_NO_AUTOMOUNT: as an O_PATH open does not trigger one),
+ * where a lookup opens the name, reads it and closes the fd again.
+ * Whatever that does not settle goes the lookup's way.
+ */
+int vfsd_entry_lookup_listed(VfsdFs *fs, VfsdInode *parent, const char *name,
+                             ino_t ino, VfsdEntry *e)
+{
+    g_autoptr(VfsdInode) inode = NULL;
+    struct statx stx;
+    uint64_t nodeid;
+
+    nodeid = vfsd_inode_find(fs, parent->dev, ino, parent->mnt_id);
+    if (nodeid &&
+        statx(parent->fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+              STATX_BASIC_STATS | STATX_MNT_ID, &stx) == 0) {
+        inode = vfsd_inode_intern_known(fs, nodeid, &stx);
+    }
+    if (!inode) {
+        return vfsd_entry_lookup(fs, parent, name, e);
+    }
+    g_atomic_int_inc(&fs->listed_known);
+    entry_fill(fs, parent, inode, &stx, e);
     return 0;
 }
 

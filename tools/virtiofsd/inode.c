@@ -548,6 +548,75 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     return inode;
 }
 
+uint64_t vfsd_inode_find(VfsdFs *fs, dev_t dev, ino_t ino, uint64_t mnt_id)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode key = { .dev = dev, .ino = ino, .mnt_id = mnt_id }, *inode;
+    uint64_t nodeid;
+
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_key, &key);
+    nodeid = inode && !inode->lost ? inode->nodeid : 0;
+    g_mutex_unlock(&st->lock);
+    return nodeid;
+}
+
+/*
+ * The file the caller read by name had the inode's key at that moment.
+ * Two live files never share a key, and the inode's file has lived
+ * since the inode was made (before the caller's look: @nodeid was found
+ * first) for as long as something keeps it open: its own fd, or an fd
+ * opened again from its handle, which only a live file gives.  So an
+ * inode held open now is that file.  One held by handle alone may be a
+ * deleted file whose number went to the new one: only
+ * vfsd_inode_intern() and its handles tell.
+ */
+VfsdInode *vfsd_inode_intern_known(VfsdFs *fs, uint64_t nodeid,
+                                   const struct statx *stx)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode key, *inode;
+    bool was_idle = false;
+
+    key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
+    key.ino = stx->stx_ino;
+    key.mnt_id = stx->stx_mnt_id;
+
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_key, &key);
+    if (!inode || inode->nodeid != nodeid || inode->lost) {
+        g_mutex_unlock(&st->lock);
+        return NULL;
+    }
+    if (inode->handle) {
+        /* A user, as vfsd_inode_get() makes one, but only of an open fd */
+        g_mutex_lock(&inode->fd_lock);
+        if (inode->fd < 0 ||
+            (inode->fd_users == 0 && !vfsd_fd_reserve(fs))) {
+            g_mutex_unlock(&inode->fd_lock);
+            g_mutex_unlock(&st->lock);
+            return NULL;
+        }
+        if (inode->fd_users++ == 0) {
+            g_mutex_lock(&st->idle_lock);
+            if (inode->idle) {
+                g_queue_unlink(&st->idle, &inode->idle_link);
+                inode->idle = false;
+                was_idle = true;
+            }
+            g_mutex_unlock(&st->idle_lock);
+        }
+        g_mutex_unlock(&inode->fd_lock);
+    }
+    inode->nlookup++;
+    /* The list's reference becomes ours */
+    if (!was_idle) {
+        g_atomic_int_inc(&inode->refcount);
+    }
+    g_mutex_unlock(&st->lock);
+    return inode;
+}
+
 int vfsd_statx(int fd, struct statx *stx)
 {
     if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,

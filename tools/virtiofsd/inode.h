@@ -33,6 +33,17 @@ void vfsd_inode_unref(VfsdInode *inode);
  * held (no file handle with --inode-file-handles=mandatory).
  */
 VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx);
+/*
+ * Without an fd: the nodeid of the inode the guest knows as (@dev, @ino,
+ * @mnt_id), 0 if none.  Then, once the caller has read @stx by name, the
+ * inode @nodeid with one more lookup and a reference for the caller, if
+ * @stx is its file for certain: its key still, and held open since
+ * before the caller's look at the name (vfsd_inode_find() came first).
+ * NULL otherwise: vfsd_inode_intern() tells.
+ */
+uint64_t vfsd_inode_find(VfsdFs *fs, dev_t dev, ino_t ino, uint64_t mnt_id);
+VfsdInode *vfsd_inode_intern_known(VfsdFs *fs, uint64_t nodeid,
+                                   const struct statx *stx);
 void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner);
 /*
  * The fd that carries @owner's POSIX locks on @inode, opened (read-write,

@@ -810,6 +810,35 @@ static GArray *readdirplus_req(TestFs *t, uint64_t dir, uint64_t fh,
     return out;
 }
 
+/* The whole listing of @dir, opened for it: name -> Listed */
+static GHashTable *list_dir_plus(TestFs *t, uint64_t dir)
+{
+    GHashTable *all = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
+                                            g_free);
+    uint64_t fh = opendir_req(t, dir), off = 0;
+    unsigned int i;
+
+    for (;;) {
+        g_autoptr(GArray) part = readdirplus_req(t, dir, fh, off);
+
+        if (!part->len) {
+            break;
+        }
+        for (i = 0; i < part->len; i++) {
+            Listed *l = &g_array_index(part, Listed, i);
+
+            off = l->next;
+            if (l->name[0]) {
+                g_assert_false(g_hash_table_contains(all, l->name));
+                l = g_memdup2(l, sizeof(*l));
+                g_hash_table_insert(all, l->name, l);
+            }
+        }
+    }
+    releasedir_req(t, dir, fh);
+    return all;
+}
+
 /* A directory of @n empty files made on the host, looked up */
 static uint64_t host_dir(TestFs *t, const char *dir, unsigned int n)
 {
@@ -896,6 +925,101 @@ static void test_readdir_read_ahead(TestFs *t, gconstpointer data)
     g_assert_cmpint(g_atomic_int_get(&t->fs.dir_seeks) - seeks, ==, 3);
     g_array_unref(p2);
     releasedir_req(t, dir, fh);
+}
+
+/*
+ * READDIRPLUS of inodes the guest knows already confirms each by a stat
+ * of its name: the same nodeid, the host's attributes now, one more
+ * lookup to forget.  A name the host gave to another file meanwhile is
+ * that file's, and an inode held by its handle alone (no fd keeps its
+ * number from going to another file) is not confirmed that way.
+ */
+static void test_readdirplus_known(TestFs *t, gconstpointer data)
+{
+    uint64_t dir = host_dir(t, "kn", 40), old7;
+    g_autoptr(GHashTable) first = NULL, second = NULL;
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    struct stat st;
+    GHashTableIter it;
+    Listed *l, *m;
+    int known, fd;
+    TestReq *r;
+
+    /* By handle: idle fds keep the inodes open between requests */
+    t->fs.inodes.idle_max = 100;
+    known = g_atomic_int_get(&t->fs.listed_known);
+    first = list_dir_plus(t, dir);
+    g_assert_cmpuint(g_hash_table_size(first), ==, 40);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.listed_known), ==, known);
+
+    /* Changes on the host: a size, and a name given to a new file */
+    fd = openat(t->dir_fd, "kn/entry-0003", O_WRONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, 1234), ==, 0);
+    close(fd);
+    g_assert_cmpint(mknodat(t->dir_fd, "kn/new", S_IFREG | 0644, 0), ==, 0);
+    g_assert_cmpint(renameat(t->dir_fd, "kn/new", t->dir_fd,
+                             "kn/entry-0007"), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "kn/entry-0007", &st, 0), ==, 0);
+
+    second = list_dir_plus(t, dir);
+    g_assert_cmpuint(g_hash_table_size(second), ==, 40);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.listed_known) - known, ==, 39);
+    g_hash_table_iter_init(&it, second);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&l)) {
+        m = g_hash_table_lookup(first, l->name);
+        g_assert_nonnull(m);
+        if (!strcmp(l->name, "entry-0007")) {
+            g_assert_cmpuint(l->nodeid, !=, m->nodeid);
+            g_assert_cmpuint(l->ino, ==, st.st_ino);
+        } else {
+            g_assert_cmpuint(l->nodeid, ==, m->nodeid);
+            g_assert_cmpuint(l->size, ==,
+                             strcmp(l->name, "entry-0003") ? 0 : 1234);
+        }
+    }
+
+    /* Two lookups of entry-0005 now: the second FORGET drops it */
+    l = g_hash_table_lookup(second, "entry-0005");
+    r = test_req_new(FUSE_FORGET, l->nodeid);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_GETATTR, l->nodeid);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_FORGET, l->nodeid);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_GETATTR, l->nodeid);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+
+    if (!data) {
+        return;
+    }
+    /*
+     * By handle, with no idle fds: nothing holds the inodes open between
+     * requests, so no listing confirms them by number; the handles do,
+     * and the guest gets the same nodeids all the same.
+     */
+    old7 = ((Listed *)g_hash_table_lookup(second, "entry-0007"))->nodeid;
+    g_hash_table_destroy(g_steal_pointer(&first));
+    t->fs.inodes.idle_max = 0;
+    dir = host_dir(t, "kh", 20);
+    first = list_dir_plus(t, dir);
+    known = g_atomic_int_get(&t->fs.listed_known);
+    g_hash_table_destroy(g_steal_pointer(&second));
+    second = list_dir_plus(t, dir);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.listed_known), ==, known);
+    g_hash_table_iter_init(&it, second);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&l)) {
+        m = g_hash_table_lookup(first, l->name);
+        g_assert_nonnull(m);
+        g_assert_cmpuint(l->nodeid, ==, m->nodeid);
+        g_assert_cmpuint(l->nodeid, !=, old7);
+    }
 }
 
 static void test_statfs_access_syncfs(TestFs *t, gconstpointer data)
@@ -3734,6 +3858,7 @@ int main(int argc, char **argv)
                     test_killpriv_no_setgid);
     ADD("readdir", test_readdir);
     ADD("readdir/read-ahead", test_readdir_read_ahead);
+    ADD("readdirplus/known-inodes", test_readdirplus_known);
     ADD("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD("xattr", test_xattr);
     ADD("xattr-symlink", test_xattr_symlink);
@@ -3760,6 +3885,7 @@ int main(int argc, char **argv)
     ADD_FH("killpriv-v2", test_killpriv);
     ADD_FH("readdir", test_readdir);
     ADD_FH("readdir/read-ahead", test_readdir_read_ahead);
+    ADD_FH("readdirplus/known-inodes", test_readdirplus_known);
     ADD_FH("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD_FH("xattr", test_xattr);
     ADD_FH("xattr-symlink", test_xattr_symlink);
