@@ -69,10 +69,13 @@ typedef struct VfsdInode {
     uint64_t nodeid;
     int fd;                     /* -1 while a handle inode has no fd */
     /*
-     * NULL: held by @fd for its lifetime.  Else the inode's handle, to
-     * tell it from a later file with its number, and the number the
-     * broker opens it by (broker.c): this process cannot open handles.
+     * false: held by @fd for its lifetime.  Else by its file handle:
+     * @handle, to tell it from a later file with its number (made when
+     * the fd first goes: until then nothing can take the number), and
+     * the number the broker opens it by (broker.c): this process cannot
+     * open handles.
      */
+    bool by_handle;
     struct file_handle *handle;
     uint64_t broker_id;
     GMutex fd_lock;
@@ -129,6 +132,8 @@ typedef struct VfsdInodeStore {
     GMutex idle_lock;
     GQueue idle;
     unsigned int idle_max;
+    /* mount id -> whether it has file handles (inode.c), under lock */
+    GHashTable *mount_handles;
 } VfsdInodeStore;
 
 /* An open file or directory: the guest's fh */

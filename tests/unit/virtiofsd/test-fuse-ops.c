@@ -1022,6 +1022,49 @@ static void test_readdirplus_known(TestFs *t, gconstpointer data)
     }
 }
 
+/*
+ * Inodes held by handle make their handle only when their fd goes:
+ * none for one whose fd the idle list keeps, one once the list lets it
+ * go (and the inode then opens through the broker as before).
+ */
+static void test_handles_lazy(TestFs *t, gconstpointer data)
+{
+    struct fuse_attr_out out;
+    uint64_t ino[6];
+    char name[16];
+    int opened, i;
+    VfsdInode *inode;
+    TestReq *r;
+
+    t->fs.inodes.idle_max = 3;
+    for (i = 0; i < 6; i++) {
+        snprintf(name, sizeof(name), "z%d", i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0600, 0), ==, 0);
+        ino[i] = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    }
+    /* The last three keep their fds, idle, and have no handle yet */
+    for (i = 0; i < 6; i++) {
+        inode = g_hash_table_lookup(t->fs.inodes.by_nodeid, &ino[i]);
+        g_assert_nonnull(inode);
+        g_assert_true(inode->by_handle);
+        if (i < 3) {
+            g_assert_cmpint(inode->fd, <, 0);
+            g_assert_nonnull(inode->handle);
+            g_assert_cmpuint(inode->broker_id, !=, 0);
+        } else {
+            g_assert_cmpint(inode->fd, >=, 0);
+            g_assert_null(inode->handle);
+        }
+    }
+    opened = g_atomic_int_get(&t->fs.handles_opened);
+    r = test_req_new(FUSE_GETATTR, ino[1]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.handles_opened), ==, opened + 1);
+    g_assert_cmpuint(test_lookup(t, FUSE_ROOT_ID, "z1", NULL), ==, ino[1]);
+}
+
 static void test_statfs_access_syncfs(TestFs *t, gconstpointer data)
 {
     struct fuse_statfs_out st;
@@ -3886,6 +3929,7 @@ int main(int argc, char **argv)
     ADD_FH("readdir", test_readdir);
     ADD_FH("readdir/read-ahead", test_readdir_read_ahead);
     ADD_FH("readdirplus/known-inodes", test_readdirplus_known);
+    ADD_FH("lazy-handles", test_handles_lazy);
     ADD_FH("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD_FH("xattr", test_xattr);
     ADD_FH("xattr-symlink", test_xattr_symlink);
