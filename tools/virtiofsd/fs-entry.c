@@ -36,7 +36,7 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;
     }
-    ret = vfsd_entry_lookup(fs, dir, name, e);
+    ret = vfsd_entry_lookup_name(fs, dir, name, e);
     if (ret == -ENOENT) {
         double t = vfsd_fs_entry_timeout(fs, dir, NULL);
 

@@ -115,7 +115,17 @@ typedef struct VfsdInode {
      * directory stay valid in the guest
      */
     gint64 listed_until;
+    /*
+     * fs.c's, atomic: how much the names looked up in this directory
+     * lately led to inodes the guest knew already, from 0 to
+     * VFSD_LOOKUPS_KNOWN_MAX; from VFSD_LOOKUPS_KNOWN_MIN, a LOOKUP tries
+     * the stat of the name first (vfsd_entry_lookup_name())
+     */
+    gint lookups_known;
 } VfsdInode;
+
+#define VFSD_LOOKUPS_KNOWN_MIN 2
+#define VFSD_LOOKUPS_KNOWN_MAX 4
 
 typedef struct VfsdInodeStore {
     GMutex lock;
@@ -255,6 +265,7 @@ struct VfsdFs {
      */
     gint dir_seeks;
     gint listed_known;
+    gint looked_up_known;       /* LOOKUPs answered that way too (fs.c) */
 
     VfsdDax *dax;               /* NULL without a DAX window */
     VfsdStats *stats;           /* NULL without --stats */

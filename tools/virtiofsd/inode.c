@@ -620,30 +620,41 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     return inode;
 }
 
+uint64_t vfsd_inodes_epoch(VfsdFs *fs)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    uint64_t epoch;
+
+    g_mutex_lock(&st->lock);
+    epoch = st->next_nodeid;
+    g_mutex_unlock(&st->lock);
+    return epoch;
+}
+
 uint64_t vfsd_inode_find(VfsdFs *fs, dev_t dev, ino_t ino, uint64_t mnt_id)
 {
     VfsdInodeStore *st = &fs->inodes;
     VfsdInode key = { .dev = dev, .ino = ino, .mnt_id = mnt_id }, *inode;
-    uint64_t nodeid;
+    uint64_t epoch;
 
     g_mutex_lock(&st->lock);
     inode = g_hash_table_lookup(st->by_key, &key);
-    nodeid = inode && !inode->lost ? inode->nodeid : 0;
+    epoch = inode && !inode->lost ? st->next_nodeid : 0;
     g_mutex_unlock(&st->lock);
-    return nodeid;
+    return epoch;
 }
 
 /*
  * The file the caller read by name had the inode's key at that moment.
  * Two live files never share a key, and the inode's file has lived
- * since the inode was made (before the caller's look: @nodeid was found
- * first) for as long as something keeps it open: its own fd, or an fd
- * opened again from its handle, which only a live file gives.  So an
- * inode held open now is that file.  One held by handle alone may be a
+ * since the inode was made (before the caller's look: before @epoch)
+ * for as long as something keeps it open: its own fd, or an fd opened
+ * again from its handle, which only a live file gives.  So an inode
+ * held open now is that file.  One held by handle alone may be a
  * deleted file whose number went to the new one: only
  * vfsd_inode_intern() and its handles tell.
  */
-VfsdInode *vfsd_inode_intern_known(VfsdFs *fs, uint64_t nodeid,
+VfsdInode *vfsd_inode_intern_known(VfsdFs *fs, uint64_t epoch,
                                    const struct statx *stx)
 {
     VfsdInodeStore *st = &fs->inodes;
@@ -656,7 +667,7 @@ VfsdInode *vfsd_inode_intern_known(VfsdFs *fs, uint64_t nodeid,
 
     g_mutex_lock(&st->lock);
     inode = g_hash_table_lookup(st->by_key, &key);
-    if (!inode || inode->nodeid != nodeid || inode->lost) {
+    if (!inode || inode->nodeid >= epoch || inode->lost) {
         g_mutex_unlock(&st->lock);
         return NULL;
     }

@@ -839,6 +839,18 @@ static GHashTable *list_dir_plus(TestFs *t, uint64_t dir)
     return all;
 }
 
+static int truncate_at(TestFs *t, const char *name, off_t size)
+{
+    int fd = openat(t->dir_fd, name, O_WRONLY | O_CLOEXEC), ret;
+
+    if (fd < 0) {
+        return -errno;
+    }
+    ret = ftruncate(fd, size) < 0 ? -errno : 0;
+    close(fd);
+    return ret;
+}
+
 /* A directory of @n empty files made on the host, looked up */
 static uint64_t host_dir(TestFs *t, const char *dir, unsigned int n)
 {
@@ -1019,6 +1031,68 @@ static void test_readdirplus_known(TestFs *t, gconstpointer data)
         g_assert_nonnull(m);
         g_assert_cmpuint(l->nodeid, ==, m->nodeid);
         g_assert_cmpuint(l->nodeid, !=, old7);
+    }
+}
+
+/*
+ * LOOKUP in a directory whose names keep leading to inodes the guest
+ * knows (a guest revalidating) stats the name first and answers from
+ * that: the same nodeid, a lookup more to forget, ENOENT for a missing
+ * name; a name the host gave to a new file gets that file.  In a
+ * directory of new names, nothing is tried that way.
+ */
+static void test_lookup_known_first(TestFs *t, gconstpointer data)
+{
+    uint64_t dir = host_dir(t, "lk", 10), ino[10], again;
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    struct fuse_attr attr;
+    struct stat st;
+    char name[32];
+    int known, i, round;
+    TestReq *r;
+
+    if (data) {
+        t->fs.inodes.idle_max = 100;
+    }
+    known = g_atomic_int_get(&t->fs.looked_up_known);
+    for (i = 0; i < 10; i++) {
+        snprintf(name, sizeof(name), "entry-%04u", i);
+        ino[i] = test_lookup(t, dir, name, NULL);
+    }
+    /* New inodes: each opened, none stat first */
+    g_assert_cmpint(g_atomic_int_get(&t->fs.looked_up_known), ==, known);
+    for (round = 0; round < 3; round++) {
+        for (i = 0; i < 10; i++) {
+            snprintf(name, sizeof(name), "entry-%04u", i);
+            g_assert_cmpuint(test_lookup(t, dir, name, &attr), ==, ino[i]);
+        }
+    }
+    /* The first two known ones opened, raising the score, then stats */
+    g_assert_cmpint(g_atomic_int_get(&t->fs.looked_up_known) - known, ==, 28);
+    g_assert_cmpint(test_lookup_err(t, dir, "absent"), ==, -ENOENT);
+
+    /* The host's own changes: a size, and a name given to a new file */
+    g_assert_cmpint(truncate_at(t, "lk/entry-0001", 99), ==, 0);
+    g_assert_cmpuint(test_lookup(t, dir, "entry-0001", &attr), ==, ino[1]);
+    g_assert_cmpuint(attr.size, ==, 99);
+    g_assert_cmpint(mknodat(t->dir_fd, "lk/new", S_IFREG | 0644, 0), ==, 0);
+    g_assert_cmpint(renameat(t->dir_fd, "lk/new", t->dir_fd, "lk/entry-0002"),
+                    ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "lk/entry-0002", &st, 0), ==, 0);
+    again = test_lookup(t, dir, "entry-0002", &attr);
+    g_assert_cmpuint(again, !=, ino[2]);
+    g_assert_cmpuint(attr.ino, ==, st.st_ino);
+
+    /* entry-0003 has 4 lookups: 3 FORGETs leave it, the 4th drops it */
+    for (i = 0; i < 4; i++) {
+        r = test_req_new(FUSE_FORGET, ino[3]);
+        test_req_add(r, &fin, sizeof(fin));
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+        r = test_req_new(FUSE_GETATTR, ino[3]);
+        test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                     sizeof(struct fuse_getattr_in));
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==,
+                        i < 3 ? 0 : -ENOENT);
     }
 }
 
@@ -3902,6 +3976,7 @@ int main(int argc, char **argv)
     ADD("readdir", test_readdir);
     ADD("readdir/read-ahead", test_readdir_read_ahead);
     ADD("readdirplus/known-inodes", test_readdirplus_known);
+    ADD("lookup/known-first", test_lookup_known_first);
     ADD("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD("xattr", test_xattr);
     ADD("xattr-symlink", test_xattr_symlink);
@@ -3929,6 +4004,7 @@ int main(int argc, char **argv)
     ADD_FH("readdir", test_readdir);
     ADD_FH("readdir/read-ahead", test_readdir_read_ahead);
     ADD_FH("readdirplus/known-inodes", test_readdirplus_known);
+    ADD_FH("lookup/known-first", test_lookup_known_first);
     ADD_FH("lazy-handles", test_handles_lazy);
     ADD_FH("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD_FH("xattr", test_xattr);
