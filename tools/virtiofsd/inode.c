@@ -150,15 +150,16 @@ static void inode_fd_give_up_locked(VfsdInode *inode, bool known)
         }
     }
     if (known && !inode->broker_id) {
-        ret = vfsd_broker_register(fs->broker, fs->proc_self_fd, inode->fd,
-                                   inode->mnt_id, &inode->broker_id);
+        ret = vfsd_broker_hand_over(fs->broker, fs->proc_self_fd, inode->fd,
+                                    inode->mnt_id, &inode->broker_id);
         if (ret < 0) {
             vfsd_debug("inode %" PRIu64 " keeps its fd: %s", inode->nodeid,
                        strerror(-ret));
             return;
         }
+    } else {
+        close(inode->fd);
     }
-    close(inode->fd);
     inode->fd = -1;
 }
 

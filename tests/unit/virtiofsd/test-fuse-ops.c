@@ -24,6 +24,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "vfsd-test.h"
 
 /* Non-NULL data: the same test with inodes held by file handle */
@@ -1137,6 +1138,56 @@ static void test_handles_lazy(TestFs *t, gconstpointer data)
     g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
     g_assert_cmpint(g_atomic_int_get(&t->fs.handles_opened), ==, opened + 1);
     g_assert_cmpuint(test_lookup(t, FUSE_ROOT_ID, "z1", NULL), ==, ino[1]);
+}
+
+/*
+ * Inodes whose fds go (here: no idle fds at all) reach the broker
+ * sixteen to a message, and so do those the guest forgets; whatever
+ * waits for its batch goes before any other message, so an inode handed
+ * over a moment ago opens all the same.
+ */
+static void test_handles_batched(TestFs *t, gconstpointer data)
+{
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    struct fuse_attr_out out;
+    uint64_t ino[33];
+    unsigned int sent;
+    char name[16];
+    int i;
+    TestReq *r;
+
+    t->fs.inodes.idle_max = 0;
+    /* An open sends all that waits: nothing does after this one */
+    g_assert_cmpint(mknodat(t->dir_fd, "b-first", S_IFREG | 0600, 0), ==, 0);
+    ino[0] = test_lookup(t, FUSE_ROOT_ID, "b-first", NULL);
+    r = test_req_new(FUSE_GETATTR, ino[0]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    sent = vfsd_broker_messages(t->fs.broker);
+    for (i = 0; i < 33; i++) {
+        snprintf(name, sizeof(name), "b%d", i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0600, 0), ==, 0);
+        ino[i] = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    }
+    g_assert_cmpuint(vfsd_broker_messages(t->fs.broker) - sent, ==, 2);
+    /* The 33rd waits; opening it sends it first, then the open */
+    r = test_req_new(FUSE_GETATTR, ino[32]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(vfsd_broker_messages(t->fs.broker) - sent, ==, 4);
+    for (i = 0; i < 33; i++) {
+        r = test_req_new(FUSE_FORGET, ino[i]);
+        test_req_add(r, &fin, sizeof(fin));
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    }
+    /* 33 forgotten: two batches sent, one waits */
+    g_assert_cmpuint(vfsd_broker_messages(t->fs.broker) - sent, ==, 6);
+    r = test_req_new(FUSE_GETATTR, ino[0]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
 }
 
 static void test_statfs_access_syncfs(TestFs *t, gconstpointer data)
@@ -4006,6 +4057,7 @@ int main(int argc, char **argv)
     ADD_FH("readdirplus/known-inodes", test_readdirplus_known);
     ADD_FH("lookup/known-first", test_lookup_known_first);
     ADD_FH("lazy-handles", test_handles_lazy);
+    ADD_FH("batched-hand-over", test_handles_batched);
     ADD_FH("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD_FH("xattr", test_xattr);
     ADD_FH("xattr-symlink", test_xattr_symlink);
