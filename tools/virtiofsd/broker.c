@@ -47,7 +47,16 @@ enum {
     BROKER_OPEN,
     BROKER_FORGET,              /* no reply */
     BROKER_IDENTIFY,
+    BROKER_REGISTER_MANY,       /* a BrokerBatch, an fd each: no reply */
+    BROKER_FORGET_MANY,         /* a BrokerBatch, no fd: no reply */
 };
+
+/*
+ * Inodes whose fds the idle list lets go, and those the guest forgets,
+ * go to the broker BROKER_BATCH at a time: one message and one wake-up
+ * of the broker for all of them.
+ */
+#define BROKER_BATCH 16
 
 /* Bounds the broker's memory whatever the server asks */
 #define BROKER_MAX_HANDLES (8u << 20)
@@ -62,6 +71,14 @@ typedef struct BrokerMsg {
     uint32_t padding;
     uint8_t handle[MAX_HANDLE_SZ];
 } BrokerMsg;
+
+/* BROKER_REGISTER_MANY (inodes on mounts the broker has) and _FORGET_MANY */
+typedef struct BrokerBatch {
+    uint32_t op;
+    uint32_t count;
+    uint64_t id[BROKER_BATCH];
+    uint64_t mnt_id[BROKER_BATCH];     /* BROKER_REGISTER_MANY */
+} BrokerBatch;
 
 typedef struct BrokerReply {
     int32_t err;                /* 0 or a positive errno */
@@ -78,6 +95,15 @@ struct VfsdBroker {
     uint64_t next_id;           /* under lock */
     GHashTable *mounts_sent;    /* under lock: mount ids the broker has */
     gint made, opened;
+    gint messages;              /* sent to the broker */
+    /*
+     * Under lock: what waits for its batch to fill up, and goes before
+     * any other message: inodes handed over (our fds of them) and ids
+     * forgotten
+     */
+    BrokerBatch reg;
+    int reg_fd[BROKER_BATCH];
+    BrokerBatch forget;
 };
 
 /* The broker's own state, in its process */
@@ -247,23 +273,52 @@ static bool send_reply(int sock, const BrokerReply *r, int fd)
  * is a server that is not ours any more, and ends the broker: it owes
  * such a server nothing.
  */
+/* One batch: exactly a BrokerBatch, an fd per inode to register */
+static bool serve_batch(BrokerState *s, const BrokerBatch *bt, int *fds,
+                        int nfds)
+{
+    BrokerMsg m = { 0 };
+    uint32_t i;
+
+    if (bt->count == 0 || bt->count > BROKER_BATCH ||
+        nfds != (bt->op == BROKER_REGISTER_MANY ? (int)bt->count : 0)) {
+        return false;
+    }
+    for (i = 0; i < bt->count; i++) {
+        if (bt->op == BROKER_FORGET_MANY) {
+            g_hash_table_remove(s->entries, &bt->id[i]);
+            continue;
+        }
+        /* As a BROKER_REGISTER of an inode whose mount the broker has */
+        m.op = BROKER_REGISTER;
+        m.id = bt->id[i];
+        m.mnt_id = bt->mnt_id[i];
+        do_register(s, &m, &fds[i], 1);
+    }
+    return true;
+}
+
 static bool serve_one(BrokerState *s)
 {
     union {
         struct cmsghdr hdr;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
+        char buf[CMSG_SPACE(BROKER_BATCH * sizeof(int))];
     } ctl;
-    BrokerMsg m;
+    union {
+        BrokerMsg m;
+        BrokerBatch b;
+    } u;
+    BrokerMsg *mp = &u.m;
     BrokerReply r = { 0 };
-    struct iovec iov = { .iov_base = &m, .iov_len = sizeof(m) };
+    struct iovec iov = { .iov_base = &u, .iov_len = sizeof(u) };
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1,
         .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
     };
     struct cmsghdr *c;
-    int fds[2] = { -1, -1 }, nfds = 0, ret = 0, out = -1, i;
+    int fds[BROKER_BATCH], nfds = 0, ret = 0, out = -1, i;
     ssize_t n;
-    bool ok = true;
+    bool ok = true, batch;
 
     do {
         n = recvmsg(s->sock, &msg, MSG_CMSG_CLOEXEC);
@@ -279,7 +334,7 @@ static bool serve_one(BrokerState *s)
                 int fd;
 
                 memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                if (nfds < 2) {
+                if (nfds < BROKER_BATCH) {
                     fds[nfds++] = fd;
                 } else {
                     close(fd);
@@ -288,29 +343,34 @@ static bool serve_one(BrokerState *s)
             }
         }
     }
-    if (n != sizeof(m) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+    batch = n >= (ssize_t)sizeof(uint32_t) &&
+            (u.m.op == BROKER_REGISTER_MANY || u.m.op == BROKER_FORGET_MANY);
+    if (n != (batch ? sizeof(u.b) : sizeof(u.m)) ||
+        (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
         ok = false;
     }
-    if (ok && m.op != BROKER_REGISTER && nfds) {
+    if (ok && !batch && (nfds > (mp->op == BROKER_REGISTER ? 2 : 0))) {
         ok = false;
     }
-    if (ok) {
-        switch (m.op) {
+    if (ok && batch) {
+        ok = serve_batch(s, &u.b, fds, nfds);
+    } else if (ok) {
+        switch (mp->op) {
         case BROKER_REGISTER:
-            ret = do_register(s, &m, fds, nfds);
+            ret = do_register(s, mp, fds, nfds);
             break;
         case BROKER_OPEN:
-            ret = do_open(s, &m);
+            ret = do_open(s, mp);
             if (ret >= 0) {
                 out = ret;
                 ret = 0;
             }
             break;
         case BROKER_FORGET:
-            g_hash_table_remove(s->entries, &m.id);
+            g_hash_table_remove(s->entries, &mp->id);
             break;
         case BROKER_IDENTIFY:
-            ret = do_identify(s, &m, &r);
+            ret = do_identify(s, mp, &r);
             break;
         default:
             ok = false;
@@ -321,7 +381,8 @@ static bool serve_one(BrokerState *s)
             close(fds[i]);
         }
     }
-    if (ok && m.op != BROKER_FORGET && m.op != BROKER_REGISTER) {
+    if (ok && !batch && mp->op != BROKER_FORGET &&
+        mp->op != BROKER_REGISTER) {
         r.err = -ret;
         ok = send_reply(s->sock, &r, out);
     }
@@ -493,8 +554,13 @@ VfsdBroker *vfsd_broker_spawn(int root_fd, int proc_fd, VfsdSeccomp action,
 
 void vfsd_broker_free(VfsdBroker *b)
 {
+    uint32_t i;
+
     if (!b) {
         return;
+    }
+    for (i = 0; i < b->reg.count; i++) {
+        close(b->reg_fd[i]);
     }
     close(b->sock);
     close(b->alive);
@@ -504,6 +570,51 @@ void vfsd_broker_free(VfsdBroker *b)
     g_hash_table_destroy(b->mounts_sent);
     g_mutex_clear(&b->lock);
     g_free(b);
+}
+
+/* Sends the batch @bt, with an fd each from @fds for a registration */
+static void batch_send_locked(VfsdBroker *b, BrokerBatch *bt, const int *fds)
+{
+    union {
+        struct cmsghdr hdr;
+        char buf[CMSG_SPACE(BROKER_BATCH * sizeof(int))];
+    } ctl;
+    struct iovec iov = { .iov_base = bt, .iov_len = sizeof(*bt) };
+    struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+    struct cmsghdr *c;
+    ssize_t n;
+
+    if (!bt->count) {
+        return;
+    }
+    if (fds) {
+        memset(&ctl, 0, sizeof(ctl));
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = CMSG_SPACE(bt->count * sizeof(int));
+        c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(bt->count * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, bt->count * sizeof(int));
+    }
+    do {
+        n = sendmsg(b->sock, &msg, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    g_atomic_int_inc(&b->messages);
+    /* Not sent: opening those inodes will say so (the broker lacks them) */
+    bt->count = 0;
+}
+
+/* What waits goes first: the inodes handed over, then the forgotten */
+static void batches_flush_locked(VfsdBroker *b)
+{
+    uint32_t i, n = b->reg.count;
+
+    batch_send_locked(b, &b->reg, b->reg_fd);
+    for (i = 0; i < n; i++) {
+        close(b->reg_fd[i]);
+    }
+    batch_send_locked(b, &b->forget, NULL);
 }
 
 /* Sends @m with @fds, then (unless @m wants none) reads the reply */
@@ -520,6 +631,8 @@ static int call_locked(VfsdBroker *b, const BrokerMsg *m, const int *fds,
     ssize_t n;
     int fd = -1;
 
+    batches_flush_locked(b);
+    g_atomic_int_inc(&b->messages);
     if (nfds) {
         memset(&ctl, 0, sizeof(ctl));
         msg.msg_control = ctl.buf;
@@ -616,6 +729,35 @@ int vfsd_broker_register(VfsdBroker *b, int proc_fd, int fd,
     return ret;
 }
 
+int vfsd_broker_hand_over(VfsdBroker *b, int proc_fd, int fd,
+                          uint64_t mnt_id, uint64_t *id)
+{
+    BrokerBatch *bt = &b->reg;
+    int ret;
+
+    g_mutex_lock(&b->lock);
+    if (!g_hash_table_contains(b->mounts_sent, &mnt_id)) {
+        /* The mount's root goes with its first inode: on its own */
+        g_mutex_unlock(&b->lock);
+        ret = vfsd_broker_register(b, proc_fd, fd, mnt_id, id);
+        if (ret == 0) {
+            close(fd);
+        }
+        return ret;
+    }
+    *id = b->next_id++;
+    bt->op = BROKER_REGISTER_MANY;
+    bt->id[bt->count] = *id;
+    bt->mnt_id[bt->count] = mnt_id;
+    b->reg_fd[bt->count++] = fd;
+    if (bt->count == BROKER_BATCH) {
+        batches_flush_locked(b);
+    }
+    g_mutex_unlock(&b->lock);
+    g_atomic_int_inc(&b->made);
+    return 0;
+}
+
 int vfsd_broker_open(VfsdBroker *b, uint64_t id)
 {
     BrokerMsg m = { .op = BROKER_OPEN, .id = id };
@@ -634,10 +776,15 @@ int vfsd_broker_open(VfsdBroker *b, uint64_t id)
 
 void vfsd_broker_forget(VfsdBroker *b, uint64_t id)
 {
-    BrokerMsg m = { .op = BROKER_FORGET, .id = id };
+    BrokerBatch *bt = &b->forget;
 
+    /* No hurry: the broker only holds a few handles longer */
     g_mutex_lock(&b->lock);
-    call_locked(b, &m, NULL, 0, NULL, NULL);
+    bt->op = BROKER_FORGET_MANY;
+    bt->id[bt->count++] = id;
+    if (bt->count == BROKER_BATCH) {
+        batches_flush_locked(b);
+    }
     g_mutex_unlock(&b->lock);
 }
 
@@ -665,9 +812,17 @@ int vfsd_broker_identify(VfsdBroker *b, int handle_type,
     return ret;
 }
 
-unsigned int vfsd_broker_fds(const VfsdBroker *b)
+unsigned int vfsd_broker_fds(VfsdBroker *b)
 {
-    return b ? 2 : 0;
+    unsigned int n;
+
+    if (!b) {
+        return 0;
+    }
+    g_mutex_lock(&b->lock);
+    n = 2 + b->reg.count;
+    g_mutex_unlock(&b->lock);
+    return n;
 }
 
 void vfsd_broker_counts(VfsdBroker *b, unsigned int *made,
@@ -675,4 +830,9 @@ void vfsd_broker_counts(VfsdBroker *b, unsigned int *made,
 {
     *made = g_atomic_int_get(&b->made);
     *opened = g_atomic_int_get(&b->opened);
+}
+
+unsigned int vfsd_broker_messages(VfsdBroker *b)
+{
+    return g_atomic_int_get(&b->messages);
 }

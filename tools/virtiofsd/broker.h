@@ -45,10 +45,19 @@ void vfsd_broker_free(VfsdBroker *b);
 int vfsd_broker_register(VfsdBroker *b, int proc_fd, int fd,
                          uint64_t mnt_id, uint64_t *id);
 
+/*
+ * The same, taking @fd on success: the inode goes to the broker with a
+ * batch of others (the first of a mount on its own), and @fd with it.
+ * Any other call to the broker sends what waits first, so an open of
+ * *@id finds it there.
+ */
+int vfsd_broker_hand_over(VfsdBroker *b, int proc_fd, int fd,
+                          uint64_t mnt_id, uint64_t *id);
+
 /* A new O_PATH fd of inode @id, or -errno (ESTALE: gone on the host) */
 int vfsd_broker_open(VfsdBroker *b, uint64_t id);
 
-/* The broker forgets @id; it is not to be opened again */
+/* The broker forgets @id (with a batch of others); not to be opened again */
 void vfsd_broker_forget(VfsdBroker *b, uint64_t id);
 
 /*
@@ -61,11 +70,17 @@ int vfsd_broker_identify(VfsdBroker *b, int handle_type,
                          const void *bytes, uint32_t len, dev_t *dev,
                          uint64_t *ino, mode_t *type);
 
-/* The fds of ours @b keeps (its socket and pipe), for fd accounting */
-unsigned int vfsd_broker_fds(const VfsdBroker *b);
+/*
+ * The fds of ours @b keeps (its socket and pipe, and those handed over
+ * that wait for their batch), for fd accounting
+ */
+unsigned int vfsd_broker_fds(VfsdBroker *b);
 
 /* Counters for the log: handles registered, and opened */
 void vfsd_broker_counts(VfsdBroker *b, unsigned int *made,
                         unsigned int *opened);
+
+/* The messages sent to the broker so far */
+unsigned int vfsd_broker_messages(VfsdBroker *b);
 
 #endif /* VIRTIOFSD_BROKER_H */

@@ -51,8 +51,35 @@ static void drop_supp(const VfsdSavedCreds *old)
     }
 }
 
+/*
+ * What a request thread acts as between requests: the daemon's ids and
+ * its own fsuid and fsgid, which every switch restores.  Learnt once per
+ * thread (nothing changes them once threads serve), so that a creation
+ * that acts as the daemon anyway costs no system call.
+ */
+typedef struct VfsdRestCreds {
+    bool known;
+    uid_t euid, fsuid;
+    gid_t egid, fsgid;
+} VfsdRestCreds;
+
+static __thread VfsdRestCreds rest;
+
+static const VfsdRestCreds *rest_creds(void)
+{
+    if (!rest.known) {
+        rest.euid = geteuid();
+        rest.egid = getegid();
+        rest.fsuid = syscall(SYS_setfsuid, -1);
+        rest.fsgid = syscall(SYS_setfsgid, -1);
+        rest.known = true;
+    }
+    return &rest;
+}
+
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
 {
+    const VfsdRestCreds *r = rest_creds();
     /*
      * As in the Rust virtiofsd, the guest's root acts as the daemon: the
      * same for a daemon that is root, and for one that is not (started
@@ -60,8 +87,8 @@ int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
      * be the only ones) the one identity it has for whoever owns the
      * guest.
      */
-    uid_t uid = ctx->uid == 0 ? geteuid() : ctx->uid;
-    gid_t gid = ctx->gid == 0 ? getegid() : ctx->gid;
+    uid_t uid = ctx->uid == 0 ? r->euid : ctx->uid;
+    gid_t gid = ctx->gid == 0 ? r->egid : ctx->gid;
 
     /*
      * A guest id outside --uid-map/--gid-map has no host identity to act
@@ -79,6 +106,13 @@ int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
      * not (no CAP_SETGID) acts without it, as before.
      */
     old->supp = false;
+    old->switched = false;
+    /* Already what the caller acts as: setting it again changes nothing */
+    if (uid == r->fsuid && gid == r->fsgid &&
+        (ctx->supp_gid == VFSD_NO_ID || ctx->supp_gid == ctx->gid)) {
+        return 0;
+    }
+    old->switched = true;
     if (ctx->supp_gid != VFSD_NO_ID && ctx->supp_gid != ctx->gid) {
         old->supp = syscall(SYS_setgroups, 1, &ctx->supp_gid) == 0;
     }
@@ -100,6 +134,9 @@ int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old)
 
 void vfsd_creds_restore(const VfsdSavedCreds *old)
 {
+    if (!old->switched) {
+        return;
+    }
     syscall(SYS_setfsuid, old->uid);
     syscall(SYS_setfsgid, old->gid);
     drop_supp(old);

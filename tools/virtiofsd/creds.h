@@ -15,6 +15,7 @@ typedef struct VfsdSavedCreds {
     uid_t uid;
     gid_t gid;
     bool supp;                  /* a supplementary group was set */
+    bool switched;              /* false: nothing to restore */
 } VfsdSavedCreds;
 bool vfsd_creds_init(char **err);
 int vfsd_creds_switch(const VfsdCtx *ctx, VfsdSavedCreds *old);

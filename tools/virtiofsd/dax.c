@@ -1754,8 +1754,12 @@ void vfsd_dax_guest_grew(VfsdFs *fs, VfsdInode *inode)
 {
     struct stat st;
 
-    /* Most writes do not change the size: no need to take the lock */
-    if (!fs->dax || fstat(inode->fd, &st) < 0 ||
+    /*
+     * Most writes do not change the size, and most files were never
+     * mapped: neither needs the lock, nor the second the size.  A
+     * mapping set up once this write is done reads a size that has it.
+     */
+    if (!fs->dax || !dax_of(inode) || fstat(inode->fd, &st) < 0 ||
         !dax_inode_may_need_resize(inode, st.st_size)) {
         return;
     }

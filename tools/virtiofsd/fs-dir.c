@@ -127,7 +127,8 @@ static bool add_entry(VfsdFs *fs, VfsdHandle *h, const VfsdDirSink *sink,
     }
     if (plus && strcmp(d->d_name, ".") && strcmp(d->d_name, "..")) {
         /* A failure (e.g. a racing unlink) gives the entry no lookup */
-        looked_up = vfsd_entry_lookup(fs, dir, d->d_name, &e) == 0;
+        looked_up = vfsd_entry_lookup_listed(fs, dir, d->d_name, d->d_ino,
+                                             &e) == 0;
         if (looked_up && h->list_start) {
             /*
              * Not its attribute timeout: a setuid file's is 0 (see
@@ -141,13 +142,60 @@ static bool add_entry(VfsdFs *fs, VfsdHandle *h, const VfsdDirSink *sink,
     return true;
 }
 
+/*
+ * What one getdents64() reads: a whole reply's worth of entries of a
+ * 4 KiB READDIR (an entry is never larger in getdents64() than in a
+ * reply), several of a READDIRPLUS, and room for a name of NAME_MAX.
+ */
+#define VFSD_DENTS_SIZE 8192
+
+/*
+ * The next entry of @h's directory, read ahead by getdents64() into
+ * @h->dents; NULL at the end, or with *@err on an error.  @h's lock held.
+ */
+static struct linux_dirent64 *next_dirent(VfsdHandle *h, int *err)
+{
+    long n;
+
+    *err = 0;
+    if (h->dents_pos >= h->dents_len) {
+        if (!h->dents) {
+            h->dents = g_malloc(VFSD_DENTS_SIZE);
+        }
+        n = syscall(SYS_getdents64, h->fd, h->dents, VFSD_DENTS_SIZE);
+        if (n <= 0) {
+            *err = n < 0 ? -errno : 0;
+            h->dents_pos = h->dents_len = 0;
+            /*
+             * Where the fd stands now is anyone's guess; at the end, a
+             * file system may move it past the last entry's offset
+             */
+            h->dir_known = false;
+            return NULL;
+        }
+        h->dents_pos = 0;
+        h->dents_len = n;
+    }
+    return (struct linux_dirent64 *)(h->dents + h->dents_pos);
+}
+
+/*
+ * Entries are read ahead, and kept in the handle for the READDIR that
+ * asks for the offset they continue from, the one a guest reading on
+ * sends (after getdents64() the fd stands at its last entry's d_off):
+ * a READDIRPLUS reply holds a fifth of what one getdents64() reads, and
+ * the directory is neither seeked nor read twice.  Another offset drops
+ * them and seeks.  Entries kept may have changed since they were read,
+ * as with any read-ahead of a directory (readdir(3)'s): an entry removed
+ * meanwhile gets no lookup.
+ */
 int vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset, size_t max,
                     bool plus, const VfsdDirSink *sink)
 {
     g_autoptr(VfsdHandle) h = vfsd_handle_get(fs, fh, true);
-    g_autofree char *buf = NULL;
-    bool full = false, added = false;
-    long n;
+    struct linux_dirent64 *d;
+    bool added = false;
+    int err;
 
     if (!h) {
         return -EBADF;
@@ -155,43 +203,45 @@ int vfsd_op_readdir(VfsdFs *fs, uint64_t fh, uint64_t offset, size_t max,
     if (offset > INT64_MAX) {
         return -EINVAL;
     }
-    buf = g_malloc(max + sizeof(struct linux_dirent64) + NAME_MAX + 1);
 
     g_mutex_lock(&h->lock);
-    /* The offset is a cookie from a previous d_off, or 0 */
-    if (lseek(h->fd, offset, SEEK_SET) < 0) {
-        g_mutex_unlock(&h->lock);
-        return -errno;
+    if (!h->dir_known || offset != h->dir_next) {
+        h->dents_pos = h->dents_len = 0;
+        g_atomic_int_inc(&fs->dir_seeks);
+        /* The offset is a cookie from a previous d_off, or 0 */
+        if (lseek(h->fd, offset, SEEK_SET) < 0) {
+            h->dir_known = false;
+            g_mutex_unlock(&h->lock);
+            return -errno;
+        }
+        h->dir_next = offset;
+        h->dir_known = true;
     }
     if (plus && fs->opts->cache == VFSD_CACHE_ADAPTIVE) {
         list_begin(fs, h, offset);
     }
-    while (!full) {
-        long pos = 0;
-
-        n = syscall(SYS_getdents64, h->fd, buf,
-                    max + sizeof(struct linux_dirent64) + NAME_MAX + 1);
-        if (n < 0) {
-            if (added) {
-                break;
+    for (;;) {
+        d = next_dirent(h, &err);
+        if (!d) {
+            if (err && !added) {
+                g_mutex_unlock(&h->lock);
+                return err;
             }
-            g_mutex_unlock(&h->lock);
-            return -errno;
-        }
-        if (n == 0) {
-            list_end(h);
+            if (!err) {
+                list_end(h);
+            }
             break;
         }
-        while (pos < n) {
-            struct linux_dirent64 *d = (void *)(buf + pos);
-
-            if (!add_entry(fs, h, sink, d, plus)) {
-                full = true;
-                break;
-            }
-            added = true;
-            pos += d->d_reclen;
+        if (!add_entry(fs, h, sink, d, plus)) {
+            break;
         }
+        added = true;
+        h->dents_pos += d->d_reclen;
+        h->dir_next = d->d_off;
+    }
+    /* Kept only while it holds entries */
+    if (h->dents_pos >= h->dents_len) {
+        g_clear_pointer(&h->dents, g_free);
     }
     g_mutex_unlock(&h->lock);
     return 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -35,7 +36,7 @@ int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
     if (dir->type != S_IFDIR) {
         return -ENOTDIR;
     }
-    ret = vfsd_entry_lookup(fs, dir, name, e);
+    ret = vfsd_entry_lookup_name(fs, dir, name, e);
     if (ret == -ENOENT) {
         double t = vfsd_fs_entry_timeout(fs, dir, NULL);
 
@@ -95,6 +96,50 @@ static int proc_name(const VfsdInode *inode, char *buf, size_t len)
     return 0;
 }
 
+#ifndef __NR_fchmodat2
+#define __NR_fchmodat2 452      /* the same number on every architecture */
+#endif
+
+/*
+ * chmod of the inode behind @inode's O_PATH fd.  fchmod() refuses O_PATH
+ * fds; fchmodat2() (Linux 6.6) takes one with AT_EMPTY_PATH, which saves
+ * the walk through /proc/self/fd's magic link that older kernels need.
+ * Both reach the same inode through the same mount, with the same
+ * checks: the host's errno either way.
+ */
+static int chmod_inode(VfsdFs *fs, const VfsdInode *inode, mode_t mode)
+{
+    static gint no_fchmodat2;
+    char name[32];
+    int err;
+
+    if (!g_atomic_int_get(&no_fchmodat2)) {
+        if (syscall(__NR_fchmodat2, inode->fd, "", mode,
+                    AT_EMPTY_PATH) == 0) {
+            return 0;
+        }
+        err = errno;
+        /*
+         * ENOSYS: an older kernel.  EPERM may be a container's seccomp
+         * refusing a call it does not know, or the host's answer:
+         * the magic link tells, and if it allows what fchmodat2() did
+         * not, the latter is never tried again.
+         */
+        if (err != ENOSYS && err != EPERM) {
+            return -err;
+        }
+        if (err == ENOSYS) {
+            g_atomic_int_set(&no_fchmodat2, true);
+        }
+    }
+    proc_name(inode, name, sizeof(name));
+    if (fchmodat(fs->proc_self_fd, name, mode, 0) < 0) {
+        return -errno;
+    }
+    g_atomic_int_set(&no_fchmodat2, true);
+    return 0;
+}
+
 static int setattr_size(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *inode,
                         const VfsdSetattr *in)
 {
@@ -151,13 +196,11 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
 {
     g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
     unsigned int valid = in->valid;
-    char name[32];
     int ret;
 
     if (!inode) {
         return -errno;
     }
-    proc_name(inode, name, sizeof(name));
     if (fs->opts->readonly &&
         (valid & (VFSD_SET_MODE | VFSD_SET_UID | VFSD_SET_GID |
                   VFSD_SET_SIZE | VFSD_SET_ATIME | VFSD_SET_MTIME))) {
@@ -168,8 +211,9 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         if (inode->type == S_IFLNK) {
             return -EOPNOTSUPP;
         }
-        if (fchmodat(fs->proc_self_fd, name, in->mode & 07777, 0) < 0) {
-            return -errno;
+        ret = chmod_inode(fs, inode, in->mode & 07777);
+        if (ret < 0) {
+            return ret;
         }
     }
     if (valid & (VFSD_SET_UID | VFSD_SET_GID)) {

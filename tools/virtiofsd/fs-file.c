@@ -269,7 +269,7 @@ static int create_labelled(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
         g_free(tmp);
         tmp = vfsd_creds_label_tmp_name(attempt);
         fd = openat(dir->fd, tmp, f | O_EXCL | O_CREAT | O_NOFOLLOW |
-                    O_CLOEXEC | O_NONBLOCK, mode);
+                    O_CLOEXEC, mode);
     } while (fd < 0 && errno == EEXIST && ++attempt < 8);
     if (fd < 0) {
         return -1;
@@ -299,7 +299,7 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
                        mode_t umask, bool tmpfile, bool kill_priv)
 {
     VfsdSavedCreds old;
-    bool masked;
+    bool masked, made = false;
     int fd, ret;
 
     ret = vfsd_creds_switch(ctx, &old);
@@ -322,16 +322,17 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
         }
     } else {
         /*
-         * O_NONBLOCK until we know it is a regular file: an existing FIFO
-         * must not block the daemon.
+         * Made here, with O_EXCL: a new regular file, which no O_NONBLOCK
+         * or check need guard.  What exists already is opened by
+         * open_existing(), which checks it first.
          */
         if (ctx->label_name) {
             fd = create_labelled(fs, ctx, dir, name, f, mode);
         } else {
             fd = openat(dir->fd, name,
-                        f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC |
-                        O_NONBLOCK, mode);
+                        f | O_EXCL | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
         }
+        made = fd >= 0;
         if (fd < 0 && errno == EEXIST && !(flags & O_EXCL)) {
             /*
              * Its transient O_PATH fd is accounted: the caller's second
@@ -345,8 +346,8 @@ static int create_open(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *dir,
     ret = fd < 0 ? -errno : 0;
     vfsd_umask_leave(fs, masked);
     vfsd_creds_restore(&old);
-    if (ret < 0) {
-        return ret;
+    if (ret < 0 || made) {
+        return ret < 0 ? ret : fd;
     }
     ret = check_regular(fd);
     if (ret == 0 && !(f & O_NONBLOCK) && fcntl(fd, F_SETFL, f & ~O_ACCMODE &

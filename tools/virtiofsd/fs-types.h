@@ -75,10 +75,13 @@ typedef struct VfsdInode {
     uint64_t nodeid;
     int fd;                     /* -1 while a handle inode has no fd */
     /*
-     * NULL: held by @fd for its lifetime.  Else the inode's handle, to
-     * tell it from a later file with its number, and the number the
-     * broker opens it by (broker.c): this process cannot open handles.
+     * false: held by @fd for its lifetime.  Else by its file handle:
+     * @handle, to tell it from a later file with its number (made when
+     * the fd first goes: until then nothing can take the number), and
+     * the number the broker opens it by (broker.c): this process cannot
+     * open handles.
      */
+    bool by_handle;
     struct file_handle *handle;
     uint64_t broker_id;
     GMutex fd_lock;
@@ -123,7 +126,17 @@ typedef struct VfsdInode {
      * directory stay valid in the guest
      */
     gint64 listed_until;
+    /*
+     * fs.c's, atomic: how much the names looked up in this directory
+     * lately led to inodes the guest knew already, from 0 to
+     * VFSD_LOOKUPS_KNOWN_MAX; from VFSD_LOOKUPS_KNOWN_MIN, a LOOKUP tries
+     * the stat of the name first (vfsd_entry_lookup_name())
+     */
+    gint lookups_known;
 } VfsdInode;
+
+#define VFSD_LOOKUPS_KNOWN_MIN 2
+#define VFSD_LOOKUPS_KNOWN_MAX 4
 
 typedef struct VfsdInodeStore {
     GMutex lock;
@@ -140,6 +153,8 @@ typedef struct VfsdInodeStore {
     GMutex idle_lock;
     GQueue idle;
     unsigned int idle_max;
+    /* mount id -> whether it has file handles (inode.c), under lock */
+    GHashTable *mount_handles;
 } VfsdInodeStore;
 
 /* An open file or directory: the guest's fh */
@@ -159,6 +174,18 @@ typedef struct VfsdHandle {
      */
     gint64 list_start;
     double list_min;
+    /*
+     * fs-dir.c's, under lock: the entries the last getdents64() read
+     * that no reply took yet (@dents from @dents_pos to @dents_len), and
+     * the offset the next of them, or the fd's position once they are
+     * all taken, stands at (@dir_next, when @dir_known): a READDIR that
+     * goes on from there reads neither the fd's position nor entries
+     * again.
+     */
+    char *dents;
+    uint32_t dents_pos, dents_len;
+    uint64_t dir_next;
+    bool dir_known;
 } VfsdHandle;
 
 /*
@@ -243,6 +270,13 @@ struct VfsdFs {
     VfsdBroker *broker;
     gint handles_made;          /* inodes held by handle */
     gint handles_opened;        /* opened through the broker */
+    /*
+     * READDIR's seeks of a directory (fs-dir.c), and READDIRPLUS entries
+     * of inodes known already, confirmed without opening them (fs.c)
+     */
+    gint dir_seeks;
+    gint listed_known;
+    gint looked_up_known;       /* LOOKUPs answered that way too (fs.c) */
 
     VfsdDax *dax;               /* NULL without a DAX window */
     VfsdStats *stats;           /* NULL without --stats */

@@ -297,6 +297,28 @@ int vfsd_entry_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
     return vfsd_entry_from_fd(fs, parent, fd, e);
 }
 
+/* @name in @parent by name, as an O_PATH open of it would find it */
+static int stat_name(VfsdInode *parent, const char *name, struct statx *stx)
+{
+    return statx(parent->fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+                 STATX_BASIC_STATS | STATX_MNT_ID, stx);
+}
+
+/* The entry of @inode, a lookup in @parent, whose attributes are @stx */
+static void entry_fill(VfsdFs *fs, VfsdInode *parent, VfsdInode *inode,
+                       const struct statx *stx, VfsdEntry *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->nodeid = inode->nodeid;
+    attr_from_statx(fs, inode, stx, &e->attr, true);
+    /* The guest may touch what the size it learns covers */
+    vfsd_dax_size_seen(fs, inode, stx->stx_size);
+    e->attr.submount = fs->opts->announce_submounts &&
+                       inode->mnt_id != parent->mnt_id;
+    e->attr_timeout = vfsd_fs_attr_timeout(fs, &e->attr);
+    e->entry_timeout = vfsd_fs_entry_timeout(fs, parent, &e->attr.ctime);
+}
+
 int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
 {
     g_autoptr(VfsdInode) inode = NULL;
@@ -312,17 +334,83 @@ int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e)
     if (!inode) {
         return -errno;
     }
-
-    memset(e, 0, sizeof(*e));
-    e->nodeid = inode->nodeid;
-    attr_from_statx(fs, inode, &stx, &e->attr, true);
-    /* The guest may touch what the size it learns covers */
-    vfsd_dax_size_seen(fs, inode, stx.stx_size);
-    e->attr.submount = fs->opts->announce_submounts &&
-                       inode->mnt_id != parent->mnt_id;
-    e->attr_timeout = vfsd_fs_attr_timeout(fs, &e->attr);
-    e->entry_timeout = vfsd_fs_entry_timeout(fs, parent, &e->attr.ctime);
+    entry_fill(fs, parent, inode, &stx, e);
     return 0;
+}
+
+/*
+ * A directory entry's name and number come from the listing: an inode
+ * the guest knows already by that number is confirmed by one statx() of
+ * the name (AT_NO_AUTOMOUNT: as an O_PATH open does not trigger one),
+ * where a lookup opens the name, reads it and closes the fd again.
+ * Whatever that does not settle goes the lookup's way.
+ */
+int vfsd_entry_lookup_listed(VfsdFs *fs, VfsdInode *parent, const char *name,
+                             ino_t ino, VfsdEntry *e)
+{
+    g_autoptr(VfsdInode) inode = NULL;
+    struct statx stx;
+    uint64_t epoch;
+
+    epoch = vfsd_inode_find(fs, parent->dev, ino, parent->mnt_id);
+    if (epoch && stat_name(parent, name, &stx) == 0) {
+        inode = vfsd_inode_intern_known(fs, epoch, &stx);
+    }
+    if (!inode) {
+        return vfsd_entry_lookup(fs, parent, name, e);
+    }
+    g_atomic_int_inc(&fs->listed_known);
+    entry_fill(fs, parent, inode, &stx, e);
+    return 0;
+}
+
+/*
+ * LOOKUP of a name: in a directory whose names lately led to inodes the
+ * guest knows (a guest revalidating what it holds once its entries time
+ * out), first as vfsd_entry_lookup_listed() confirms an entry, one
+ * statx() of the name, which also answers for a name that is not there;
+ * elsewhere (a guest walking a tree it never saw) opening it at once,
+ * which a new inode needs anyway.  Each outcome moves the directory's
+ * score (VfsdInode.lookups_known) towards one way or the other.
+ */
+int vfsd_entry_lookup_name(VfsdFs *fs, VfsdInode *parent, const char *name,
+                           VfsdEntry *e)
+{
+    g_autoptr(VfsdInode) inode = NULL;
+    uint64_t epoch = vfsd_inodes_epoch(fs);
+    int score = g_atomic_int_get(&parent->lookups_known);
+    struct statx stx;
+    int ret;
+
+    if (score >= VFSD_LOOKUPS_KNOWN_MIN) {
+        if (stat_name(parent, name, &stx) < 0) {
+            ret = -errno;
+            /* Any other error is the open's to give */
+            if (ret == -ENOENT) {
+                return ret;
+            }
+        } else {
+            inode = vfsd_inode_intern_known(fs, epoch, &stx);
+        }
+        if (inode) {
+            g_atomic_int_inc(&fs->looked_up_known);
+            if (score < VFSD_LOOKUPS_KNOWN_MAX) {
+                g_atomic_int_set(&parent->lookups_known, score + 1);
+            }
+            entry_fill(fs, parent, inode, &stx, e);
+            return 0;
+        }
+    }
+    ret = vfsd_entry_lookup(fs, parent, name, e);
+    if (ret == 0) {
+        if (e->nodeid < epoch) {
+            score = MIN(score + 1, VFSD_LOOKUPS_KNOWN_MAX);
+        } else {
+            score = MAX(score - 1, 0);
+        }
+        g_atomic_int_set(&parent->lookups_known, score);
+    }
+    return ret;
 }
 
 /*
@@ -394,6 +482,7 @@ void vfsd_handle_put(VfsdHandle *h)
     vfsd_fd_close(h->fs, h->fd);
     vfsd_inode_unref(h->inode);
     g_mutex_clear(&h->lock);
+    g_free(h->dents);
     g_free(h);
 }
 

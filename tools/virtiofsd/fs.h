@@ -31,6 +31,12 @@ bool vfsd_valid_name(const char *name);
 int vfsd_entry_lookup(VfsdFs *fs, VfsdInode *parent, const char *name,
                       VfsdEntry *e);
 int vfsd_entry_from_fd(VfsdFs *fs, VfsdInode *parent, int fd, VfsdEntry *e);
+/* The same for @name, which a listing of @parent gave with number @ino */
+int vfsd_entry_lookup_listed(VfsdFs *fs, VfsdInode *parent, const char *name,
+                             ino_t ino, VfsdEntry *e);
+/* The same for a LOOKUP of @name */
+int vfsd_entry_lookup_name(VfsdFs *fs, VfsdInode *parent, const char *name,
+                           VfsdEntry *e);
 
 /* Handles (fs.c) */
 uint64_t vfsd_handle_new(VfsdFs *fs, int fd, int flags, VfsdInode *inode,

@@ -47,6 +47,23 @@ void vfsd_inodes_init(VfsdInodeStore *st)
     g_mutex_init(&st->idle_lock);
     g_queue_init(&st->idle);
     st->idle_max = 0;
+    st->mount_handles = g_hash_table_new_full(g_int64_hash, g_int64_equal,
+                                              g_free, NULL);
+}
+
+/* The handle of @fd, or NULL with errno set */
+static struct file_handle *handle_of(int fd, int *mnt_id)
+{
+    g_autofree struct file_handle *fh = g_malloc(sizeof(*fh) +
+                                                 MAX_HANDLE_SZ);
+    size_t size;
+
+    fh->handle_bytes = MAX_HANDLE_SZ;
+    if (name_to_handle_at(fd, "", fh, mnt_id, AT_EMPTY_PATH) < 0) {
+        return NULL;
+    }
+    size = sizeof(*fh) + fh->handle_bytes;
+    return g_realloc(g_steal_pointer(&fh), size);
 }
 
 /*
@@ -65,7 +82,7 @@ static int inode_fd_hold(VfsdInode *inode)
     bool was_idle = false;
     int fd, ret = 0;
 
-    if (!inode->handle) {
+    if (!inode->by_handle) {
         return 0;
     }
     g_mutex_lock(&inode->fd_lock);
@@ -110,26 +127,39 @@ static void inode_drop(VfsdInode *inode);
  * Called with @inode's fd_lock held: closes the fd of a handle inode
  * nobody uses.  The broker learns of the inode only now, from the fd
  * about to go (the last the daemon holds of it), so that an inode whose
- * fd never goes costs no message to another process.  @known: the guest
- * still knows it (else there is nothing to open again).  Where the
- * broker cannot take it (a mount whose root is no directory), the inode
- * keeps its fd, off the idle list, for as long as the guest knows it.
+ * fd never goes costs no message to another process; and our own copy
+ * of its handle, which tells it from a later file with its number once
+ * nothing keeps it open, is made now too.  @known: the guest still
+ * knows it (else there is nothing to open again).  Where the broker
+ * cannot take it (a mount whose root is no directory), or the file has
+ * no handle after all, the inode keeps its fd, off the idle list, for as
+ * long as the guest knows it.
  */
 static void inode_fd_give_up_locked(VfsdInode *inode, bool known)
 {
     VfsdFs *fs = inode->fs;
-    int ret;
+    int ret, mnt_id;
 
+    if (known && !inode->handle) {
+        /* Made only now that it is needed: see vfsd_inode_intern() */
+        inode->handle = handle_of(inode->fd, &mnt_id);
+        if (!inode->handle) {
+            vfsd_debug("inode %" PRIu64 " keeps its fd: no handle: %s",
+                       inode->nodeid, strerror(errno));
+            return;
+        }
+    }
     if (known && !inode->broker_id) {
-        ret = vfsd_broker_register(fs->broker, fs->proc_self_fd, inode->fd,
-                                   inode->mnt_id, &inode->broker_id);
+        ret = vfsd_broker_hand_over(fs->broker, fs->proc_self_fd, inode->fd,
+                                    inode->mnt_id, &inode->broker_id);
         if (ret < 0) {
             vfsd_debug("inode %" PRIu64 " keeps its fd: %s", inode->nodeid,
                        strerror(-ret));
             return;
         }
+    } else {
+        close(inode->fd);
     }
-    close(inode->fd);
     inode->fd = -1;
 }
 
@@ -137,7 +167,7 @@ static void inode_fd_give_up_locked(VfsdInode *inode, bool known)
 static void inode_idle_close(VfsdInode *inode, bool known)
 {
     g_mutex_lock(&inode->fd_lock);
-    if (inode->handle && inode->fd_users == 0 && !inode->idle &&
+    if (inode->by_handle && inode->fd_users == 0 && !inode->idle &&
         inode->fd >= 0) {
         inode_fd_give_up_locked(inode, known);
     }
@@ -152,7 +182,7 @@ static void inode_fd_let_go(VfsdInode *inode)
     bool queued;
     GList *head;
 
-    if (!inode->handle) {
+    if (!inode->by_handle) {
         return;
     }
     g_mutex_lock(&inode->fd_lock);
@@ -194,7 +224,7 @@ static void inode_idle_cancel(VfsdInode *inode)
     VfsdInodeStore *st = &inode->fs->inodes;
     bool was_idle;
 
-    if (!inode->handle) {
+    if (!inode->by_handle) {
         return;
     }
     g_mutex_lock(&inode->fd_lock);
@@ -215,7 +245,7 @@ static void inode_idle_cancel(VfsdInode *inode)
 void vfsd_inode_ref(VfsdInode *inode)
 {
     g_atomic_int_inc(&inode->refcount);
-    if (inode->handle) {
+    if (inode->by_handle) {
         g_mutex_lock(&inode->fd_lock);
         g_assert(inode->fd_users > 0);
         inode->fd_users++;
@@ -238,7 +268,7 @@ static void inode_drop(VfsdInode *inode)
     /* Plain data, and nothing of dax.c holds the inode any more */
     g_free(inode->dax);
     /* A lost inode has no fd; an idle handle inode's is not accounted */
-    if (!inode->handle && inode->fd >= 0) {
+    if (!inode->by_handle && inode->fd >= 0) {
         vfsd_fd_close(inode->fs, inode->fd);
     } else if (inode->fd >= 0) {
         close(inode->fd);
@@ -369,38 +399,50 @@ int vfsd_inode_plock_fd(VfsdInode *inode, uint64_t owner, int fallback,
     return ret;
 }
 
-/* The handle of @fd, or NULL with errno set */
-static struct file_handle *handle_of(int fd, int *mnt_id)
-{
-    g_autofree struct file_handle *fh = g_malloc(sizeof(*fh) +
-                                                 MAX_HANDLE_SZ);
-    size_t size;
-
-    fh->handle_bytes = MAX_HANDLE_SZ;
-    if (name_to_handle_at(fd, "", fh, mnt_id, AT_EMPTY_PATH) < 0) {
-        return NULL;
-    }
-    size = sizeof(*fh) + fh->handle_bytes;
-    return g_realloc(g_steal_pointer(&fh), size);
-}
-
 /*
  * With --inode-file-handles, the handle of @fd: NULL to hold it by fd
  * (prefer, on a file system without handles), or an error.
  */
 static int inode_make_handle(VfsdFs *fs, int fd, struct file_handle **fh,
-                             int *mnt_id)
+                             int *mnt_id, int *err)
 {
     *fh = handle_of(fd, mnt_id);
     if (*fh) {
         return 0;
     }
+    *err = -errno;
     if (fs->opts->inode_file_handles == VFSD_INODE_FH_MANDATORY) {
         vfsd_guest_error("no file handle for an inode (%s), and "
                          "--inode-file-handles=mandatory", strerror(errno));
         return -errno;
     }
     return 0;
+}
+
+/*
+ * Called with the table's lock held: whether the mount @mnt_id has file
+ * handles (1), has not (-errno: name_to_handle_at()'s), or is not known
+ * yet (0).  A file system has handles for all its files or none.
+ */
+static int mount_handles(VfsdInodeStore *st, uint64_t mnt_id)
+{
+    return GPOINTER_TO_INT(g_hash_table_lookup(st->mount_handles, &mnt_id));
+}
+
+/*
+ * Called with the table's lock held: what making a handle on @mnt_id
+ * gave (0 or -errno).  Only the file system's own refusal is its
+ * answer for good; another error (ENOMEM...) is asked again.
+ */
+static void mount_handles_learn(VfsdInodeStore *st, uint64_t mnt_id,
+                                int err)
+{
+    if ((err == 0 || err == -EOPNOTSUPP || err == -ENOTSUP) &&
+        !mount_handles(st, mnt_id)) {
+        g_hash_table_insert(st->mount_handles,
+                            g_memdup2(&mnt_id, sizeof(mnt_id)),
+                            GINT_TO_POINTER(err ? err : 1));
+    }
 }
 
 /* Whether two file handles name the same file */
@@ -425,7 +467,7 @@ static int inode_same_file(VfsdInode *inode, const struct file_handle *fh)
 {
     bool pinned;
 
-    if (!inode->handle) {
+    if (!inode->by_handle) {
         return 1;
     }
     g_mutex_lock(&inode->fd_lock);
@@ -437,7 +479,8 @@ static int inode_same_file(VfsdInode *inode, const struct file_handle *fh)
     if (!fh) {
         return -1;              /* ask again with the handle */
     }
-    return handle_equal(inode->handle, fh);
+    /* Its handle was made before its fd went */
+    return inode->handle && handle_equal(inode->handle, fh);
 }
 
 VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
@@ -446,7 +489,7 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     VfsdInode key, *inode, *fresh;
     g_autofree struct file_handle *fh = NULL;
     bool have_fh = false;
-    int ret, same, mnt_id = 0;
+    int ret, same, mnt_id = 0, handles, handle_err = 0;
 
     key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
     key.ino = stx->stx_ino;
@@ -461,15 +504,44 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
             break;
         }
         /*
-         * A new inode needs its handle, and so does a known one held by
-         * handle alone: made without the table's lock (a system call must
-         * not run under it).  Most lookups are of known inodes with an
-         * fd, idle or in use.  The broker hears of a new one only once
-         * its fd goes (inode_fd_give_up_locked()).
+         * A new inode on a mount known to have handles is held by handle
+         * without one yet: while its fd is open nothing can take its
+         * number, and the handle is made when the fd goes
+         * (inode_fd_give_up_locked()), which most never do.  The first
+         * inode of a mount finds out whether it has them.
+         */
+        if (!inode) {
+            handles = mount_handles(st, key.mnt_id);
+            if (handles > 0 ||
+                (handles < 0 && fs->opts->inode_file_handles !=
+                                VFSD_INODE_FH_MANDATORY)) {
+                break;
+            }
+            if (handles < 0) {
+                g_mutex_unlock(&st->lock);
+                vfsd_guest_error("no file handle for an inode (%s), and "
+                                 "--inode-file-handles=mandatory",
+                                 strerror(-handles));
+                vfsd_fd_close(fs, fd);
+                g_free(fresh);
+                errno = -handles;
+                return NULL;
+            }
+        }
+        /*
+         * That first inode needs its handle, and so does a known one held
+         * by handle alone: made without the table's lock (a system call
+         * must not run under it).  Most lookups are of known inodes with
+         * an fd, idle or in use.
          */
         g_mutex_unlock(&st->lock);
-        ret = inode_make_handle(fs, fd, &fh, &mnt_id);
+        ret = inode_make_handle(fs, fd, &fh, &mnt_id, &handle_err);
         have_fh = true;
+        if (!inode) {
+            g_mutex_lock(&st->lock);
+            mount_handles_learn(st, key.mnt_id, fh ? 0 : handle_err);
+            g_mutex_unlock(&st->lock);
+        }
         if (ret < 0) {
             vfsd_fd_close(fs, fd);
             g_free(fresh);
@@ -489,7 +561,7 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
     if (inode) {
         inode->nlookup++;
         g_atomic_int_inc(&inode->refcount);
-        if (inode->handle) {
+        if (inode->by_handle) {
             /*
              * A handle inode nobody uses takes over our fd, reserved,
              * or keeps its idle one, which our reservation then counts
@@ -522,8 +594,9 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
         inode->nodeid = st->next_nodeid++;
         inode->fd = fd;
         fd = -1;
-        if (fh) {
+        if (fh || (fs->use_handles && mount_handles(st, key.mnt_id) > 0)) {
             inode->handle = g_steal_pointer(&fh);
+            inode->by_handle = true;
             inode->idle_link.data = inode;
             inode->fd_users = 1;
             g_atomic_int_inc(&fs->handles_made);
@@ -545,6 +618,86 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
         vfsd_fd_close(fs, fd);
     }
     g_free(fresh);
+    return inode;
+}
+
+uint64_t vfsd_inodes_epoch(VfsdFs *fs)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    uint64_t epoch;
+
+    g_mutex_lock(&st->lock);
+    epoch = st->next_nodeid;
+    g_mutex_unlock(&st->lock);
+    return epoch;
+}
+
+uint64_t vfsd_inode_find(VfsdFs *fs, dev_t dev, ino_t ino, uint64_t mnt_id)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode key = { .dev = dev, .ino = ino, .mnt_id = mnt_id }, *inode;
+    uint64_t epoch;
+
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_key, &key);
+    epoch = inode && !inode->lost ? st->next_nodeid : 0;
+    g_mutex_unlock(&st->lock);
+    return epoch;
+}
+
+/*
+ * The file the caller read by name had the inode's key at that moment.
+ * Two live files never share a key, and the inode's file has lived
+ * since the inode was made (before the caller's look: before @epoch)
+ * for as long as something keeps it open: its own fd, or an fd opened
+ * again from its handle, which only a live file gives.  So an inode
+ * held open now is that file.  One held by handle alone may be a
+ * deleted file whose number went to the new one: only
+ * vfsd_inode_intern() and its handles tell.
+ */
+VfsdInode *vfsd_inode_intern_known(VfsdFs *fs, uint64_t epoch,
+                                   const struct statx *stx)
+{
+    VfsdInodeStore *st = &fs->inodes;
+    VfsdInode key, *inode;
+    bool was_idle = false;
+
+    key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
+    key.ino = stx->stx_ino;
+    key.mnt_id = stx->stx_mnt_id;
+
+    g_mutex_lock(&st->lock);
+    inode = g_hash_table_lookup(st->by_key, &key);
+    if (!inode || inode->nodeid >= epoch || inode->lost) {
+        g_mutex_unlock(&st->lock);
+        return NULL;
+    }
+    if (inode->by_handle) {
+        /* A user, as vfsd_inode_get() makes one, but only of an open fd */
+        g_mutex_lock(&inode->fd_lock);
+        if (inode->fd < 0 ||
+            (inode->fd_users == 0 && !vfsd_fd_reserve(fs))) {
+            g_mutex_unlock(&inode->fd_lock);
+            g_mutex_unlock(&st->lock);
+            return NULL;
+        }
+        if (inode->fd_users++ == 0) {
+            g_mutex_lock(&st->idle_lock);
+            if (inode->idle) {
+                g_queue_unlink(&st->idle, &inode->idle_link);
+                inode->idle = false;
+                was_idle = true;
+            }
+            g_mutex_unlock(&st->idle_lock);
+        }
+        g_mutex_unlock(&inode->fd_lock);
+    }
+    inode->nlookup++;
+    /* The list's reference becomes ours */
+    if (!was_idle) {
+        g_atomic_int_inc(&inode->refcount);
+    }
+    g_mutex_unlock(&st->lock);
     return inode;
 }
 
@@ -648,6 +801,7 @@ void vfsd_inodes_destroy(VfsdFs *fs)
     }
     g_hash_table_destroy(st->by_nodeid);
     g_hash_table_destroy(st->by_key);
+    g_hash_table_destroy(st->mount_handles);
     g_mutex_clear(&st->lock);
     g_mutex_clear(&st->idle_lock);
 }

@@ -33,6 +33,19 @@ void vfsd_inode_unref(VfsdInode *inode);
  * held (no file handle with --inode-file-handles=mandatory).
  */
 VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx);
+/*
+ * Without an fd.  The epoch: every inode made from now on has a nodeid
+ * at or past it.  vfsd_inode_find(): the epoch if the guest knows an
+ * inode as (@dev, @ino, @mnt_id), else 0.  Then, once the caller has
+ * read @stx by name, the inode of @stx's key with one more lookup and a
+ * reference for the caller, if it is that file for certain: made before
+ * @epoch, taken before the caller's look at the name, and held open
+ * since.  NULL otherwise: vfsd_inode_intern() tells.
+ */
+uint64_t vfsd_inodes_epoch(VfsdFs *fs);
+uint64_t vfsd_inode_find(VfsdFs *fs, dev_t dev, ino_t ino, uint64_t mnt_id);
+VfsdInode *vfsd_inode_intern_known(VfsdFs *fs, uint64_t epoch,
+                                   const struct statx *stx);
 void vfsd_inode_plocks_drop(VfsdInode *inode, uint64_t owner);
 /*
  * The fd that carries @owner's POSIX locks on @inode, opened (read-write,

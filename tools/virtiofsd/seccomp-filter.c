@@ -24,6 +24,11 @@
 
 #include "seccomp-filter.h"
 
+/* Linux 6.6; older C libraries' headers do not name it */
+#ifndef __NR_fchmodat2
+#define __NR_fchmodat2 452
+#endif
+
 /*
  * The ioctl() commands in use: the two read-only attribute queries that
  * FUSE_IOCTL serves (server.c).  Any other number is a device's or a file
@@ -67,6 +72,8 @@ static const int allowed[] = {
     SCMP_SYS(renameat2),
     SCMP_SYS(readlinkat), SCMP_SYS(fchmodat), SCMP_SYS(fchownat),
     SCMP_SYS(fchmod), SCMP_SYS(fchown), SCMP_SYS(utimensat),
+    /* chmod of an O_PATH fd (fs-entry.c), where the kernel has it */
+    SCMP_SYS(fchmodat2),
     /* The guest's umask for a creation, with --posix-acl */
     SCMP_SYS(umask),
     SCMP_SYS(faccessat), SCMP_SYS(faccessat2),

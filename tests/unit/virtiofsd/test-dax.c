@@ -9,9 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -1883,6 +1888,113 @@ static void test_remove_during_map(DaxFixture *d, gconstpointer data)
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
 }
 
+#ifndef __NR_fchmodat2
+#define __NR_fchmodat2 452
+#endif
+
+static void unpack_trapped(int sig, siginfo_t *info, void *uc)
+{
+    char msg[64];
+    int n = snprintf(msg, sizeof(msg), "forbidden system call %d\n",
+                     info->si_syscall);
+
+    if (write(STDERR_FILENO, msg, n) < 0) {
+        _exit(4);
+    }
+    _exit(3);
+}
+
+static void unpack_setattr(TestFs *t, uint64_t ino,
+                           const struct fuse_setattr_in *in)
+{
+    struct fuse_attr_out out;
+    TestReq *r = test_req_new(FUSE_SETATTR, ino);
+
+    test_req_add(r, in, sizeof(*in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+}
+
+/*
+ * A file of an unpack, as the guest's root sends it (LOOKUP, CREATE,
+ * WRITE, SETATTR of times, owner and mode, RELEASE), with a window: it
+ * makes none of the calls that only set again or check again what is so
+ * already.  No credential switch (the caller acts as the thread does),
+ * no check or flag change of a file the O_EXCL open just made, no size
+ * of a file that was never mapped, no chmod through /proc/self/fd where
+ * the kernel chmods an O_PATH fd (fchmodat2).  A child runs it under a
+ * filter that traps them.
+ */
+static void test_unpack_calls(DaxFixture *d, gconstpointer data)
+{
+    static const int forbidden[] = {
+        SCMP_SYS(setfsuid), SCMP_SYS(setfsgid), SCMP_SYS(geteuid),
+        SCMP_SYS(getegid), SCMP_SYS(fcntl), SCMP_SYS(fstat),
+        SCMP_SYS(newfstatat),
+    };
+    TestFs *t = &d->t;
+    bool fchmodat2 = syscall(__NR_fchmodat2, t->dir_fd, "absent", 0644, 0) < 0
+                     && errno != ENOSYS;
+    struct stat st;
+    int status;
+    pid_t pid;
+
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        struct sigaction sa = { .sa_sigaction = unpack_trapped,
+                                .sa_flags = SA_SIGINFO };
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        char page[4096] = { 1 };
+        uint64_t ino, fh;
+        unsigned int i;
+
+        sigaction(SIGSYS, &sa, NULL);
+        for (i = 0; i < G_N_ELEMENTS(forbidden); i++) {
+            seccomp_rule_add(ctx, SCMP_ACT_TRAP, forbidden[i], 0);
+        }
+        if (fchmodat2) {
+            seccomp_rule_add(ctx, SCMP_ACT_TRAP, SCMP_SYS(fchmodat), 0);
+        }
+        if (seccomp_load(ctx) < 0) {
+            _exit(5);
+        }
+        g_assert_cmpint(test_lookup_err(t, FUSE_ROOT_ID, "u1"), ==, -ENOENT);
+        ino = test_create(t, FUSE_ROOT_ID, "u1", O_WRONLY | O_EXCL, &fh);
+        g_assert_cmpint(test_write(t, ino, fh, 0, page, sizeof(page)), ==,
+                        sizeof(page));
+        unpack_setattr(t, ino, &(struct fuse_setattr_in){
+            .valid = FATTR_FH | FATTR_ATIME | FATTR_MTIME, .fh = fh,
+            .atime = 1000000000, .mtime = 1500000000 });
+        unpack_setattr(t, ino, &(struct fuse_setattr_in){
+            .valid = FATTR_FH | FATTR_UID | FATTR_GID, .fh = fh,
+            .uid = 4242, .gid = 4343 });
+        unpack_setattr(t, ino, &(struct fuse_setattr_in){
+            .valid = FATTR_FH | FATTR_MODE, .fh = fh,
+            .mode = S_IFREG | 0644 });
+        {
+            TestReq *r = test_req_new(FUSE_RELEASE, ino);
+
+            test_req_add(r, &(struct fuse_release_in){ .fh = fh },
+                         sizeof(struct fuse_release_in));
+            g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+        }
+        _exit(0);
+    }
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    if (!fchmodat2) {
+        g_test_message("no fchmodat2() here: chmod through /proc allowed");
+    }
+    /* What the child did is on the host */
+    g_assert_cmpint(fstatat(t->dir_fd, "u1", &st, AT_SYMLINK_NOFOLLOW), ==, 0);
+    g_assert_cmpuint(st.st_mode, ==, S_IFREG | 0644);
+    g_assert_cmpuint(st.st_uid, ==, 4242);
+    g_assert_cmpuint(st.st_gid, ==, 4343);
+    g_assert_cmpuint(st.st_size, ==, 4096);
+    g_assert_cmpint(st.st_mtim.tv_sec, ==, 1500000000);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1893,6 +2005,7 @@ int main(int argc, char **argv)
                GINT_TO_POINTER(noreplace), setup, fn, teardown)
 
     ADD("attr-flag", test_attr_flag, 0);
+    ADD("unpack-calls", test_unpack_calls, 0);
     ADD("map-upgrade-remove", test_map_upgrade_remove, 0);
     ADD("xattr-policy-opens-nothing", test_xattr_policy_opens_nothing, 0);
     ADD("exec-policy", test_exec_policy, 0);

@@ -24,6 +24,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "broker.h"
 #include "vfsd-test.h"
 
 /* Non-NULL data: the same test with inodes held by file handle */
@@ -745,6 +746,448 @@ static void test_readdir(TestFs *t, gconstpointer data)
     }
     g_assert_cmpuint(calls, >, 4);
     g_hash_table_destroy(seen);
+}
+
+/* One entry of a READDIRPLUS reply, as the tests below keep it */
+typedef struct Listed {
+    char name[NAME_MAX + 1];
+    uint64_t nodeid;
+    uint64_t ino;               /* the attributes' */
+    uint64_t size;
+    uint64_t next;              /* its offset: where the next one starts */
+} Listed;
+
+static uint64_t opendir_req(TestFs *t, uint64_t dir)
+{
+    struct fuse_open_out o;
+    TestReq *r = test_req_new(FUSE_OPENDIR, dir);
+
+    test_req_add(r, &(struct fuse_open_in){ 0 }, sizeof(struct fuse_open_in));
+    g_assert_cmpint(test_send(t, r, 4096, &o, sizeof(o), NULL), ==, 0);
+    return o.fh;
+}
+
+static void releasedir_req(TestFs *t, uint64_t dir, uint64_t fh)
+{
+    TestReq *r = test_req_new(FUSE_RELEASEDIR, dir);
+
+    test_req_add(r, &(struct fuse_release_in){ .fh = fh },
+                 sizeof(struct fuse_release_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+}
+
+/* One READDIRPLUS of 4 KiB from @offset, its entries but "." and ".." */
+static GArray *readdirplus_req(TestFs *t, uint64_t dir, uint64_t fh,
+                               uint64_t offset)
+{
+    struct fuse_read_in in = { .fh = fh, .offset = offset, .size = 4096 };
+    g_autofree uint8_t *buf = g_malloc(4096);
+    GArray *out = g_array_new(false, true, sizeof(Listed));
+    size_t len, pos;
+    TestReq *r = test_req_new(FUSE_READDIRPLUS, dir);
+
+    test_req_add(r, &in, sizeof(in));
+    g_assert_cmpint(test_send(t, r, 4096 + 16, buf, 4096, &len), ==, 0);
+    for (pos = 0; pos < len;) {
+        struct fuse_direntplus *dp = (void *)(buf + pos);
+        Listed l = {
+            .nodeid = dp->entry_out.nodeid,
+            .ino = dp->entry_out.attr.ino,
+            .size = dp->entry_out.attr.size,
+            .next = dp->dirent.off,
+        };
+
+        pos += FUSE_DIRENTPLUS_SIZE(dp);
+        g_assert_cmpuint(pos, <=, len);
+        memcpy(l.name, dp->dirent.name, dp->dirent.namelen);
+        if (strcmp(l.name, ".") && strcmp(l.name, "..")) {
+            g_array_append_val(out, l);
+        } else {
+            /* Still the offset the next request starts from */
+            l.name[0] = '\0';
+            g_array_append_val(out, l);
+        }
+    }
+    return out;
+}
+
+/* The whole listing of @dir, opened for it: name -> Listed */
+static GHashTable *list_dir_plus(TestFs *t, uint64_t dir)
+{
+    GHashTable *all = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
+                                            g_free);
+    uint64_t fh = opendir_req(t, dir), off = 0;
+    unsigned int i;
+
+    for (;;) {
+        g_autoptr(GArray) part = readdirplus_req(t, dir, fh, off);
+
+        if (!part->len) {
+            break;
+        }
+        for (i = 0; i < part->len; i++) {
+            Listed *l = &g_array_index(part, Listed, i);
+
+            off = l->next;
+            if (l->name[0]) {
+                g_assert_false(g_hash_table_contains(all, l->name));
+                l = g_memdup2(l, sizeof(*l));
+                g_hash_table_insert(all, l->name, l);
+            }
+        }
+    }
+    releasedir_req(t, dir, fh);
+    return all;
+}
+
+static int truncate_at(TestFs *t, const char *name, off_t size)
+{
+    int fd = openat(t->dir_fd, name, O_WRONLY | O_CLOEXEC), ret;
+
+    if (fd < 0) {
+        return -errno;
+    }
+    ret = ftruncate(fd, size) < 0 ? -errno : 0;
+    close(fd);
+    return ret;
+}
+
+/* A directory of @n empty files made on the host, looked up */
+static uint64_t host_dir(TestFs *t, const char *dir, unsigned int n)
+{
+    char name[64];
+    unsigned int i;
+
+    g_assert_cmpint(mkdirat(t->dir_fd, dir, 0755), ==, 0);
+    for (i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "%s/entry-%04u", dir, i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0644, 0), ==, 0);
+    }
+    return test_lookup(t, FUSE_ROOT_ID, dir, NULL);
+}
+
+/*
+ * A READDIR that goes on where the last one stopped reads on from the
+ * entries that one read ahead: one seek per listing, not one per
+ * request.  Any other offset seeks, and gets what it would have; an
+ * entry read ahead and removed before a reply takes it comes without a
+ * lookup.
+ */
+static void test_readdir_read_ahead(TestFs *t, gconstpointer data)
+{
+    uint64_t dir = host_dir(t, "ra", 300), fh, off = 0, again;
+    g_autoptr(GPtrArray) parts = g_ptr_array_new_with_free_func(
+        (GDestroyNotify)g_array_unref);
+    GArray *part, *p2;
+    unsigned int i, seen = 0;
+    int seeks;
+    g_autofree char *path = NULL;
+
+    fh = opendir_req(t, dir);
+    seeks = g_atomic_int_get(&t->fs.dir_seeks);
+    do {
+        part = readdirplus_req(t, dir, fh, off);
+        g_ptr_array_add(parts, part);
+        for (i = 0; i < part->len; i++) {
+            off = g_array_index(part, Listed, i).next;
+            seen += !!g_array_index(part, Listed, i).name[0];
+        }
+    } while (part->len);
+    g_assert_cmpuint(seen, ==, 300);
+    /*
+     * Twelve requests or so, two seeks: to offset 0, and for the last,
+     * empty, request: the end may leave the fd anywhere
+     */
+    g_assert_cmpuint(parts->len, >, 8);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.dir_seeks) - seeks, ==, 2);
+
+    /* Back to where the second reply began: the same entries again */
+    part = g_ptr_array_index(parts, 0);
+    again = g_array_index(part, Listed, part->len - 1).next;
+    p2 = readdirplus_req(t, dir, fh, again);
+    part = g_ptr_array_index(parts, 1);
+    g_assert_cmpuint(p2->len, ==, part->len);
+    for (i = 0; i < p2->len; i++) {
+        g_assert_cmpstr(g_array_index(p2, Listed, i).name, ==,
+                        g_array_index(part, Listed, i).name);
+        g_assert_cmpuint(g_array_index(p2, Listed, i).nodeid, ==,
+                         g_array_index(part, Listed, i).nodeid);
+    }
+    g_assert_cmpint(g_atomic_int_get(&t->fs.dir_seeks) - seeks, ==, 3);
+
+    /*
+     * The third reply's entries are read ahead now; its first one goes
+     * on the host before the request: listed, if at all, without lookup
+     */
+    part = g_ptr_array_index(parts, 2);
+    path = g_strdup_printf("ra/%s", g_array_index(part, Listed, 0).name);
+    g_assert_cmpint(unlinkat(t->dir_fd, path, 0), ==, 0);
+    off = g_array_index(p2, Listed, p2->len - 1).next;
+    g_array_unref(p2);
+    p2 = readdirplus_req(t, dir, fh, off);
+    g_assert_cmpuint(p2->len, >, 0);
+    for (i = 0; i < p2->len; i++) {
+        Listed *l = &g_array_index(p2, Listed, i);
+
+        if (!strcmp(l->name, g_array_index(part, Listed, 0).name)) {
+            g_assert_cmpuint(l->nodeid, ==, 0);
+        } else {
+            g_assert_cmpuint(l->nodeid, !=, 0);
+        }
+    }
+    g_assert_cmpint(g_atomic_int_get(&t->fs.dir_seeks) - seeks, ==, 3);
+    g_array_unref(p2);
+    releasedir_req(t, dir, fh);
+}
+
+/*
+ * READDIRPLUS of inodes the guest knows already confirms each by a stat
+ * of its name: the same nodeid, the host's attributes now, one more
+ * lookup to forget.  A name the host gave to another file meanwhile is
+ * that file's, and an inode held by its handle alone (no fd keeps its
+ * number from going to another file) is not confirmed that way.
+ */
+static void test_readdirplus_known(TestFs *t, gconstpointer data)
+{
+    uint64_t dir = host_dir(t, "kn", 40), old7;
+    g_autoptr(GHashTable) first = NULL, second = NULL;
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    struct stat st;
+    GHashTableIter it;
+    Listed *l, *m;
+    int known, fd;
+    TestReq *r;
+
+    /* By handle: idle fds keep the inodes open between requests */
+    t->fs.inodes.idle_max = 100;
+    known = g_atomic_int_get(&t->fs.listed_known);
+    first = list_dir_plus(t, dir);
+    g_assert_cmpuint(g_hash_table_size(first), ==, 40);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.listed_known), ==, known);
+
+    /* Changes on the host: a size, and a name given to a new file */
+    fd = openat(t->dir_fd, "kn/entry-0003", O_WRONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, 1234), ==, 0);
+    close(fd);
+    g_assert_cmpint(mknodat(t->dir_fd, "kn/new", S_IFREG | 0644, 0), ==, 0);
+    g_assert_cmpint(renameat(t->dir_fd, "kn/new", t->dir_fd,
+                             "kn/entry-0007"), ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "kn/entry-0007", &st, 0), ==, 0);
+
+    second = list_dir_plus(t, dir);
+    g_assert_cmpuint(g_hash_table_size(second), ==, 40);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.listed_known) - known, ==, 39);
+    g_hash_table_iter_init(&it, second);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&l)) {
+        m = g_hash_table_lookup(first, l->name);
+        g_assert_nonnull(m);
+        if (!strcmp(l->name, "entry-0007")) {
+            g_assert_cmpuint(l->nodeid, !=, m->nodeid);
+            g_assert_cmpuint(l->ino, ==, st.st_ino);
+        } else {
+            g_assert_cmpuint(l->nodeid, ==, m->nodeid);
+            g_assert_cmpuint(l->size, ==,
+                             strcmp(l->name, "entry-0003") ? 0 : 1234);
+        }
+    }
+
+    /* Two lookups of entry-0005 now: the second FORGET drops it */
+    l = g_hash_table_lookup(second, "entry-0005");
+    r = test_req_new(FUSE_FORGET, l->nodeid);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_GETATTR, l->nodeid);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 0);
+    r = test_req_new(FUSE_FORGET, l->nodeid);
+    test_req_add(r, &fin, sizeof(fin));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    r = test_req_new(FUSE_GETATTR, l->nodeid);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
+
+    if (!data) {
+        return;
+    }
+    /*
+     * By handle, with no idle fds: nothing holds the inodes open between
+     * requests, so no listing confirms them by number; the handles do,
+     * and the guest gets the same nodeids all the same.
+     */
+    old7 = ((Listed *)g_hash_table_lookup(second, "entry-0007"))->nodeid;
+    g_hash_table_destroy(g_steal_pointer(&first));
+    t->fs.inodes.idle_max = 0;
+    dir = host_dir(t, "kh", 20);
+    first = list_dir_plus(t, dir);
+    known = g_atomic_int_get(&t->fs.listed_known);
+    g_hash_table_destroy(g_steal_pointer(&second));
+    second = list_dir_plus(t, dir);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.listed_known), ==, known);
+    g_hash_table_iter_init(&it, second);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&l)) {
+        m = g_hash_table_lookup(first, l->name);
+        g_assert_nonnull(m);
+        g_assert_cmpuint(l->nodeid, ==, m->nodeid);
+        g_assert_cmpuint(l->nodeid, !=, old7);
+    }
+}
+
+/*
+ * LOOKUP in a directory whose names keep leading to inodes the guest
+ * knows (a guest revalidating) stats the name first and answers from
+ * that: the same nodeid, a lookup more to forget, ENOENT for a missing
+ * name; a name the host gave to a new file gets that file.  In a
+ * directory of new names, nothing is tried that way.
+ */
+static void test_lookup_known_first(TestFs *t, gconstpointer data)
+{
+    uint64_t dir = host_dir(t, "lk", 10), ino[10], again;
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    struct fuse_attr attr;
+    struct stat st;
+    char name[32];
+    int known, i, round;
+    TestReq *r;
+
+    if (data) {
+        t->fs.inodes.idle_max = 100;
+    }
+    known = g_atomic_int_get(&t->fs.looked_up_known);
+    for (i = 0; i < 10; i++) {
+        snprintf(name, sizeof(name), "entry-%04u", i);
+        ino[i] = test_lookup(t, dir, name, NULL);
+    }
+    /* New inodes: each opened, none stat first */
+    g_assert_cmpint(g_atomic_int_get(&t->fs.looked_up_known), ==, known);
+    for (round = 0; round < 3; round++) {
+        for (i = 0; i < 10; i++) {
+            snprintf(name, sizeof(name), "entry-%04u", i);
+            g_assert_cmpuint(test_lookup(t, dir, name, &attr), ==, ino[i]);
+        }
+    }
+    /* The first two known ones opened, raising the score, then stats */
+    g_assert_cmpint(g_atomic_int_get(&t->fs.looked_up_known) - known, ==, 28);
+    g_assert_cmpint(test_lookup_err(t, dir, "absent"), ==, -ENOENT);
+
+    /* The host's own changes: a size, and a name given to a new file */
+    g_assert_cmpint(truncate_at(t, "lk/entry-0001", 99), ==, 0);
+    g_assert_cmpuint(test_lookup(t, dir, "entry-0001", &attr), ==, ino[1]);
+    g_assert_cmpuint(attr.size, ==, 99);
+    g_assert_cmpint(mknodat(t->dir_fd, "lk/new", S_IFREG | 0644, 0), ==, 0);
+    g_assert_cmpint(renameat(t->dir_fd, "lk/new", t->dir_fd, "lk/entry-0002"),
+                    ==, 0);
+    g_assert_cmpint(fstatat(t->dir_fd, "lk/entry-0002", &st, 0), ==, 0);
+    again = test_lookup(t, dir, "entry-0002", &attr);
+    g_assert_cmpuint(again, !=, ino[2]);
+    g_assert_cmpuint(attr.ino, ==, st.st_ino);
+
+    /* entry-0003 has 4 lookups: 3 FORGETs leave it, the 4th drops it */
+    for (i = 0; i < 4; i++) {
+        r = test_req_new(FUSE_FORGET, ino[3]);
+        test_req_add(r, &fin, sizeof(fin));
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+        r = test_req_new(FUSE_GETATTR, ino[3]);
+        test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                     sizeof(struct fuse_getattr_in));
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==,
+                        i < 3 ? 0 : -ENOENT);
+    }
+}
+
+/*
+ * Inodes held by handle make their handle only when their fd goes:
+ * none for one whose fd the idle list keeps, one once the list lets it
+ * go (and the inode then opens through the broker as before).
+ */
+static void test_handles_lazy(TestFs *t, gconstpointer data)
+{
+    struct fuse_attr_out out;
+    uint64_t ino[6];
+    char name[16];
+    int opened, i;
+    VfsdInode *inode;
+    TestReq *r;
+
+    t->fs.inodes.idle_max = 3;
+    for (i = 0; i < 6; i++) {
+        snprintf(name, sizeof(name), "z%d", i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0600, 0), ==, 0);
+        ino[i] = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    }
+    /* The last three keep their fds, idle, and have no handle yet */
+    for (i = 0; i < 6; i++) {
+        inode = g_hash_table_lookup(t->fs.inodes.by_nodeid, &ino[i]);
+        g_assert_nonnull(inode);
+        g_assert_true(inode->by_handle);
+        if (i < 3) {
+            g_assert_cmpint(inode->fd, <, 0);
+            g_assert_nonnull(inode->handle);
+            g_assert_cmpuint(inode->broker_id, !=, 0);
+        } else {
+            g_assert_cmpint(inode->fd, >=, 0);
+            g_assert_null(inode->handle);
+        }
+    }
+    opened = g_atomic_int_get(&t->fs.handles_opened);
+    r = test_req_new(FUSE_GETATTR, ino[1]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&t->fs.handles_opened), ==, opened + 1);
+    g_assert_cmpuint(test_lookup(t, FUSE_ROOT_ID, "z1", NULL), ==, ino[1]);
+}
+
+/*
+ * Inodes whose fds go (here: no idle fds at all) reach the broker
+ * sixteen to a message, and so do those the guest forgets; whatever
+ * waits for its batch goes before any other message, so an inode handed
+ * over a moment ago opens all the same.
+ */
+static void test_handles_batched(TestFs *t, gconstpointer data)
+{
+    struct fuse_forget_in fin = { .nlookup = 1 };
+    struct fuse_attr_out out;
+    uint64_t ino[33];
+    unsigned int sent;
+    char name[16];
+    int i;
+    TestReq *r;
+
+    t->fs.inodes.idle_max = 0;
+    /* An open sends all that waits: nothing does after this one */
+    g_assert_cmpint(mknodat(t->dir_fd, "b-first", S_IFREG | 0600, 0), ==, 0);
+    ino[0] = test_lookup(t, FUSE_ROOT_ID, "b-first", NULL);
+    r = test_req_new(FUSE_GETATTR, ino[0]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    sent = vfsd_broker_messages(t->fs.broker);
+    for (i = 0; i < 33; i++) {
+        snprintf(name, sizeof(name), "b%d", i);
+        g_assert_cmpint(mknodat(t->dir_fd, name, S_IFREG | 0600, 0), ==, 0);
+        ino[i] = test_lookup(t, FUSE_ROOT_ID, name, NULL);
+    }
+    g_assert_cmpuint(vfsd_broker_messages(t->fs.broker) - sent, ==, 2);
+    /* The 33rd waits; opening it sends it first, then the open */
+    r = test_req_new(FUSE_GETATTR, ino[32]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, &out, sizeof(out), NULL), ==, 0);
+    g_assert_cmpuint(vfsd_broker_messages(t->fs.broker) - sent, ==, 4);
+    for (i = 0; i < 33; i++) {
+        r = test_req_new(FUSE_FORGET, ino[i]);
+        test_req_add(r, &fin, sizeof(fin));
+        g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, 1);
+    }
+    /* 33 forgotten: two batches sent, one waits */
+    g_assert_cmpuint(vfsd_broker_messages(t->fs.broker) - sent, ==, 6);
+    r = test_req_new(FUSE_GETATTR, ino[0]);
+    test_req_add(r, &(struct fuse_getattr_in){ 0 },
+                 sizeof(struct fuse_getattr_in));
+    g_assert_cmpint(test_send(t, r, 4096, NULL, 0, NULL), ==, -ENOENT);
 }
 
 static void test_statfs_access_syncfs(TestFs *t, gconstpointer data)
@@ -3582,6 +4025,9 @@ int main(int argc, char **argv)
     g_test_add_func("/virtiofsd/ops/killpriv-v2/no-setgid",
                     test_killpriv_no_setgid);
     ADD("readdir", test_readdir);
+    ADD("readdir/read-ahead", test_readdir_read_ahead);
+    ADD("readdirplus/known-inodes", test_readdirplus_known);
+    ADD("lookup/known-first", test_lookup_known_first);
     ADD("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD("xattr", test_xattr);
     ADD("xattr-symlink", test_xattr_symlink);
@@ -3607,6 +4053,11 @@ int main(int argc, char **argv)
     ADD_FH("attrs", test_attrs);
     ADD_FH("killpriv-v2", test_killpriv);
     ADD_FH("readdir", test_readdir);
+    ADD_FH("readdir/read-ahead", test_readdir_read_ahead);
+    ADD_FH("readdirplus/known-inodes", test_readdirplus_known);
+    ADD_FH("lookup/known-first", test_lookup_known_first);
+    ADD_FH("lazy-handles", test_handles_lazy);
+    ADD_FH("batched-hand-over", test_handles_batched);
     ADD_FH("statfs-access-syncfs", test_statfs_access_syncfs);
     ADD_FH("xattr", test_xattr);
     ADD_FH("xattr-symlink", test_xattr_symlink);
