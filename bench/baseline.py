@@ -24,6 +24,17 @@ import subprocess
 SUFFIX = "-baseline"
 
 
+def add_arguments(ap):
+    """The two options run.py and tree.py take for a baseline build"""
+    ap.add_argument("--baseline-virtiofsd", metavar="PATH",
+                    default=os.environ.get("BASELINE_VIRTIOFSD"),
+                    help="another build of our virtiofsd: run a NAME-baseline "
+                         "twin of each chosen configuration of ours with it")
+    ap.add_argument("--baseline-commit", metavar="REV",
+                    help="the commit that build is from, for the report "
+                         "(default: the HEAD of the git tree it lies in)")
+
+
 def commit_of(binary, commit=None):
     """The commit BINARY was built from: COMMIT if given, else the HEAD of
     the git tree its build directory lies in; None if neither says."""

@@ -743,13 +743,7 @@ def main():
     ap.add_argument("--guests-only", action="store_true",
                     help="leave out the measurements without a guest "
                          "(map+unmap, inodes, upstream comparison)")
-    ap.add_argument("--baseline-virtiofsd", metavar="PATH",
-                    default=os.environ.get("BASELINE_VIRTIOFSD"),
-                    help="another build of our virtiofsd: run a NAME-baseline "
-                         "twin of each chosen configuration of ours with it")
-    ap.add_argument("--baseline-commit", metavar="REV",
-                    help="the commit that build is from, for the report "
-                         "(default: the HEAD of the git tree it lies in)")
+    baseline.add_arguments(ap)
     ap.add_argument("--out", default=os.path.join(TOP, "docs", "benchmarks"))
     ap.add_argument("--no-shmem", dest="shmem", action="store_false",
                     help="leave out the map+unmap comparison with upstream "

@@ -497,13 +497,7 @@ def main():
     ap.add_argument("--report", metavar="JSON",
                     help="measure nothing: write tree.md again from the "
                          "figures of an earlier run's tree.json")
-    ap.add_argument("--baseline-virtiofsd", metavar="PATH",
-                    default=os.environ.get("BASELINE_VIRTIOFSD"),
-                    help="another build of our virtiofsd: run a NAME-baseline "
-                         "twin of each chosen configuration of ours with it")
-    ap.add_argument("--baseline-commit", metavar="REV",
-                    help="the commit that build is from, for the report "
-                         "(default: the HEAD of the git tree it lies in)")
+    baseline.add_arguments(ap)
     ap.add_argument("--tree-only", action="store_true",
                     help="only the tree's guest: no create, smallread, "
                          "build-like or walk steps")
