@@ -35,6 +35,20 @@ def add_arguments(ap):
                          "(default: the HEAD of the git tree it lies in)")
 
 
+def from_args(ap, args, confs, chosen):
+    """The baseline the options name, if any, and the configurations with
+    its twins added: (base or None, confs, chosen)"""
+    if not args.baseline_virtiofsd:
+        return None, confs, chosen
+    path = os.path.abspath(args.baseline_virtiofsd)
+    if not os.access(path, os.X_OK):
+        ap.error(f"--baseline-virtiofsd: {path} is not an executable")
+    commit = commit_of(path, args.baseline_commit)
+    base = {"binary": path, "commit": commit, "label": label(path, commit)}
+    confs, chosen = add_variants(confs, chosen, path, base["label"])
+    return base, confs, chosen
+
+
 def commit_of(binary, commit=None):
     """The commit BINARY was built from: COMMIT if given, else the HEAD of
     the git tree its build directory lies in; None if neither says."""

@@ -773,16 +773,7 @@ def main():
         if missing:
             print(f"bench: our virtiofsd is not built; these configurations will "
                   f"report 0: {', '.join(missing)}", file=sys.stderr)
-    base = None
-    if args.baseline_virtiofsd:
-        path = os.path.abspath(args.baseline_virtiofsd)
-        if not os.access(path, os.X_OK):
-            ap.error(f"--baseline-virtiofsd: {path} is not an executable")
-        commit = baseline.commit_of(path, args.baseline_commit)
-        base = {"binary": path, "commit": commit,
-                "label": baseline.label(path, commit)}
-        confs, chosen = baseline.add_variants(confs, chosen, path,
-                                              base["label"])
+    base, confs, chosen = baseline.from_args(ap, args, confs, chosen)
     confs = {c: confs[c] for c in chosen}
     wls = workloads(args.quick)
     if args.workloads:

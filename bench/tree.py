@@ -512,16 +512,7 @@ def main():
     for c in chosen:
         if c not in confs:
             ap.error(f"unknown configuration {c}; known: {', '.join(confs)}")
-    base = None
-    if args.baseline_virtiofsd:
-        path = os.path.abspath(args.baseline_virtiofsd)
-        if not os.access(path, os.X_OK):
-            ap.error(f"--baseline-virtiofsd: {path} is not an executable")
-        commit = baseline.commit_of(path, args.baseline_commit)
-        base = {"binary": path, "commit": commit,
-                "label": baseline.label(path, commit)}
-        confs, chosen = baseline.add_variants(confs, chosen, path,
-                                              base["label"])
+    base, confs, chosen = baseline.from_args(ap, args, confs, chosen)
     work = tempfile.mkdtemp(prefix="vfsdax-tree-", dir="/dev/shm")
     res = {c: {"steps": {}, "ops": {}} for c in chosen}
     raw = {c: {} for c in chosen}
