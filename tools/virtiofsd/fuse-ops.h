@@ -49,6 +49,12 @@
  * data is read once, by pwritev() straight from guest memory.
  */
 #define VFSD_OP_DATA_IN_PLACE   (1u << 4)
+/*
+ * Makes a file, which carries the guest's security label if it sent one
+ * (FUSE_SECURITY_CTX): a malformed label fails it with EINVAL before the
+ * handler runs, so that nothing is made without the label asked for.
+ */
+#define VFSD_OP_LABELLED        (1u << 5)
 
 #define VFSD_FUSE_OPS(OP) \
     OP(INIT, do_init, false, VFSD_OP_BEFORE_INIT) \
@@ -62,9 +68,9 @@
     OP(STATX, do_statx, false, 0) \
     OP(SETATTR, do_setattr, false, 0) \
     OP(READLINK, do_readlink, false, 0) \
-    OP(SYMLINK, do_symlink, false, 0) \
-    OP(MKNOD, do_mknod, false, 0) \
-    OP(MKDIR, do_mkdir, false, 0) \
+    OP(SYMLINK, do_symlink, false, VFSD_OP_LABELLED) \
+    OP(MKNOD, do_mknod, false, VFSD_OP_LABELLED) \
+    OP(MKDIR, do_mkdir, false, VFSD_OP_LABELLED) \
     OP(UNLINK, do_unlink, false, 0)                 /* is_dir */ \
     OP(RMDIR, do_unlink, true, 0) \
     OP(RENAME, do_rename, false, 0)                 /* v2 */ \
@@ -72,8 +78,8 @@
     OP(LINK, do_link, false, 0) \
     OP(OPEN, do_open, false, 0)                     /* is_dir */ \
     OP(OPENDIR, do_open, true, 0) \
-    OP(CREATE, do_create, false, 0)                 /* tmpfile */ \
-    OP(TMPFILE, do_create, true, 0) \
+    OP(CREATE, do_create, false, VFSD_OP_LABELLED) /* tmpfile */ \
+    OP(TMPFILE, do_create, true, VFSD_OP_LABELLED) \
     OP(READ, do_read, false, 0) \
     OP(WRITE, do_write, false, VFSD_OP_DATA_IN_PLACE) \
     OP(STATFS, do_statfs, false, 0) \

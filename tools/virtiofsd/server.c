@@ -730,11 +730,6 @@ static void do_symlink(VfsdReq *r, bool variant)
     g_autofree char *target = g_malloc(PATH_MAX);
     VfsdEntry e;
 
-    if (r->label_err) {
-        reply_err(r, r->label_err);
-        return;
-    }
-
     /* FUSE_SYMLINK: the new name, then the target */
     if (!get_name(r, name) ||
         !get_string(r, target, PATH_MAX - 1, -ENAMETOOLONG)) {
@@ -754,11 +749,6 @@ static void do_mknod(VfsdReq *r, bool variant)
     char name[VFSD_NAME_MAX + 1];
     VfsdEntry e;
 
-    if (r->label_err) {
-        reply_err(r, r->label_err);
-        return;
-    }
-
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
     }
@@ -777,11 +767,6 @@ static void do_mkdir(VfsdReq *r, bool variant)
     struct fuse_mkdir_in in;
     char name[VFSD_NAME_MAX + 1];
     VfsdEntry e;
-
-    if (r->label_err) {
-        reply_err(r, r->label_err);
-        return;
-    }
 
     if (!get_arg(r, &in, sizeof(in)) || !get_name(r, name)) {
         return;
@@ -859,11 +844,6 @@ static void do_create(VfsdReq *r, bool tmpfile)
     VfsdEntry e;
     VfsdOpened o;
     int ret;
-
-    if (r->label_err) {
-        reply_err(r, r->label_err);
-        return;
-    }
 
     if (!get_arg(r, &in, sizeof(in))) {
         return;
@@ -1766,6 +1746,8 @@ static size_t process_req(VfsdReq *r, const VfsdReqHead *head,
     } else if (op->flags & VFSD_OP_NO_REPLY) {
         op->handler(r, op->variant);
         return 0;
+    } else if ((op->flags & VFSD_OP_LABELLED) && r->label_err) {
+        reply_err(r, r->label_err);
     } else {
         op->handler(r, op->variant);
     }
