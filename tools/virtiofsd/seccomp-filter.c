@@ -23,11 +23,7 @@
 #include <unistd.h>
 
 #include "seccomp-filter.h"
-
-/* Linux 6.6; older C libraries' headers do not name it */
-#ifndef __NR_fchmodat2
-#define __NR_fchmodat2 452
-#endif
+#include "compat.h"
 
 /*
  * The ioctl() commands in use: the two read-only attribute queries that
