@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "fs-entry.h"
+#include "compat.h"
 #include "creds.h"
 #include "dax.h"
 #include "fd.h"
@@ -95,10 +96,6 @@ static int proc_name(const VfsdInode *inode, char *buf, size_t len)
     snprintf(buf, len, "%d", inode->fd);
     return 0;
 }
-
-#ifndef __NR_fchmodat2
-#define __NR_fchmodat2 452      /* the same number on every architecture */
-#endif
 
 /*
  * chmod of the inode behind @inode's O_PATH fd.  fchmod() refuses O_PATH

@@ -483,19 +483,110 @@ static int inode_same_file(VfsdInode *inode, const struct file_handle *fh)
     return inode->handle && handle_equal(inode->handle, fh);
 }
 
+/*
+ * Called with the table's lock held, for a file the table has no inode
+ * of: whether that inode needs its handle made now (1), or not (0: its
+ * mount is known to have handles, made when its fd goes, or it has none
+ * and fds will do), or cannot be held (-errno: the mount has no handles,
+ * and they are mandatory).  The first inode of a mount finds out whether
+ * it has them.
+ */
+static int new_inode_needs_handle(VfsdFs *fs, uint64_t mnt_id)
+{
+    int handles = mount_handles(&fs->inodes, mnt_id);
+
+    if (handles > 0 ||
+        (handles < 0 && fs->opts->inode_file_handles !=
+                        VFSD_INODE_FH_MANDATORY)) {
+        return 0;
+    }
+    return handles < 0 ? handles : 1;
+}
+
+/*
+ * Called with the table's lock held: the guest looks up @inode again,
+ * which the caller opened @fd on.  Returns @fd, or -1 where the inode
+ * took it over.
+ */
+static int inode_found_locked(VfsdInodeStore *st, VfsdInode *inode, int fd)
+{
+    inode->nlookup++;
+    g_atomic_int_inc(&inode->refcount);
+    if (!inode->by_handle) {
+        return fd;
+    }
+    /*
+     * A handle inode nobody uses takes over our fd, reserved, or keeps
+     * its idle one, which our reservation then counts
+     */
+    g_mutex_lock(&inode->fd_lock);
+    if (inode->fd_users++ == 0) {
+        g_mutex_lock(&st->idle_lock);
+        if (inode->idle) {
+            g_queue_unlink(&st->idle, &inode->idle_link);
+            inode->idle = false;
+            /* The list's reference: the table holds another */
+            g_atomic_int_add(&inode->refcount, -1);
+        }
+        g_mutex_unlock(&st->idle_lock);
+        if (inode->fd < 0) {
+            inode->fd = fd;
+        } else {
+            close(fd);
+        }
+        fd = -1;
+    }
+    g_mutex_unlock(&inode->fd_lock);
+    return fd;
+}
+
+/*
+ * Called with the table's lock held: @inode, zeroed, becomes the table's
+ * inode of @key, holding @fd and, where it is held by handle, *@fh.
+ */
+static void inode_add_locked(VfsdFs *fs, VfsdInode *inode,
+                             const VfsdInode *key, mode_t mode, int fd,
+                             struct file_handle **fh)
+{
+    VfsdInodeStore *st = &fs->inodes;
+
+    inode->fs = fs;
+    g_mutex_init(&inode->plock_lock);
+    g_mutex_init(&inode->fd_lock);
+    inode->nodeid = st->next_nodeid++;
+    inode->fd = fd;
+    if (*fh || (fs->use_handles && mount_handles(st, key->mnt_id) > 0)) {
+        inode->handle = g_steal_pointer(fh);
+        inode->by_handle = true;
+        inode->idle_link.data = inode;
+        inode->fd_users = 1;
+        g_atomic_int_inc(&fs->handles_made);
+    }
+    inode->dev = key->dev;
+    inode->ino = key->ino;
+    inode->mnt_id = key->mnt_id;
+    inode->type = mode & S_IFMT;
+    /* One reference for the table, one for us */
+    inode->refcount = 2;
+    inode->nlookup = 1;
+    g_hash_table_insert(st->by_nodeid, &inode->nodeid, inode);
+    /* replace: the key is the inode, and the old one may go first */
+    g_hash_table_replace(st->by_key, inode, inode);
+}
+
 VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
 {
     VfsdInodeStore *st = &fs->inodes;
-    VfsdInode key, *inode, *fresh;
+    VfsdInode key, *inode;
+    g_autofree VfsdInode *fresh = g_new0(VfsdInode, 1);
     g_autofree struct file_handle *fh = NULL;
     bool have_fh = false;
-    int ret, same, mnt_id = 0, handles, handle_err = 0;
+    int ret, same, mnt_id = 0, need, handle_err = 0;
 
     key.dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
     key.ino = stx->stx_ino;
     key.mnt_id = stx->stx_mnt_id;
 
-    fresh = g_new0(VfsdInode, 1);
     g_mutex_lock(&st->lock);
     for (;;) {
         inode = g_hash_table_lookup(st->by_key, &key);
@@ -507,26 +598,20 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
          * A new inode on a mount known to have handles is held by handle
          * without one yet: while its fd is open nothing can take its
          * number, and the handle is made when the fd goes
-         * (inode_fd_give_up_locked()), which most never do.  The first
-         * inode of a mount finds out whether it has them.
+         * (inode_fd_give_up_locked()), which most never do.
          */
-        if (!inode) {
-            handles = mount_handles(st, key.mnt_id);
-            if (handles > 0 ||
-                (handles < 0 && fs->opts->inode_file_handles !=
-                                VFSD_INODE_FH_MANDATORY)) {
-                break;
-            }
-            if (handles < 0) {
-                g_mutex_unlock(&st->lock);
-                vfsd_guest_error("no file handle for an inode (%s), and "
-                                 "--inode-file-handles=mandatory",
-                                 strerror(-handles));
-                vfsd_fd_close(fs, fd);
-                g_free(fresh);
-                errno = -handles;
-                return NULL;
-            }
+        need = inode ? 1 : new_inode_needs_handle(fs, key.mnt_id);
+        if (need == 0) {
+            break;
+        }
+        if (need < 0) {
+            g_mutex_unlock(&st->lock);
+            vfsd_guest_error("no file handle for an inode (%s), and "
+                             "--inode-file-handles=mandatory",
+                             strerror(-need));
+            vfsd_fd_close(fs, fd);
+            errno = -need;
+            return NULL;
         }
         /*
          * That first inode needs its handle, and so does a known one held
@@ -544,80 +629,27 @@ VfsdInode *vfsd_inode_intern(VfsdFs *fs, int fd, const struct statx *stx)
         }
         if (ret < 0) {
             vfsd_fd_close(fs, fd);
-            g_free(fresh);
             errno = -ret;
             return NULL;
         }
         g_mutex_lock(&st->lock);
     }
-    if (inode && same <= 0) {
-        /*
-         * Another file with a deleted one's number: the guest may still
-         * name the old one (its requests get the host's ESTALE), the key
-         * is the new one's.
-         */
-        inode = NULL;
-    }
-    if (inode) {
-        inode->nlookup++;
-        g_atomic_int_inc(&inode->refcount);
-        if (inode->by_handle) {
-            /*
-             * A handle inode nobody uses takes over our fd, reserved,
-             * or keeps its idle one, which our reservation then counts
-             */
-            g_mutex_lock(&inode->fd_lock);
-            if (inode->fd_users++ == 0) {
-                g_mutex_lock(&st->idle_lock);
-                if (inode->idle) {
-                    g_queue_unlink(&st->idle, &inode->idle_link);
-                    inode->idle = false;
-                    /* The list's reference: the table holds another */
-                    g_atomic_int_add(&inode->refcount, -1);
-                }
-                g_mutex_unlock(&st->idle_lock);
-                if (inode->fd < 0) {
-                    inode->fd = fd;
-                } else {
-                    close(fd);
-                }
-                fd = -1;
-            }
-            g_mutex_unlock(&inode->fd_lock);
-        }
+    /*
+     * Else new, or another file with a deleted one's number, which takes
+     * the key: the guest may still name the old one (the host's ESTALE).
+     */
+    if (inode && same > 0) {
+        fd = inode_found_locked(st, inode, fd);
     } else {
-        inode = fresh;
-        fresh = NULL;
-        inode->fs = fs;
-        g_mutex_init(&inode->plock_lock);
-        g_mutex_init(&inode->fd_lock);
-        inode->nodeid = st->next_nodeid++;
-        inode->fd = fd;
+        inode = g_steal_pointer(&fresh);
+        inode_add_locked(fs, inode, &key, stx->stx_mode, fd, &fh);
         fd = -1;
-        if (fh || (fs->use_handles && mount_handles(st, key.mnt_id) > 0)) {
-            inode->handle = g_steal_pointer(&fh);
-            inode->by_handle = true;
-            inode->idle_link.data = inode;
-            inode->fd_users = 1;
-            g_atomic_int_inc(&fs->handles_made);
-        }
-        inode->dev = key.dev;
-        inode->ino = key.ino;
-        inode->mnt_id = key.mnt_id;
-        inode->type = stx->stx_mode & S_IFMT;
-        /* One reference for the table, one for us */
-        inode->refcount = 2;
-        inode->nlookup = 1;
-        g_hash_table_insert(st->by_nodeid, &inode->nodeid, inode);
-        /* replace: the key is the inode, and the old one may go first */
-        g_hash_table_replace(st->by_key, inode, inode);
     }
     g_mutex_unlock(&st->lock);
 
     if (fd >= 0) {
         vfsd_fd_close(fs, fd);
     }
-    g_free(fresh);
     return inode;
 }
 

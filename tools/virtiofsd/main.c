@@ -245,6 +245,70 @@ static bool setup_id_mapping(VfsdOptions *opts)
     return false;
 }
 
+/*
+ * The root of what is served: the shared directory, or "/" once a
+ * sandbox has made it the root.  The daemon then works from
+ * /proc/self/fd, through which the xattr calls on inodes it must not
+ * open go.
+ */
+static int open_root(const VfsdOptions *opts, int proc_fd)
+{
+    int root_fd = open(opts->sandbox == VFSD_SANDBOX_NONE ?
+                       opts->shared_dir : "/",
+                       O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+    if (root_fd < 0) {
+        die("cannot open the shared directory");
+    }
+    if (fchdir(proc_fd) < 0) {
+        die("cannot change to /proc/self/fd");
+    }
+    return root_fd;
+}
+
+/*
+ * Inodes held by handle need Landlock off outside the namespace
+ * sandbox (see vfsd_landlock_restrict()), where it is what keeps the
+ * host's /proc from the daemon: there prefer means fds.
+ */
+static void prefer_fds_without_namespace(VfsdOptions *opts)
+{
+    if (opts->inode_file_handles == VFSD_INODE_FH_PREFER &&
+        opts->sandbox != VFSD_SANDBOX_NAMESPACE) {
+        vfsd_info("--inode-file-handles=prefer: inodes are held by fds "
+                  "outside --sandbox=namespace, so that Landlock can "
+                  "confine the daemon; --inode-file-handles=mandatory "
+                  "uses handles without it");
+        opts->inode_file_handles = VFSD_INODE_FH_NEVER;
+    }
+}
+
+/* Once the file system is set up: what the daemon will not need again */
+static void confine(const VfsdOptions *opts, const VfsdFs *fs, int root_fd,
+                    int proc_fd)
+{
+    g_autofree char *err = NULL;
+
+    if (!vfsd_drop_capabilities(opts->caps_add, opts->caps_drop, false,
+                                &err)) {
+        die(err);
+    }
+    /*
+     * Everything the daemon opens outside the shared directory it has
+     * opened by now; nothing it serves may reach further.
+     */
+    if (!vfsd_landlock_restrict(opts->sandbox,
+                                fs->use_handles ||
+                                opts->migration_mode == VFSD_MIG_FILE_HANDLES,
+                                root_fd, proc_fd, &err)) {
+        die(err);
+    }
+    if (!vfsd_seccomp_install(opts->seccomp, vfsd_seccomp_needs(opts),
+                              &err)) {
+        die(err);
+    }
+}
+
 int main(int argc, char **argv)
 {
     VfsdOptions opts;
@@ -300,28 +364,8 @@ int main(int argc, char **argv)
     if (lfd >= 0) {
         conn = accept_front_end(lfd);
     }
-    root_fd = open(opts.sandbox == VFSD_SANDBOX_NONE ? opts.shared_dir : "/",
-                   O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (root_fd < 0) {
-        die("cannot open the shared directory");
-    }
-    /* xattr calls on inodes we must not open go through /proc/self/fd */
-    if (fchdir(proc_fd) < 0) {
-        die("cannot change to /proc/self/fd");
-    }
-    /*
-     * Inodes held by handle need Landlock off outside the namespace
-     * sandbox (see vfsd_landlock_restrict()), where it is what keeps the
-     * host's /proc from the daemon: there prefer means fds.
-     */
-    if (opts.inode_file_handles == VFSD_INODE_FH_PREFER &&
-        opts.sandbox != VFSD_SANDBOX_NAMESPACE) {
-        vfsd_info("--inode-file-handles=prefer: inodes are held by fds "
-                  "outside --sandbox=namespace, so that Landlock can "
-                  "confine the daemon; --inode-file-handles=mandatory "
-                  "uses handles without it");
-        opts.inode_file_handles = VFSD_INODE_FH_NEVER;
-    }
+    root_fd = open_root(&opts, proc_fd);
+    prefer_fds_without_namespace(&opts);
     /*
      * Before the capabilities go: the broker that opens file handles
      * takes CAP_DAC_READ_SEARCH with it, and this process keeps none.
@@ -332,24 +376,7 @@ int main(int argc, char **argv)
     if (!fs.use_handles) {
         warn_fd_bound();
     }
-    if (!vfsd_drop_capabilities(opts.caps_add, opts.caps_drop, false,
-                                &err)) {
-        die(err);
-    }
-    /*
-     * Everything the daemon opens outside the shared directory it has
-     * opened by now; nothing it serves may reach further.
-     */
-    if (!vfsd_landlock_restrict(opts.sandbox,
-                                fs.use_handles ||
-                                opts.migration_mode == VFSD_MIG_FILE_HANDLES,
-                                root_fd, proc_fd, &err)) {
-        die(err);
-    }
-    if (!vfsd_seccomp_install(opts.seccomp, vfsd_seccomp_needs(&opts),
-                              &err)) {
-        die(err);
-    }
+    confine(&opts, &fs, root_fd, proc_fd);
 
     vfsd_info("serving %s", opts.shared_dir);
     ok = vfsd_vhost_serve(&fs, conn);

@@ -954,10 +954,8 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
     return apply_number(o, id, val, err);
 }
 
-bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
+static void set_defaults(VfsdOptions *o)
 {
-    int i;
-
     memset(o, 0, sizeof(*o));
     o->fd = -1;
     o->socket_gid = -1;
@@ -975,51 +973,28 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
     o->announce_submounts = true;
     o->inode_file_handles = VFSD_INODE_FH_PREFER;
     o->inode_fd_cache = -1;
+}
 
-    for (i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *eq = g_str_has_prefix(arg, "--") ? strchr(arg, '=') : NULL;
-        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        const char *val = NULL;
-        unsigned int j;
-        int id = -1;
+/* The OPT_* of the first @len characters of @arg, or -1 */
+static int option_id(const char *arg, size_t len)
+{
+    unsigned int j;
 
-        for (j = 0; j < G_N_ELEMENTS(option_names); j++) {
-            if (strlen(option_names[j].name) == len &&
-                !strncmp(arg, option_names[j].name, len)) {
-                id = option_names[j].id;
-                break;
-            }
-        }
-        if (id < 0) {
-            *err = g_strdup_printf("unknown option '%s' (see --help)", arg);
-            return false;
-        }
-        if (id == OPT_SECURITY_LABEL || id == OPT_POSIX_ACL) {
-            /* Never the next argument: "--posix-acl --xattr" is two */
-            val = eq ? eq + 1 : "always";
-        } else if (id >= OPT_FLAG_FIRST) {
-            if (eq) {
-                *err = g_strdup_printf("option '%.*s' takes no value",
-                                       (int)len, arg);
-                return false;
-            }
-        } else if (eq) {
-            val = eq + 1;
-        } else if (i + 1 < argc) {
-            val = argv[++i];
-        } else {
-            *err = g_strdup_printf("option '%s' needs a value", arg);
-            return false;
-        }
-        if (!apply_option(o, id, val, err)) {
-            return false;
+    for (j = 0; j < G_N_ELEMENTS(option_names); j++) {
+        if (strlen(option_names[j].name) == len &&
+            !strncmp(arg, option_names[j].name, len)) {
+            return option_names[j].id;
         }
     }
+    return -1;
+}
 
-    if (o->help || o->version || o->print_capabilities) {
-        return true;
-    }
+/*
+ * What no single option can check: the ones that need or exclude each
+ * other, and those that turn others on.
+ */
+static bool settle_options(VfsdOptions *o, char **err)
+{
     if (!o->shared_dir) {
         *err = g_strdup("no shared directory: use --shared-dir=DIR "
                         "(or -o source=DIR)");
@@ -1064,6 +1039,50 @@ bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
         return false;
     }
     return true;
+}
+
+bool vfsd_options_parse(VfsdOptions *o, int argc, char **argv, char **err)
+{
+    int i;
+
+    set_defaults(o);
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *eq = g_str_has_prefix(arg, "--") ? strchr(arg, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        const char *val = NULL;
+        int id = option_id(arg, len);
+
+        if (id < 0) {
+            *err = g_strdup_printf("unknown option '%s' (see --help)", arg);
+            return false;
+        }
+        if (id == OPT_SECURITY_LABEL || id == OPT_POSIX_ACL) {
+            /* Never the next argument: "--posix-acl --xattr" is two */
+            val = eq ? eq + 1 : "always";
+        } else if (id >= OPT_FLAG_FIRST) {
+            if (eq) {
+                *err = g_strdup_printf("option '%.*s' takes no value",
+                                       (int)len, arg);
+                return false;
+            }
+        } else if (eq) {
+            val = eq + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            *err = g_strdup_printf("option '%s' needs a value", arg);
+            return false;
+        }
+        if (!apply_option(o, id, val, err)) {
+            return false;
+        }
+    }
+
+    if (o->help || o->version || o->print_capabilities) {
+        return true;
+    }
+    return settle_options(o, err);
 }
 
 bool vfsd_options_open_by_handle(const VfsdOptions *o)

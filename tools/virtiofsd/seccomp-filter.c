@@ -23,11 +23,7 @@
 #include <unistd.h>
 
 #include "seccomp-filter.h"
-
-/* Linux 6.6; older C libraries' headers do not name it */
-#ifndef __NR_fchmodat2
-#define __NR_fchmodat2 452
-#endif
+#include "compat.h"
 
 /*
  * The ioctl() commands in use: the two read-only attribute queries that
@@ -220,9 +216,9 @@ static bool install_sigsys_handler(char **err)
 }
 
 /* The allow-list's rules; 0 or a negative errno from libseccomp */
-static int add_rules(scmp_filter_ctx ctx, unsigned int needs)
+/* The calls of allowed[] and conditional[], whatever their arguments */
+static int add_listed_rules(scmp_filter_ctx ctx, unsigned int needs)
 {
-    bool syslog = needs & VFSD_SECCOMP_SYSLOG;
     unsigned int i;
     int ret = 0;
 
@@ -245,6 +241,42 @@ static int add_rules(scmp_filter_ctx ctx, unsigned int needs)
                                    conditional[i].nr, 0);
         }
     }
+    return ret;
+}
+
+/* ioctl() and prctl(): the commands in use, and no other */
+static int add_command_rules(scmp_filter_ctx ctx)
+{
+    unsigned int i;
+    int ret = 0;
+
+    /* The kernel reads the command as an int: compare its 32 bits only */
+    for (i = 0; i < G_N_ELEMENTS(ioctl_allowed) && ret == 0; i++) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+                               SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu,
+                                       ioctl_allowed[i]));
+    }
+    for (i = 0; i < G_N_ELEMENTS(prctl_allowed) && ret == 0; i++) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+                               SCMP_A0(SCMP_CMP_EQ, prctl_allowed[i]));
+    }
+    if (ret == 0) {
+        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 2,
+                               SCMP_A0(SCMP_CMP_EQ, PR_CAP_AMBIENT),
+                               SCMP_A1(SCMP_CMP_EQ, PR_CAP_AMBIENT_IS_SET));
+    }
+    return ret;
+}
+
+/*
+ * The tables' rules, then those of calls allowed with some arguments
+ * only, or refused with an errno of their own
+ */
+static int add_rules(scmp_filter_ctx ctx, unsigned int needs)
+{
+    bool syslog = needs & VFSD_SECCOMP_SYSLOG;
+    int ret = add_listed_rules(ctx, needs);
+
     /*
      * --watch-truncate.  Allowed whether or not it is on, as the option
      * only decides whether we call them; a watch can only ask for the
@@ -303,20 +335,8 @@ static int add_rules(scmp_filter_ctx ctx, unsigned int needs)
                                SCMP_A0(SCMP_CMP_MASKED_EQ, VFSD_THREAD_FLAGS,
                                        VFSD_THREAD_FLAGS));
     }
-    /* The kernel reads the command as an int: compare its 32 bits only */
-    for (i = 0; i < G_N_ELEMENTS(ioctl_allowed) && ret == 0; i++) {
-        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
-                               SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu,
-                                       ioctl_allowed[i]));
-    }
-    for (i = 0; i < G_N_ELEMENTS(prctl_allowed) && ret == 0; i++) {
-        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
-                               SCMP_A0(SCMP_CMP_EQ, prctl_allowed[i]));
-    }
     if (ret == 0) {
-        ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 2,
-                               SCMP_A0(SCMP_CMP_EQ, PR_CAP_AMBIENT),
-                               SCMP_A1(SCMP_CMP_EQ, PR_CAP_AMBIENT_IS_SET));
+        ret = add_command_rules(ctx);
     }
     return ret;
 }

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "vfsd-test.h"
+#include "compat.h"
 
 #define MiB (1024 * 1024ULL)
 
@@ -1887,10 +1888,6 @@ static void test_remove_during_map(DaxFixture *d, gconstpointer data)
     g_assert_cmpstr(d->fake.log->str, ==, "map 0+200000 rw;");
     g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 1);
 }
-
-#ifndef __NR_fchmodat2
-#define __NR_fchmodat2 452
-#endif
 
 static void unpack_trapped(int sig, siginfo_t *info, void *uc)
 {
