@@ -112,7 +112,7 @@ vm --upstream-device --daemon ours \
 grep "stats:" "$logs/virtiofsd.log" | sed 's/^/  /'
 maps=$(stat_count "$logs/virtiofsd.log" SETUPMAPPING)
 removals=$(stat_count "$logs/virtiofsd.log" REMOVEMAPPING)
-# The watch thread's cuts (debug lines of dax.c): the whole range gone
+# The watch thread's cuts (debug lines of dax-resize.c): the whole range gone
 cuts_seen=$(grep -c "DAX: file shrank: .* keeps 0x0 bytes mapped" \
     "$logs/virtiofsd.log" || true)
 echo "daemon: ${maps:-0} SETUPMAPPING, ${removals:-0} REMOVEMAPPING, $cuts_seen ranges cut by the watch"

@@ -18,14 +18,14 @@
  *
  *   VfsdDev.dispatch_lock (vhost-dev.h; read by queue threads and
  *     workers, written by the main thread around a vhost-user message)
- *   VfsdDaxInode.setup_lock (dax.c; held by a SETUPMAPPING across its
+ *   VfsdDaxInode.setup_lock (dax-table.h; held by a SETUPMAPPING across its
  *     front-end round trip, without VfsdDax.lock)
- *   VfsdDax.lock (dax.c; held across the round trips of resizes)
+ *   VfsdDax.lock (dax-table.h; held across the round trips of resizes)
  *   VfsdInodeStore.lock
  *   VfsdInode.fd_lock
  *   VfsdInodeStore.idle_lock
  *
- * Both dax.c locks are taken through the back-end (dax_lock() in
+ * Both DAX locks are taken through the back-end (dax_lock() in
  * vhost-dax.c): a thread that waits for one lets dispatch_lock go, as a
  * thread in a front-end round trip does, and takes it back after.
  *
@@ -106,12 +106,13 @@ typedef struct VfsdInode {
     GMutex plock_lock;
     GHashTable *plocks;         /* under plock_lock: owner -> fd + 1 */
     /*
-     * dax.c's: its mappings and the watch on its file.  NULL until the
-     * inode is first mapped, so always without a DAX window.
+     * The DAX module's (dax-table.h): its mappings and the watch on its
+     * file.  NULL until the inode is first mapped, so always without a
+     * DAX window.
      */
     VfsdDaxInode *dax;
     /*
-     * dax.c's, atomic: --dax-policy=exec's last look at the file's first
+     * dax-policy.c's, atomic: --dax-policy=exec's last look at the file's first
      * bytes, with the stamp of the file it was made on (dax_is_elf())
      */
     uint64_t elf_verdict;

@@ -28,7 +28,7 @@ enum {
     VFSD_MIG_SEC_INODES = 2,    /* nodeid, lookups, how to find it */
     VFSD_MIG_SEC_HANDLES = 3,   /* fh, nodeid, open flags */
     VFSD_MIG_SEC_LOCKS = 4,     /* POSIX locks by owner */
-    VFSD_MIG_SEC_DAX = 5,       /* the DAX window's mappings (dax.c) */
+    VFSD_MIG_SEC_DAX = 5,       /* the DAX window's mappings (dax-migrate.c) */
     VFSD_MIG_SEC_REQUESTS = 6,  /* requests in flight (the transport's) */
 };
 

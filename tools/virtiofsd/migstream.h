@@ -11,7 +11,7 @@
 
 /*
  * A leaf, so that every layer that has state to carry (migrate.c for the
- * file system, dax.c for the window) writes and reads its own section
+ * file system, dax-migrate.c for the window) writes and reads its own section
  * with the same checked primitives.  Integers are little-endian.
  */
 

@@ -41,7 +41,7 @@ typedef enum VfsdDaxPolicy {
     VFSD_DAX_XATTR,     /* files carrying VFSD_DAX_XATTR_NAME */
     /*
      * Files the guest maps as code: an execute bit or the ELF magic, and
-     * the files of VFSD_DAX_SIZE (dax.c, "The exec policy")
+     * the files of VFSD_DAX_SIZE (dax-policy.c, "The exec policy")
      */
     VFSD_DAX_EXEC,
 } VfsdDaxPolicy;

@@ -7,7 +7,7 @@ files outside the share, paths that lead out, session flags and counters
 no source gives, a flood of lost inodes, DAX tables for a window the
 destination does not have.
 
-The format is migrate.c's (and dax.c's DAX section), little-endian: see
+The format is migrate.c's (and dax-migrate.c's DAX section), little-endian: see
 docs/tools/virtiofsd.rst, "Live migration".  File handles are the host's,
 so a seed names a file by a placeholder the harness resolves at run time:
 handle type HANDLE_MAGIC, one byte, the index of a file in fuzz-migrate.c's
