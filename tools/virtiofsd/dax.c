@@ -641,95 +641,121 @@ static int cmp_removemapping(const void *a, const void *b)
     return x->moffset < y->moffset ? -1 : x->moffset > y->moffset;
 }
 
+/*
+ * The guest's ranges, each checked, then sorted and merged so that
+ * adjacent ones become one unmap: in *@out, their number in *@n.  False
+ * (the guest's EINVAL) for a bad or overlapping range.
+ */
+static bool removal_ranges(const VfsdDaxRange *ranges, uint32_t count,
+                           VfsdDaxRange **out, uint32_t *n)
+{
+    g_autofree VfsdDaxRange *r = g_memdup2(ranges, count * sizeof(*ranges));
+    uint32_t i;
+
+    for (i = 0; i < count; i++) {
+        if (!vfsd_dax_range_ok(r[i].moffset, r[i].len)) {
+            vfsd_guest_error("REMOVEMAPPING: bad range 0x%" PRIx64 "+0x%"
+                             PRIx64, r[i].moffset, r[i].len);
+            return false;
+        }
+    }
+    qsort(r, count, sizeof(*r), cmp_removemapping);
+    *n = 0;
+    for (i = 0; i < count; i++) {
+        VfsdDaxRange *last = *n ? &r[*n - 1] : NULL;
+
+        if (last && last->moffset + last->len > r[i].moffset) {
+            vfsd_guest_error("REMOVEMAPPING: overlapping ranges");
+            return false;
+        }
+        if (last && last->moffset + last->len == r[i].moffset) {
+            last->len += r[i].len;
+        } else {
+            r[(*n)++] = r[i];
+        }
+    }
+    *out = g_steal_pointer(&r);
+    return true;
+}
+
+/*
+ * Called with the window's lock held: adds to @doomed the mappings that
+ * @r covers.  -EINVAL where @r meets a range a SETUPMAPPING is setting
+ * up, or cuts through a mapping.
+ */
+static int removal_collect_locked(VfsdDax *dax, const VfsdDaxRange *r,
+                                  GPtrArray *doomed)
+{
+    g_autoptr(GPtrArray) in = dax_overlapping(dax, r->moffset,
+                                              r->moffset + r->len);
+    bool busy = dax_pending_overlap(dax, r->moffset, r->moffset + r->len);
+    unsigned int j;
+
+    for (j = 0; j < in->len && !busy; j++) {
+        VfsdDaxMap *m = g_ptr_array_index(in, j);
+
+        if (m->busy) {
+            busy = true;
+            break;
+        }
+        if (m->released) {
+            /* Removed already; a retry, or a range around it */
+            continue;
+        }
+        if (m->moffset < r->moffset ||
+            m->moffset + m->len > r->moffset + r->len) {
+            vfsd_guest_error("REMOVEMAPPING: range 0x%" PRIx64 "+0x%"
+                             PRIx64 " cuts through a mapping",
+                             r->moffset, r->len);
+            return -EINVAL;
+        }
+        g_ptr_array_add(doomed, m);
+    }
+    if (busy) {
+        /* The guest does not wait for its own SETUPMAPPING of the range */
+        vfsd_guest_error("REMOVEMAPPING: range 0x%" PRIx64 "+0x%" PRIx64
+                         " meets a range a SETUPMAPPING is setting up",
+                         r->moffset, r->len);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int vfsd_op_removemapping(VfsdFs *fs, const VfsdDaxRange *ranges,
                           uint32_t count)
 {
     VfsdDax *dax = fs->dax;
     g_autofree VfsdDaxRange *r = NULL;
     g_autoptr(GPtrArray) doomed = g_ptr_array_new();
-    uint32_t i, n = 0;
+    uint32_t i, n;
     int64_t start;
     int ret = 0;
 
     if (!vfsd_dax_available(fs)) {
         return -EOPNOTSUPP;
     }
-    r = g_memdup2(ranges, count * sizeof(*ranges));
-    for (i = 0; i < count; i++) {
-        if (!vfsd_dax_range_ok(r[i].moffset, r[i].len)) {
-            vfsd_guest_error("REMOVEMAPPING: bad range 0x%" PRIx64 "+0x%"
-                             PRIx64, r[i].moffset, r[i].len);
-            return -EINVAL;
-        }
+    if (!removal_ranges(ranges, count, &r, &n)) {
+        return -EINVAL;
     }
-
-    /* Sorted and merged, adjacent guest ranges become one unmap */
-    qsort(r, count, sizeof(*r), cmp_removemapping);
-    for (i = 0; i < count; i++) {
-        if (n && r[n - 1].moffset + r[n - 1].len > r[i].moffset) {
-            vfsd_guest_error("REMOVEMAPPING: overlapping ranges");
-            return -EINVAL;
-        }
-        if (n && r[n - 1].moffset + r[n - 1].len == r[i].moffset) {
-            r[n - 1].len += r[i].len;
-        } else {
-            r[n++] = r[i];
-        }
-    }
-
     vfsd_dax_lock(dax);
-    for (i = 0; i < n; i++) {
-        g_autoptr(GPtrArray) in = dax_overlapping(dax, r[i].moffset,
-                                                  r[i].moffset + r[i].len);
-        unsigned int j;
-
-        if (dax_pending_overlap(dax, r[i].moffset, r[i].moffset + r[i].len)) {
-            goto busy;
-        }
-        for (j = 0; j < in->len; j++) {
-            VfsdDaxMap *m = g_ptr_array_index(in, j);
-
-            if (m->busy) {
-                goto busy;
-            }
-            if (m->released) {
-                /* Removed already; a retry, or a range around it */
-                continue;
-            }
-            if (m->moffset < r[i].moffset ||
-                m->moffset + m->len > r[i].moffset + r[i].len) {
-                vfsd_guest_error("REMOVEMAPPING: range 0x%" PRIx64 "+0x%"
-                                 PRIx64 " cuts through a mapping",
-                                 r[i].moffset, r[i].len);
-                ret = -EINVAL;
-                goto out;
-            }
-            g_ptr_array_add(doomed, m);
-        }
+    for (i = 0; i < n && ret == 0; i++) {
+        ret = removal_collect_locked(dax, &r[i], doomed);
     }
     /*
      * Ranges with nothing mapped are accepted: the guest may retry a
      * removal whose reply it lost, and there is nothing left to undo.
      */
-    if (dax_lazy(dax)) {
+    if (ret == 0 && dax_lazy(dax)) {
         dax_release_maps(dax, doomed);
-        goto out;
+    } else if (ret == 0) {
+        start = fs->stats ? vfsd_stats_now() : 0;
+        if (!vfsd_dax_unmap_maps(dax, doomed, false)) {
+            ret = -EIO;
+        }
+        if (fs->stats) {
+            vfsd_stats_record(fs->stats, VFSD_STATS_FE_UNMAP, start);
+        }
     }
-    start = fs->stats ? vfsd_stats_now() : 0;
-    if (!vfsd_dax_unmap_maps(dax, doomed, false)) {
-        ret = -EIO;
-    }
-    if (fs->stats) {
-        vfsd_stats_record(fs->stats, VFSD_STATS_FE_UNMAP, start);
-    }
-    goto out;
-busy:
-    /* The guest does not wait for its own SETUPMAPPING of the range */
-    vfsd_guest_error("REMOVEMAPPING: range 0x%" PRIx64 "+0x%" PRIx64
-                     " meets a range a SETUPMAPPING is setting up",
-                     r[i].moffset, r[i].len);
-    ret = -EINVAL;
-out:
     g_mutex_unlock(&dax->lock);
     return ret;
 }

@@ -531,6 +531,44 @@ static void test_map_upgrade_remove(DaxFixture *d, gconstpointer data)
     g_assert_cmpuint(d->fake.maps->len, ==, 0);
 }
 
+/*
+ * A removal the guest got wrong is refused whole: nothing of it is
+ * unmapped, not even its good ranges, so that the guest's view and the
+ * window never part.
+ */
+static void test_remove_refused_whole(DaxFixture *d, gconstpointer data)
+{
+    /* The same range twice would unmap, and free, one mapping twice */
+    static const uint64_t overlapping[][2] = { { 0, 2 * MiB }, { 0, 2 * MiB } };
+    static const uint64_t cutting[][2] = {
+        { 0, 2 * MiB }, { 2 * MiB, 2 * MiB },
+    };
+    static const uint64_t unaligned[][2] = {
+        { 0, 2 * MiB }, { 4096, 100 },
+    };
+    static const uint64_t wrapping[][2] = {
+        { 0, 2 * MiB }, { UINT64_MAX - 2 * MiB + 1, 4 * MiB },
+    };
+    static const uint64_t both[][2] = { { 2 * MiB, 4 * MiB }, { 0, 2 * MiB } };
+
+    g_assert_cmpint(setup_mapping(d, 0, 0, 2 * MiB, 3), ==, 0);
+    g_assert_cmpint(setup_mapping(d, 2 * MiB, 2 * MiB, 4 * MiB, 3), ==, 0);
+    g_string_truncate(d->fake.log, 0);
+
+    g_assert_cmpint(remove_mapping(d, overlapping, 2, 2), ==, -EINVAL);
+    /* Half of the 4 MiB mapping at 2 MiB */
+    g_assert_cmpint(remove_mapping(d, cutting, 2, 2), ==, -EINVAL);
+    g_assert_cmpint(remove_mapping(d, unaligned, 2, 2), ==, -EINVAL);
+    g_assert_cmpint(remove_mapping(d, wrapping, 2, 2), ==, -EINVAL);
+    g_assert_cmpstr(d->fake.log->str, ==, "");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 2);
+
+    /* Given in any order, adjacent ranges go in one unmap */
+    g_assert_cmpint(remove_mapping(d, both, 2, 2), ==, 0);
+    g_assert_cmpstr(d->fake.log->str, ==, "unmap 0+600000;");
+    g_assert_cmpuint(vfsd_dax_count(&d->t.fs), ==, 0);
+}
+
 static void test_without_replace(DaxFixture *d, gconstpointer data)
 {
     /*
@@ -2004,6 +2042,7 @@ int main(int argc, char **argv)
     ADD("attr-flag", test_attr_flag, 0);
     ADD("unpack-calls", test_unpack_calls, 0);
     ADD("map-upgrade-remove", test_map_upgrade_remove, 0);
+    ADD("remove-refused-whole", test_remove_refused_whole, 0);
     ADD("xattr-policy-opens-nothing", test_xattr_policy_opens_nothing, 0);
     ADD("exec-policy", test_exec_policy, 0);
     ADD("without-replace", test_without_replace, 1);
