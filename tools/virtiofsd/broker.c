@@ -268,11 +268,6 @@ static bool send_reply(int sock, const BrokerReply *r, int fd)
     return n == sizeof(*r);
 }
 
-/*
- * One message: exactly a BrokerMsg, with at most two fds.  Anything else
- * is a server that is not ours any more, and ends the broker: it owes
- * such a server nothing.
- */
 /* One batch: exactly a BrokerBatch, an fd per inode to register */
 static bool serve_batch(BrokerState *s, const BrokerBatch *bt, int *fds,
                         int nfds)
@@ -298,6 +293,75 @@ static bool serve_batch(BrokerState *s, const BrokerBatch *bt, int *fds,
     return true;
 }
 
+/*
+ * The fds that came with a message, into @fds; false when there were more
+ * than BROKER_BATCH, those past it closed.
+ */
+static bool take_fds(struct msghdr *msg, int *fds, int *nfds)
+{
+    struct cmsghdr *c;
+    bool ok = true;
+    int i;
+
+    for (c = CMSG_FIRSTHDR(msg); c; c = CMSG_NXTHDR(msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+            for (i = 0; i < (int)cnt; i++) {
+                int fd;
+
+                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (*nfds < BROKER_BATCH) {
+                    fds[(*nfds)++] = fd;
+                } else {
+                    close(fd);
+                    ok = false;
+                }
+            }
+        }
+    }
+    return ok;
+}
+
+/*
+ * One BrokerMsg other than a batch: the answer, for the ops that have one,
+ * in @r, and BROKER_OPEN's fd to send with it in @out.  False for an op
+ * the broker does not know.
+ */
+static bool serve_msg(BrokerState *s, const BrokerMsg *mp, int *fds,
+                      int nfds, BrokerReply *r, int *out)
+{
+    int ret;
+
+    switch (mp->op) {
+    case BROKER_REGISTER:
+        do_register(s, mp, fds, nfds);
+        return true;
+    case BROKER_OPEN:
+        ret = do_open(s, mp);
+        if (ret >= 0) {
+            *out = ret;
+            ret = 0;
+        }
+        break;
+    case BROKER_FORGET:
+        g_hash_table_remove(s->entries, &mp->id);
+        return true;
+    case BROKER_IDENTIFY:
+        ret = do_identify(s, mp, r);
+        break;
+    default:
+        return false;
+    }
+    r->err = -ret;
+    return true;
+}
+
+/*
+ * One message: exactly a BrokerMsg, with at most two fds, or a
+ * BrokerBatch.  Anything else is a server that is not ours any more, and
+ * ends the broker: it owes such a server nothing.
+ */
 static bool serve_one(BrokerState *s)
 {
     union {
@@ -315,10 +379,9 @@ static bool serve_one(BrokerState *s)
         .msg_iov = &iov, .msg_iovlen = 1,
         .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf),
     };
-    struct cmsghdr *c;
-    int fds[BROKER_BATCH], nfds = 0, ret = 0, out = -1, i;
+    int fds[BROKER_BATCH], nfds = 0, out = -1, i;
     ssize_t n;
-    bool ok = true, batch;
+    bool ok, batch;
 
     do {
         n = recvmsg(s->sock, &msg, MSG_CMSG_CLOEXEC);
@@ -326,23 +389,7 @@ static bool serve_one(BrokerState *s)
     if (n <= 0) {
         return false;           /* the server is gone */
     }
-    for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            size_t cnt = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-            for (i = 0; i < (int)cnt; i++) {
-                int fd;
-
-                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                if (nfds < BROKER_BATCH) {
-                    fds[nfds++] = fd;
-                } else {
-                    close(fd);
-                    ok = false;
-                }
-            }
-        }
-    }
+    ok = take_fds(&msg, fds, &nfds);
     batch = n >= (ssize_t)sizeof(uint32_t) &&
             (u.m.op == BROKER_REGISTER_MANY || u.m.op == BROKER_FORGET_MANY);
     if (n != (batch ? sizeof(u.b) : sizeof(u.m)) ||
@@ -355,26 +402,7 @@ static bool serve_one(BrokerState *s)
     if (ok && batch) {
         ok = serve_batch(s, &u.b, fds, nfds);
     } else if (ok) {
-        switch (mp->op) {
-        case BROKER_REGISTER:
-            ret = do_register(s, mp, fds, nfds);
-            break;
-        case BROKER_OPEN:
-            ret = do_open(s, mp);
-            if (ret >= 0) {
-                out = ret;
-                ret = 0;
-            }
-            break;
-        case BROKER_FORGET:
-            g_hash_table_remove(s->entries, &mp->id);
-            break;
-        case BROKER_IDENTIFY:
-            ret = do_identify(s, mp, &r);
-            break;
-        default:
-            ok = false;
-        }
+        ok = serve_msg(s, mp, fds, nfds, &r, &out);
     }
     for (i = 0; i < nfds; i++) {
         if (fds[i] >= 0) {
@@ -383,7 +411,6 @@ static bool serve_one(BrokerState *s)
     }
     if (ok && !batch && mp->op != BROKER_FORGET &&
         mp->op != BROKER_REGISTER) {
-        r.err = -ret;
         ok = send_reply(s->sock, &r, out);
     }
     if (out >= 0) {

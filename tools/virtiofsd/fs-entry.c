@@ -188,6 +188,75 @@ static int setattr_size(VfsdFs *fs, const VfsdCtx *ctx, VfsdInode *inode,
     return ret;
 }
 
+static int setattr_owner(VfsdFs *fs, VfsdInode *inode, const VfsdSetattr *in)
+{
+    unsigned int valid = in->valid;
+    uid_t uid = (valid & VFSD_SET_UID) ?
+                vfsd_idmap_to_host(&fs->opts->uid_map, in->uid) : -1;
+    gid_t gid = (valid & VFSD_SET_GID) ?
+                vfsd_idmap_to_host(&fs->opts->gid_map, in->gid) : -1;
+    int ret;
+
+    /* As if the guest were a caller of chown(2) not allowed the id */
+    if (((valid & VFSD_SET_UID) &&
+         vfsd_idmap_forbidden(&fs->opts->uid_map, in->uid)) ||
+        ((valid & VFSD_SET_GID) &&
+         vfsd_idmap_forbidden(&fs->opts->gid_map, in->gid))) {
+        return -EPERM;
+    }
+    /*
+     * An id the map does not cover has no host counterpart, like an
+     * id outside a user namespace's map (chown(2) says EINVAL).
+     * Without a map -1 passes, and means "no change" as it always
+     * did.
+     */
+    if (((valid & VFSD_SET_UID) && uid == (uid_t)-1 &&
+         vfsd_idmap_active(&fs->opts->uid_map)) ||
+        ((valid & VFSD_SET_GID) && gid == (gid_t)-1 &&
+         vfsd_idmap_active(&fs->opts->gid_map))) {
+        return -EINVAL;
+    }
+    ret = vfsd_drop_mapped_capability(fs, inode, -1);
+    if (ret < 0) {
+        return ret;
+    }
+    if (fchownat(inode->fd, "", uid, gid,
+                 AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+static int setattr_times(VfsdInode *inode, const VfsdSetattr *in)
+{
+    unsigned int valid = in->valid;
+    struct timespec ts[2] = {
+        { .tv_nsec = UTIME_OMIT },
+        { .tv_nsec = UTIME_OMIT },
+    };
+
+    if (valid & VFSD_SET_ATIME_NOW) {
+        ts[0].tv_nsec = UTIME_NOW;
+    } else if (valid & VFSD_SET_ATIME) {
+        ts[0] = in->atime;
+    }
+    if (valid & VFSD_SET_MTIME_NOW) {
+        ts[1].tv_nsec = UTIME_NOW;
+    } else if (valid & VFSD_SET_MTIME) {
+        ts[1] = in->mtime;
+    }
+    /*
+     * On the inode itself, whatever its type: a symlink's own times
+     * are set as lutimes() sets them.  Out-of-range nanoseconds get
+     * the host's EINVAL.
+     */
+    if (utimensat(inode->fd, "", ts,
+                  AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
 int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
                     const VfsdSetattr *in, VfsdAttr *attr, double *timeout)
 {
@@ -214,37 +283,9 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         }
     }
     if (valid & (VFSD_SET_UID | VFSD_SET_GID)) {
-        uid_t uid = (valid & VFSD_SET_UID) ?
-                    vfsd_idmap_to_host(&fs->opts->uid_map, in->uid) : -1;
-        gid_t gid = (valid & VFSD_SET_GID) ?
-                    vfsd_idmap_to_host(&fs->opts->gid_map, in->gid) : -1;
-
-        /* As if the guest were a caller of chown(2) not allowed the id */
-        if (((valid & VFSD_SET_UID) &&
-             vfsd_idmap_forbidden(&fs->opts->uid_map, in->uid)) ||
-            ((valid & VFSD_SET_GID) &&
-             vfsd_idmap_forbidden(&fs->opts->gid_map, in->gid))) {
-            return -EPERM;
-        }
-        /*
-         * An id the map does not cover has no host counterpart, like an
-         * id outside a user namespace's map (chown(2) says EINVAL).
-         * Without a map -1 passes, and means "no change" as it always
-         * did.
-         */
-        if (((valid & VFSD_SET_UID) && uid == (uid_t)-1 &&
-             vfsd_idmap_active(&fs->opts->uid_map)) ||
-            ((valid & VFSD_SET_GID) && gid == (gid_t)-1 &&
-             vfsd_idmap_active(&fs->opts->gid_map))) {
-            return -EINVAL;
-        }
-        ret = vfsd_drop_mapped_capability(fs, inode, -1);
+        ret = setattr_owner(fs, inode, in);
         if (ret < 0) {
             return ret;
-        }
-        if (fchownat(inode->fd, "", uid, gid,
-                     AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
-            return -errno;
         }
     }
     if (valid & VFSD_SET_SIZE) {
@@ -254,29 +295,9 @@ int vfsd_op_setattr(VfsdFs *fs, const VfsdCtx *ctx, uint64_t nodeid,
         }
     }
     if (valid & (VFSD_SET_ATIME | VFSD_SET_MTIME)) {
-        struct timespec ts[2] = {
-            { .tv_nsec = UTIME_OMIT },
-            { .tv_nsec = UTIME_OMIT },
-        };
-
-        if (valid & VFSD_SET_ATIME_NOW) {
-            ts[0].tv_nsec = UTIME_NOW;
-        } else if (valid & VFSD_SET_ATIME) {
-            ts[0] = in->atime;
-        }
-        if (valid & VFSD_SET_MTIME_NOW) {
-            ts[1].tv_nsec = UTIME_NOW;
-        } else if (valid & VFSD_SET_MTIME) {
-            ts[1] = in->mtime;
-        }
-        /*
-         * On the inode itself, whatever its type: a symlink's own times
-         * are set as lutimes() sets them.  Out-of-range nanoseconds get
-         * the host's EINVAL.
-         */
-        if (utimensat(inode->fd, "", ts,
-                      AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0) {
-            return -errno;
+        ret = setattr_times(inode, in);
+        if (ret < 0) {
+            return ret;
         }
     }
     (void)ctx;

@@ -229,7 +229,11 @@ static uint32_t rule_from(const VfsdIdRule *r, bool to_host)
     return to_host ? r->guest : r->host;
 }
 
-bool vfsd_idxlate_add(VfsdIdTranslate *t, const char *spec, char **err)
+/*
+ * A rule's text: its kind, then its numbers in the order that kind names
+ * them.  What the numbers mean together is vfsd_idxlate_add()'s to check.
+ */
+static bool parse_id_rule(const char *spec, VfsdIdRule *r, char **err)
 {
     static const struct {
         const char *prefix;
@@ -246,7 +250,6 @@ bool vfsd_idxlate_add(VfsdIdTranslate *t, const char *spec, char **err)
     };
     g_auto(GStrv) f = g_strsplit(spec, ":", -1);
     uint32_t v[3] = { 0, 0, 0 };
-    VfsdIdRule r;
     unsigned int i, k, nf = g_strv_length(f);
 
     for (k = 0; k < G_N_ELEMENTS(kinds); k++) {
@@ -273,15 +276,26 @@ bool vfsd_idxlate_add(VfsdIdTranslate *t, const char *spec, char **err)
             return false;
         }
     }
-    r.kind = kinds[k].kind;
+    r->kind = kinds[k].kind;
     if (kinds[k].fields == 2) {
-        r.guest = v[0];
-        r.host = 0;
-        r.count = v[1];
+        r->guest = v[0];
+        r->host = 0;
+        r->count = v[1];
     } else {
-        r.guest = kinds[k].host_first ? v[1] : v[0];
-        r.host = kinds[k].host_first ? v[0] : v[1];
-        r.count = v[2];
+        r->guest = kinds[k].host_first ? v[1] : v[0];
+        r->host = kinds[k].host_first ? v[0] : v[1];
+        r->count = v[2];
+    }
+    return true;
+}
+
+bool vfsd_idxlate_add(VfsdIdTranslate *t, const char *spec, char **err)
+{
+    VfsdIdRule r;
+    unsigned int i;
+
+    if (!parse_id_rule(spec, &r, err)) {
+        return false;
     }
     if (r.count == 0) {
         *err = g_strdup("the count must not be 0");

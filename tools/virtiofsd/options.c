@@ -363,6 +363,18 @@ static bool parse_negotiation(const char *opt, const char *v,
     return true;
 }
 
+static bool parse_posix_acl(VfsdOptions *o, const char *v, char **err)
+{
+    VfsdNegotiation n;
+
+    if (!parse_negotiation("--posix-acl", v, &n, err)) {
+        return false;
+    }
+    o->posix_acl = n != VFSD_NEGOTIATE_NEVER;
+    o->posix_acl_always = n == VFSD_NEGOTIATE_ALWAYS;
+    return true;
+}
+
 static bool parse_inode_fh(VfsdOptions *o, const char *v, char **err)
 {
     if (!strcmp(v, "never")) {
@@ -547,6 +559,20 @@ static bool parse_legacy(VfsdOptions *o, const char *item, char **err)
     }
     *err = g_strdup_printf("unknown or malformed option '-o %s'", item);
     return false;
+}
+
+/* The "-o" list: items separated by commas, empty ones ignored */
+static bool parse_legacy_list(VfsdOptions *o, const char *v, char **err)
+{
+    g_auto(GStrv) items = g_strsplit(v, ",", -1);
+    unsigned int i;
+
+    for (i = 0; items[i]; i++) {
+        if (*items[i] && !parse_legacy(o, items[i], err)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 void vfsd_options_free(VfsdOptions *opts)
@@ -902,16 +928,8 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         o->security_label_on = false;
         return parse_negotiation("--security-label", val, &o->security_label,
                                  err);
-    case OPT_POSIX_ACL: {
-        VfsdNegotiation n;
-
-        if (!parse_negotiation("--posix-acl", val, &n, err)) {
-            return false;
-        }
-        o->posix_acl = n != VFSD_NEGOTIATE_NEVER;
-        o->posix_acl_always = n == VFSD_NEGOTIATE_ALWAYS;
-        return true;
-    }
+    case OPT_POSIX_ACL:
+        return parse_posix_acl(o, val, err);
     case OPT_LOG_LEVEL:
         return parse_log_level(o, val, err);
     case OPT_DAX_POLICY:
@@ -929,17 +947,8 @@ static bool apply_option(VfsdOptions *o, int id, const char *val, char **err)
         return parse_ids(o, id, val, err);
     case OPT_XATTRMAP:
         return set_xattrmap(o, val, err);
-    case OPT_O: {
-        g_auto(GStrv) items = g_strsplit(val, ",", -1);
-        unsigned int i;
-
-        for (i = 0; items[i]; i++) {
-            if (*items[i] && !parse_legacy(o, items[i], err)) {
-                return false;
-            }
-        }
-        return true;
-    }
+    case OPT_O:
+        return parse_legacy_list(o, val, err);
     case OPT_TAG:
         /* The guest sees the tag as it is: the Rust daemon's limits */
         if (!*val || strlen(val) > VFSD_TAG_MAX) {

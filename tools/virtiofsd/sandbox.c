@@ -547,15 +547,45 @@ static bool landlock_allow(int ruleset, int fd, uint64_t rights)
                    &rule, 0) == 0;
 }
 
-bool vfsd_landlock_restrict(VfsdSandbox mode, bool open_by_handle,
-                            int root_fd, int proc_fd, char **err)
+/*
+ * What the daemon may still reach once restricted: the shared directory,
+ * and /proc/self/fdinfo to read.  On failure @step says what failed and
+ * errno why.
+ */
+static bool landlock_add_rules(int ruleset, uint64_t rights, int root_fd,
+                               int proc_fd, const char **step)
 {
-    struct landlock_ruleset_attr attr = { 0 };
     /*
      * Kept open for good: procfs makes a new inode for a dentry it let
      * go, and a rule is on the inode.  An fd holds the dentry.
      */
     static int fdinfo_fd = -1;
+
+    /*
+     * The shared directory by its fd: after pivot_root it is "/", and
+     * with --sandbox=none its path may since lead elsewhere.
+     */
+    *step = "allowing the shared directory";
+    if (!landlock_allow(ruleset, root_fd, rights)) {
+        return false;
+    }
+    /* The locks a migration carries are read from /proc/self/fdinfo */
+    *step = "opening /proc/self/fdinfo";
+    if (fdinfo_fd < 0) {
+        fdinfo_fd = openat(proc_fd, "../fdinfo",
+                           O_PATH | O_DIRECTORY | O_CLOEXEC);
+    }
+    if (fdinfo_fd < 0) {
+        return false;
+    }
+    *step = "allowing /proc/self/fdinfo";
+    return landlock_allow(ruleset, fdinfo_fd, LANDLOCK_ACCESS_FS_READ_FILE);
+}
+
+bool vfsd_landlock_restrict(VfsdSandbox mode, bool open_by_handle,
+                            int root_fd, int proc_fd, char **err)
+{
+    struct landlock_ruleset_attr attr = { 0 };
     const char *step;
     int abi, ruleset;
 
@@ -595,25 +625,8 @@ bool vfsd_landlock_restrict(VfsdSandbox mode, bool open_by_handle,
     if (ruleset < 0) {
         goto fail;
     }
-    /*
-     * The shared directory by its fd: after pivot_root it is "/", and
-     * with --sandbox=none its path may since lead elsewhere.
-     */
-    step = "allowing the shared directory";
-    if (!landlock_allow(ruleset, root_fd, attr.handled_access_fs)) {
-        goto fail_close;
-    }
-    /* The locks a migration carries are read from /proc/self/fdinfo */
-    step = "opening /proc/self/fdinfo";
-    if (fdinfo_fd < 0) {
-        fdinfo_fd = openat(proc_fd, "../fdinfo",
-                           O_PATH | O_DIRECTORY | O_CLOEXEC);
-    }
-    if (fdinfo_fd < 0) {
-        goto fail_close;
-    }
-    step = "allowing /proc/self/fdinfo";
-    if (!landlock_allow(ruleset, fdinfo_fd, LANDLOCK_ACCESS_FS_READ_FILE)) {
+    if (!landlock_add_rules(ruleset, attr.handled_access_fs, root_fd,
+                            proc_fd, &step)) {
         goto fail_close;
     }
     /* Landlock wants it or CAP_SYS_ADMIN; the daemon never execs anyway */

@@ -248,13 +248,38 @@ static const Rule *find_rule(const VfsdXattrMap *map, unsigned int scope,
     return NULL;
 }
 
+/*
+ * The host's name for the guest's security.capability where a prefix rule
+ * renames it, which the kernel would not drop where it drops the real one
+ * (vfsd_drop_mapped_capability() does).  The Rust daemon maps this name
+ * when it starts and stops there if no rule takes it; a map it would not
+ * run with is refused here too.
+ */
+static bool map_capability(VfsdXattrMap *map, char **err)
+{
+    const Rule *cap = find_rule(map, SCOPE_CLIENT, "security.capability",
+                                strlen("security.capability"));
+
+    if (!cap) {
+        *err = g_strdup("--xattrmap: no rule matches the guest's "
+                        "'security.capability' (end the rules with one "
+                        "that matches every name, e.g. ':ok:all:::' or "
+                        "':bad:all:::')");
+        return false;
+    }
+    if (cap->type == RULE_PREFIX && cap->prepend_len) {
+        map->capability_name = g_strconcat(cap->prepend,
+                                           "security.capability", NULL);
+    }
+    return true;
+}
+
 VfsdXattrMap *vfsd_xattrmap_parse(const char *rules, char **err)
 {
     g_autoptr(VfsdXattrMap) map = g_new0(VfsdXattrMap, 1);
     const char *p = rules;
     const char *end = rules + strlen(rules);
     const char *c;
-    const Rule *cap;
     unsigned int n = 0;
 
     map->rules = g_array_new(false, false, sizeof(Rule));
@@ -309,23 +334,8 @@ VfsdXattrMap *vfsd_xattrmap_parse(const char *rules, char **err)
         *err = g_strdup("--xattrmap: no rules given");
         return NULL;
     }
-
-    /*
-     * The Rust daemon maps this name when it starts and stops there if no
-     * rule takes it; a map it would not run with is refused here too.
-     */
-    cap = find_rule(map, SCOPE_CLIENT, "security.capability",
-                    strlen("security.capability"));
-    if (!cap) {
-        *err = g_strdup("--xattrmap: no rule matches the guest's "
-                        "'security.capability' (end the rules with one "
-                        "that matches every name, e.g. ':ok:all:::' or "
-                        "':bad:all:::')");
+    if (!map_capability(map, err)) {
         return NULL;
-    }
-    if (cap->type == RULE_PREFIX && cap->prepend_len) {
-        map->capability_name = g_strconcat(cap->prepend,
-                                           "security.capability", NULL);
     }
     return g_steal_pointer(&map);
 }
