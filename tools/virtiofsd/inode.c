@@ -75,6 +75,24 @@ static struct file_handle *handle_of(int fd, int *mnt_id)
  * one.  fds_open counts the fds of inodes with users, not idle ones:
  * those are the daemon's cache, bounded by idle_max on its own.
  */
+/*
+ * Called with @inode's fd_lock held: takes it off the idle list, where it
+ * was; whether it was.  The list's reference then passes to the caller.
+ */
+static bool inode_idle_take(VfsdInodeStore *st, VfsdInode *inode)
+{
+    bool was_idle;
+
+    g_mutex_lock(&st->idle_lock);
+    was_idle = inode->idle;
+    if (was_idle) {
+        g_queue_unlink(&st->idle, &inode->idle_link);
+        inode->idle = false;
+    }
+    g_mutex_unlock(&st->idle_lock);
+    return was_idle;
+}
+
 static int inode_fd_hold(VfsdInode *inode)
 {
     VfsdFs *fs = inode->fs;
@@ -91,13 +109,7 @@ static int inode_fd_hold(VfsdInode *inode)
             ret = -ENFILE;
         } else if (inode->fd >= 0) {
             /* Idle, or taken off the list by an eviction not yet done */
-            g_mutex_lock(&st->idle_lock);
-            if (inode->idle) {
-                g_queue_unlink(&st->idle, &inode->idle_link);
-                inode->idle = false;
-                was_idle = true;
-            }
-            g_mutex_unlock(&st->idle_lock);
+            was_idle = inode_idle_take(st, inode);
         } else {
             fd = vfsd_broker_open(fs->broker, inode->broker_id);
             if (fd < 0) {
@@ -228,13 +240,7 @@ static void inode_idle_cancel(VfsdInode *inode)
         return;
     }
     g_mutex_lock(&inode->fd_lock);
-    g_mutex_lock(&st->idle_lock);
-    was_idle = inode->idle;
-    if (was_idle) {
-        g_queue_unlink(&st->idle, &inode->idle_link);
-        inode->idle = false;
-    }
-    g_mutex_unlock(&st->idle_lock);
+    was_idle = inode_idle_take(st, inode);
     g_mutex_unlock(&inode->fd_lock);
     if (was_idle) {
         inode_idle_close(inode, false);
@@ -521,14 +527,10 @@ static int inode_found_locked(VfsdInodeStore *st, VfsdInode *inode, int fd)
      */
     g_mutex_lock(&inode->fd_lock);
     if (inode->fd_users++ == 0) {
-        g_mutex_lock(&st->idle_lock);
-        if (inode->idle) {
-            g_queue_unlink(&st->idle, &inode->idle_link);
-            inode->idle = false;
+        if (inode_idle_take(st, inode)) {
             /* The list's reference: the table holds another */
             g_atomic_int_add(&inode->refcount, -1);
         }
-        g_mutex_unlock(&st->idle_lock);
         if (inode->fd < 0) {
             inode->fd = fd;
         } else {
@@ -714,13 +716,7 @@ VfsdInode *vfsd_inode_intern_known(VfsdFs *fs, uint64_t epoch,
             return NULL;
         }
         if (inode->fd_users++ == 0) {
-            g_mutex_lock(&st->idle_lock);
-            if (inode->idle) {
-                g_queue_unlink(&st->idle, &inode->idle_link);
-                inode->idle = false;
-                was_idle = true;
-            }
-            g_mutex_unlock(&st->idle_lock);
+            was_idle = inode_idle_take(st, inode);
         }
         g_mutex_unlock(&inode->fd_lock);
     }
