@@ -31,14 +31,11 @@ struct linux_dirent64 {
 int vfsd_op_opendir(VfsdFs *fs, uint64_t nodeid, uint32_t flags,
                     VfsdOpened *out)
 {
-    g_autoptr(VfsdInode) inode = vfsd_inode_get(fs, nodeid);
     int fd;
+    g_autoptr(VfsdInode) inode = vfsd_dir_get(fs, nodeid, &fd);
 
     if (!inode) {
-        return -errno;
-    }
-    if (inode->type != S_IFDIR) {
-        return -ENOTDIR;
+        return fd;
     }
     fd = vfsd_fd_open(fs, inode, O_RDONLY | O_DIRECTORY);
     if (fd < 0) {

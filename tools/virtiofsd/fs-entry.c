@@ -28,14 +28,11 @@
 int vfsd_op_lookup(VfsdFs *fs, uint64_t parent, const char *name,
                    VfsdEntry *e)
 {
-    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
     int ret;
+    g_autoptr(VfsdInode) dir = vfsd_dir_get(fs, parent, &ret);
 
     if (!dir) {
-        return -errno;
-    }
-    if (dir->type != S_IFDIR) {
-        return -ENOTDIR;
+        return ret;
     }
     ret = vfsd_entry_lookup_name(fs, dir, name, e);
     if (ret == -ENOENT) {
@@ -383,16 +380,13 @@ static int make_node(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                      dev_t rdev, mode_t umask, const char *link_target,
                      VfsdEntry *e)
 {
-    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+    int ret;
+    g_autoptr(VfsdInode) dir = vfsd_dir_get(fs, parent, &ret);
     VfsdSavedCreds old;
     bool masked = false;
-    int ret;
 
     if (!dir) {
-        return -errno;
-    }
-    if (dir->type != S_IFDIR) {
-        return -ENOTDIR;
+        return ret;
     }
     if (fs->opts->readonly) {
         return -EROFS;

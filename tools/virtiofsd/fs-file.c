@@ -370,19 +370,16 @@ int vfsd_op_create(VfsdFs *fs, const VfsdCtx *ctx, uint64_t parent,
                    mode_t mode, mode_t umask, bool tmpfile, VfsdEntry *e,
                    VfsdOpened *out)
 {
-    g_autoptr(VfsdInode) dir = vfsd_inode_get(fs, parent);
+    int fd, pfd = -1, ret;
+    g_autoptr(VfsdInode) dir = vfsd_dir_get(fs, parent, &ret);
     /* A file we create is empty: O_TRUNC only matters for one that exists */
     int f = open_flags(fs, flags) & ~(O_DIRECTORY | O_TRUNC);
     bool kill_priv = (fs->conn.flags & FUSE_HANDLE_KILLPRIV_V2) &&
                      kill_suidgid;
     char procname[32];
-    int fd, pfd = -1, ret;
 
     if (!dir) {
-        return -errno;
-    }
-    if (dir->type != S_IFDIR) {
-        return -ENOTDIR;
+        return ret;
     }
     if (fs->opts->readonly) {
         return -EROFS;

@@ -414,6 +414,26 @@ int vfsd_entry_lookup_name(VfsdFs *fs, VfsdInode *parent, const char *name,
 }
 
 /*
+ * The directory @nodeid names, with a reference, for a request that works
+ * in it; NULL with the guest's error in *@err: the inode's, or ENOTDIR.
+ */
+VfsdInode *vfsd_dir_get(VfsdFs *fs, uint64_t nodeid, int *err)
+{
+    VfsdInode *dir = vfsd_inode_get(fs, nodeid);
+
+    if (!dir) {
+        *err = -errno;
+        return NULL;
+    }
+    if (dir->type != S_IFDIR) {
+        vfsd_inode_unref(dir);
+        *err = -ENOTDIR;
+        return NULL;
+    }
+    return dir;
+}
+
+/*
  * Names come from the guest: one path component, never "." or "..", so
  * that an *at() call on the parent's fd cannot leave the parent.  A
  * Linux guest never sends such names (its VFS resolves "." and ".."

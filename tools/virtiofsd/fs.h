@@ -23,6 +23,7 @@ int vfsd_fill_attr(VfsdFs *fs, VfsdInode *inode, VfsdAttr *attr);
 int vfsd_fill_statx(VfsdFs *fs, VfsdInode *inode, int sync_flags,
                     uint32_t mask, VfsdStatx *sx);
 bool vfsd_valid_name(const char *name);
+VfsdInode *vfsd_dir_get(VfsdFs *fs, uint64_t nodeid, int *err);
 
 /*
  * The guest's entry for @name in @parent, adding one lookup, and the same
