@@ -38,6 +38,7 @@ import platform
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,31 @@ REPLAY_DEPTHS = [1, 32]
 
 def log(msg):
     print("loadgen: " + msg, file=sys.stderr, flush=True)
+
+
+def hold_cpu_latency():
+    """Keeps idle CPUs polling for the run: (the fd that holds it, or
+    None; what the report says).
+
+    A halted vCPU of a virtual machine takes tens of microseconds to
+    wake (this project's machines: an eventfd round trip between two
+    threads takes 60-75 us when the CPUs are otherwise idle, 1.7 us when
+    they are busy), and that would be every depth-1 figure and much of
+    the depth-32 ones, varying with whatever else the host runs.  A
+    request for zero wake-up latency (PM QoS, /dev/cpu_dma_latency, as
+    tuned's latency-performance profile does) keeps idle CPUs in their
+    polling state for as long as the file stays open; both daemons run
+    under it alike.
+    """
+    try:
+        fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+    except OSError as e:
+        return None, (f"not held ({e.strerror} on /dev/cpu_dma_latency): "
+                      "idle CPUs may halt, and a wake-up then costs the "
+                      "host's idle exit")
+    os.write(fd, struct.pack("i", 0))
+    return fd, ("held at 0 for the run (/dev/cpu_dma_latency): idle CPUs "
+                "poll rather than halt")
 
 
 def rust_virtiofsd():
@@ -563,7 +589,9 @@ def write_reports(out, setup, res, fl, errors):
          f"{setup['load']} at the start (the machine is shared); shares: "
          f"{setup['share']}; ours: {setup['ours']}; Rust: {setup['rust']}; "
          f"{setup['rounds']} alternating rounds of {setup['seconds']} s per "
-         "mix and depth; median [min-max] of the rounds.", "",
+         "mix and depth; median [min-max] of the rounds; CPU wake-up "
+         f"latency: {setup.get('cpu_idle', 'not recorded (an older run)')}."
+         "", "",
          "`bench/loadgen.py` (make bench) drives each daemon with "
          "`tests/unit/virtiofsd/loadgen`, a vhost-user front-end without "
          "a guest: a memfd as guest memory, split rings with EVENT_IDX, "
@@ -716,7 +744,14 @@ def main():
         return 0
     if args.quick:
         args.rounds, args.seconds = 1, 0.3
-    setup, res, fl, errors = bench(args)
+    qos_fd, qos_what = hold_cpu_latency()
+    log(f"CPU wake-up latency: {qos_what}")
+    try:
+        setup, res, fl, errors = bench(args)
+    finally:
+        if qos_fd is not None:
+            os.close(qos_fd)
+    setup["cpu_idle"] = qos_what
     if args.replay_only:
         setup, res, fl, errors = merge_replay(args.out, setup, res, errors)
     print(write_reports(args.out, setup, res, fl, errors), end="")
